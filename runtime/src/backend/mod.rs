@@ -1,0 +1,143 @@
+//! Backends compile and execute whole graphs. The trait is deliberately narrow — compile,
+//! move data in and out, execute — so every backend runs the same op test list.
+
+pub mod native;
+
+use crate::ir::{Graph, TensorType};
+use crate::{Error, Result, Tensor};
+
+/// How a graph is compiled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// State updates: `(output, param)` makes graph output `output` the new value of
+    /// parameter `param` after each execution. The parameter's buffer is donated to the
+    /// computation, so the update happens in place with no copy where the backend can.
+    pub updates: Vec<(usize, usize)>,
+}
+
+impl CompileOptions {
+    /// Checks the update pairs against a graph: indices in range, types equal, each
+    /// output and parameter used at most once.
+    pub fn validate(&self, g: &Graph) -> Result<()> {
+        let (np, no) = (g.params().len(), g.outputs().len());
+        let mut seen_o = vec![false; no];
+        let mut seen_p = vec![false; np];
+        for &(o, p) in &self.updates {
+            if o >= no || p >= np {
+                return Err(Error::invalid(
+                    "CompileOptions::updates",
+                    format!("pair (output {o}, param {p}) out of range: the graph has {no} outputs and {np} params"),
+                ));
+            }
+            if std::mem::replace(&mut seen_o[o], true) || std::mem::replace(&mut seen_p[p], true) {
+                return Err(Error::invalid(
+                    "CompileOptions::updates",
+                    format!("output {o} or param {p} appears in more than one update"),
+                ));
+            }
+            let (to, tp) = (g.ty(g.outputs()[o]), g.ty(g.params()[p]));
+            if to != tp {
+                return Err(Error::invalid(
+                    "CompileOptions::updates",
+                    format!("output {o} is {to} but param {p} is {tp}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Data owned by a backend (host memory for native, device memory for PJRT).
+#[derive(Debug)]
+pub struct Buffer {
+    ty: TensorType,
+    repr: Repr,
+}
+
+#[derive(Debug)]
+pub(crate) enum Repr {
+    Native(native::Storage),
+}
+
+impl Buffer {
+    pub fn ty(&self) -> &TensorType {
+        &self.ty
+    }
+
+    pub(crate) fn native(ty: TensorType, s: native::Storage) -> Buffer {
+        Buffer {
+            ty,
+            repr: Repr::Native(s),
+        }
+    }
+
+    pub(crate) fn repr(&self) -> &Repr {
+        &self.repr
+    }
+
+    pub(crate) fn repr_mut(&mut self) -> &mut Repr {
+        &mut self.repr
+    }
+}
+
+/// A compiled graph, ready to run many times.
+pub trait Executable: Send {
+    fn param_types(&self) -> &[TensorType];
+    fn output_types(&self) -> &[TensorType];
+
+    /// Runs the graph once. `args` holds one buffer per parameter; parameters named in
+    /// [`CompileOptions::updates`] receive their new values in place. Returns the other
+    /// outputs, in output order.
+    fn execute(&mut self, args: &mut [Buffer]) -> Result<Vec<Buffer>>;
+}
+
+/// A place graphs run.
+pub trait Backend {
+    fn name(&self) -> String;
+    fn compile(&self, graph: &Graph, options: &CompileOptions) -> Result<Box<dyn Executable>>;
+    /// Copies a host tensor into a new backend buffer.
+    fn upload(&self, t: &Tensor) -> Result<Buffer>;
+    /// Copies a host tensor into an existing buffer of the same type (reusing its memory
+    /// where the backend can).
+    fn upload_into(&self, t: &Tensor, b: &mut Buffer) -> Result<()> {
+        *b = self.upload(t)?;
+        Ok(())
+    }
+    /// Copies a buffer to the host.
+    fn download(&self, b: &Buffer) -> Result<Tensor>;
+
+    /// Compiles, uploads, runs once and downloads: the convenience for tests and one-off
+    /// evaluations.
+    fn run(&self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let mut exe = self.compile(graph, &CompileOptions::default())?;
+        let mut args = inputs
+            .iter()
+            .map(|t| self.upload(t))
+            .collect::<Result<Vec<_>>>()?;
+        let outs = exe.execute(&mut args)?;
+        outs.iter().map(|b| self.download(b)).collect()
+    }
+}
+
+/// Checks that execution arguments match the compiled parameter types.
+pub(crate) fn check_args(
+    backend: &'static str,
+    params: &[TensorType],
+    args: &[Buffer],
+) -> Result<()> {
+    if args.len() != params.len() {
+        return Err(Error::invalid(
+            format!("{backend} execute"),
+            format!("expected {} arguments, got {}", params.len(), args.len()),
+        ));
+    }
+    for (i, (p, a)) in params.iter().zip(args).enumerate() {
+        if p != a.ty() {
+            return Err(Error::invalid(
+                format!("{backend} execute"),
+                format!("argument {i}: expected {p}, got {}", a.ty()),
+            ));
+        }
+    }
+    Ok(())
+}

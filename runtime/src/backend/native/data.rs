@@ -1,0 +1,307 @@
+//! Typed host storage for the native backend, and the slice views kernels work on.
+
+use crate::ir::{DType, TensorType};
+use crate::{Error, Result, Tensor};
+use half::bf16;
+use ndarray::{ArrayD, IxDyn};
+
+/// Owned, dense, row-major elements of one type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Storage {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    BF16(Vec<bf16>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    Bool(Vec<bool>),
+}
+
+/// A read-only typed view.
+#[derive(Clone, Copy, Debug)]
+pub enum Data<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+    BF16(&'a [bf16]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    Bool(&'a [bool]),
+}
+
+/// A writable typed view.
+#[derive(Debug)]
+pub enum DataMut<'a> {
+    F32(&'a mut [f32]),
+    F64(&'a mut [f64]),
+    BF16(&'a mut [bf16]),
+    I32(&'a mut [i32]),
+    I64(&'a mut [i64]),
+    Bool(&'a mut [bool]),
+}
+
+/// Runs `$body` with `$a` bound to the typed slice, whatever the element type.
+macro_rules! with_data {
+    ($d:expr, $a:ident => $body:expr) => {
+        match $d {
+            $crate::backend::native::data::Data::F32($a) => $body,
+            $crate::backend::native::data::Data::F64($a) => $body,
+            $crate::backend::native::data::Data::BF16($a) => $body,
+            $crate::backend::native::data::Data::I32($a) => $body,
+            $crate::backend::native::data::Data::I64($a) => $body,
+            $crate::backend::native::data::Data::Bool($a) => $body,
+        }
+    };
+}
+
+/// Runs `$body` with a source and destination of the same element type (data movement).
+/// A type mismatch is an internal error: graphs are verified before they run.
+macro_rules! with_same {
+    ($what:expr, $x:expr, $out:expr, |$a:ident, $b:ident| $body:expr) => {{
+        use $crate::backend::native::data::{Data as D, DataMut as M};
+        match ($x, $out) {
+            (D::F32($a), M::F32($b)) => $body,
+            (D::F64($a), M::F64($b)) => $body,
+            (D::BF16($a), M::BF16($b)) => $body,
+            (D::I32($a), M::I32($b)) => $body,
+            (D::I64($a), M::I64($b)) => $body,
+            (D::Bool($a), M::Bool($b)) => $body,
+            (x, out) => {
+                return Err($crate::backend::native::data::type_mismatch(
+                    $what,
+                    x.dtype(),
+                    out.dtype(),
+                ))
+            }
+        }
+    }};
+}
+
+pub(crate) use {with_data, with_same};
+
+/// A Rust element type of the native backend, with checked access to typed views.
+pub(crate) trait Elem: Copy + Default + Send + Sync + std::fmt::Debug + 'static {
+    fn of(d: Data<'_>) -> Option<&[Self]>;
+}
+
+macro_rules! elem {
+    ($t:ty, $v:ident) => {
+        impl Elem for $t {
+            fn of(d: Data<'_>) -> Option<&[Self]> {
+                match d {
+                    Data::$v(a) => Some(a),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+elem!(f32, F32);
+elem!(f64, F64);
+elem!(bf16, BF16);
+elem!(i32, I32);
+elem!(i64, I64);
+elem!(bool, Bool);
+
+pub(crate) fn type_mismatch(what: &str, a: DType, b: DType) -> Error {
+    Error::Backend {
+        backend: "native",
+        message: format!("{what}: internal element type mismatch {a} vs {b}"),
+    }
+}
+
+impl Storage {
+    pub fn zeros(dtype: DType, n: usize) -> Storage {
+        match dtype {
+            DType::F32 => Storage::F32(vec![0.0; n]),
+            DType::F64 => Storage::F64(vec![0.0; n]),
+            DType::BF16 => Storage::BF16(vec![bf16::ZERO; n]),
+            DType::I32 => Storage::I32(vec![0; n]),
+            DType::I64 => Storage::I64(vec![0; n]),
+            DType::Bool => Storage::Bool(vec![false; n]),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.data().dtype()
+    }
+
+    pub fn len(&self) -> usize {
+        with_data!(self.data(), a => a.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn data(&self) -> Data<'_> {
+        match self {
+            Storage::F32(v) => Data::F32(v),
+            Storage::F64(v) => Data::F64(v),
+            Storage::BF16(v) => Data::BF16(v),
+            Storage::I32(v) => Data::I32(v),
+            Storage::I64(v) => Data::I64(v),
+            Storage::Bool(v) => Data::Bool(v),
+        }
+    }
+
+    /// The first `n` elements, read-only.
+    pub fn prefix(&self, n: usize) -> Data<'_> {
+        match self {
+            Storage::F32(v) => Data::F32(&v[..n]),
+            Storage::F64(v) => Data::F64(&v[..n]),
+            Storage::BF16(v) => Data::BF16(&v[..n]),
+            Storage::I32(v) => Data::I32(&v[..n]),
+            Storage::I64(v) => Data::I64(&v[..n]),
+            Storage::Bool(v) => Data::Bool(&v[..n]),
+        }
+    }
+
+    /// The first `n` elements, writable.
+    pub fn prefix_mut(&mut self, n: usize) -> DataMut<'_> {
+        match self {
+            Storage::F32(v) => DataMut::F32(&mut v[..n]),
+            Storage::F64(v) => DataMut::F64(&mut v[..n]),
+            Storage::BF16(v) => DataMut::BF16(&mut v[..n]),
+            Storage::I32(v) => DataMut::I32(&mut v[..n]),
+            Storage::I64(v) => DataMut::I64(&mut v[..n]),
+            Storage::Bool(v) => DataMut::Bool(&mut v[..n]),
+        }
+    }
+
+    pub fn data_mut(&mut self) -> DataMut<'_> {
+        let n = self.len();
+        self.prefix_mut(n)
+    }
+
+    /// Copies a host tensor's elements (row-major).
+    pub fn from_tensor(t: &Tensor) -> Storage {
+        fn v<T: Clone>(a: &ArrayD<T>) -> Vec<T> {
+            match a.as_slice() {
+                Some(s) => s.to_vec(),
+                None => a.iter().cloned().collect(),
+            }
+        }
+        match t {
+            Tensor::F32(a) => Storage::F32(v(a)),
+            Tensor::F64(a) => Storage::F64(v(a)),
+            Tensor::BF16(a) => Storage::BF16(v(a)),
+            Tensor::I32(a) => Storage::I32(v(a)),
+            Tensor::I64(a) => Storage::I64(v(a)),
+            Tensor::Bool(a) => Storage::Bool(v(a)),
+        }
+    }
+
+    /// Overwrites this storage with a tensor's elements, reusing the allocation when the
+    /// element type matches.
+    pub fn assign_from_tensor(&mut self, t: &Tensor) {
+        fn fill<T: Clone>(dst: &mut Vec<T>, a: &ArrayD<T>) {
+            dst.clear();
+            match a.as_slice() {
+                Some(s) => dst.extend_from_slice(s),
+                None => dst.extend(a.iter().cloned()),
+            }
+        }
+        match (self, t) {
+            (Storage::F32(d), Tensor::F32(a)) => fill(d, a),
+            (Storage::F64(d), Tensor::F64(a)) => fill(d, a),
+            (Storage::BF16(d), Tensor::BF16(a)) => fill(d, a),
+            (Storage::I32(d), Tensor::I32(a)) => fill(d, a),
+            (Storage::I64(d), Tensor::I64(a)) => fill(d, a),
+            (Storage::Bool(d), Tensor::Bool(a)) => fill(d, a),
+            (s, t) => *s = Storage::from_tensor(t),
+        }
+    }
+
+    /// The first `ty.numel()` elements as a host tensor of type `ty`.
+    pub fn to_tensor(&self, ty: &TensorType) -> Result<Tensor> {
+        let n = ty.numel();
+        if self.dtype() != ty.dtype || self.len() < n {
+            return Err(Error::Backend {
+                backend: "native",
+                message: format!(
+                    "buffer of {} {} elements cannot hold {ty}",
+                    self.len(),
+                    self.dtype()
+                ),
+            });
+        }
+        let d = IxDyn(ty.dims());
+        fn arr<T: Clone>(d: IxDyn, s: &[T]) -> ArrayD<T> {
+            ArrayD::from_shape_vec(d, s.to_vec()).expect("length checked by caller")
+        }
+        Ok(match self.prefix(n) {
+            Data::F32(s) => Tensor::F32(arr(d, s)),
+            Data::F64(s) => Tensor::F64(arr(d, s)),
+            Data::BF16(s) => Tensor::BF16(arr(d, s)),
+            Data::I32(s) => Tensor::I32(arr(d, s)),
+            Data::I64(s) => Tensor::I64(arr(d, s)),
+            Data::Bool(s) => Tensor::Bool(arr(d, s)),
+        })
+    }
+}
+
+impl Data<'_> {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Data::F32(_) => DType::F32,
+            Data::F64(_) => DType::F64,
+            Data::BF16(_) => DType::BF16,
+            Data::I32(_) => DType::I32,
+            Data::I64(_) => DType::I64,
+            Data::Bool(_) => DType::Bool,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        with_data!(self, a => a.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// An owned copy.
+    pub fn to_storage(self) -> Storage {
+        match self {
+            Data::F32(a) => Storage::F32(a.to_vec()),
+            Data::F64(a) => Storage::F64(a.to_vec()),
+            Data::BF16(a) => Storage::BF16(a.to_vec()),
+            Data::I32(a) => Storage::I32(a.to_vec()),
+            Data::I64(a) => Storage::I64(a.to_vec()),
+            Data::Bool(a) => Storage::Bool(a.to_vec()),
+        }
+    }
+
+    /// Index values as `i64`, for gather/scatter (indices are i32 or i64).
+    pub fn index(&self, i: usize) -> i64 {
+        match self {
+            Data::I32(a) => a[i] as i64,
+            Data::I64(a) => a[i],
+            _ => 0,
+        }
+    }
+}
+
+impl DataMut<'_> {
+    pub fn dtype(&self) -> DType {
+        match self {
+            DataMut::F32(_) => DType::F32,
+            DataMut::F64(_) => DType::F64,
+            DataMut::BF16(_) => DType::BF16,
+            DataMut::I32(_) => DType::I32,
+            DataMut::I64(_) => DType::I64,
+            DataMut::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// Reborrows as a shorter-lived writable view.
+    pub fn reborrow(&mut self) -> DataMut<'_> {
+        match self {
+            DataMut::F32(a) => DataMut::F32(a),
+            DataMut::F64(a) => DataMut::F64(a),
+            DataMut::BF16(a) => DataMut::BF16(a),
+            DataMut::I32(a) => DataMut::I32(a),
+            DataMut::I64(a) => DataMut::I64(a),
+            DataMut::Bool(a) => DataMut::Bool(a),
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! The embedded CPU backend: nothing to install, planned execution over a reused arena.
+//!
+//! Compiling a graph plans it once: dead nodes are dropped, reshapes become views,
+//! constants are materialised, and every remaining value is given a slot in an arena whose
+//! slots are reused as soon as their value is dead. Executing walks the plan calling each
+//! op's kernel (in `crate::ops`) on slices of the arena, so a steady-state step allocates
+//! no tensor memory. Matrix products and convolutions use the `gemm` crate.
+
+pub(crate) mod data;
+mod executor;
+pub(crate) mod gemm;
+mod plan;
+pub(crate) mod strided;
+
+pub use data::Storage;
+
+use super::{Backend, Buffer, CompileOptions, Executable, Repr};
+use crate::backend::native::data::{Data, DataMut};
+use crate::ir::Graph;
+use crate::{Error, Result, Tensor};
+
+/// The native CPU backend.
+#[derive(Clone, Debug, Default)]
+pub struct NativeBackend {
+    _private: (),
+}
+
+impl NativeBackend {
+    pub fn new() -> NativeBackend {
+        NativeBackend { _private: () }
+    }
+}
+
+impl Backend for NativeBackend {
+    fn name(&self) -> String {
+        "native".into()
+    }
+
+    fn compile(&self, graph: &Graph, options: &CompileOptions) -> Result<Box<dyn Executable>> {
+        graph.verify()?;
+        options.validate(graph)?;
+        Ok(Box::new(executor::NativeExecutable::new(graph, options)?))
+    }
+
+    fn upload(&self, t: &Tensor) -> Result<Buffer> {
+        Ok(Buffer::native(t.ty(), Storage::from_tensor(t)))
+    }
+
+    fn upload_into(&self, t: &Tensor, b: &mut Buffer) -> Result<()> {
+        let ty = t.ty();
+        match b.repr_mut() {
+            Repr::Native(s) => s.assign_from_tensor(t),
+        }
+        b.ty = ty;
+        Ok(())
+    }
+
+    fn download(&self, b: &Buffer) -> Result<Tensor> {
+        match b.repr() {
+            Repr::Native(s) => s.to_tensor(b.ty()),
+        }
+    }
+}
+
+/// Per-executable state kernels may use: scratch memory that grows once and is reused,
+/// and the replica this execution is.
+#[derive(Debug, Default)]
+pub(crate) struct KernelCtx {
+    pub scratch_f32: [Vec<f32>; 2],
+    pub scratch_f64: [Vec<f64>; 2],
+    pub replica: ReplicaCtx,
+}
+
+/// Which replica of a replicated computation is running. The native backend runs one
+/// replica per executable; `all_reduce_sum` over one replica is the identity.
+#[derive(Debug)]
+pub(crate) struct ReplicaCtx {
+    pub id: usize,
+    pub count: usize,
+}
+
+impl Default for ReplicaCtx {
+    fn default() -> Self {
+        ReplicaCtx { id: 0, count: 1 }
+    }
+}
+
+impl ReplicaCtx {
+    pub fn all_reduce_sum(&self, x: Data<'_>, out: DataMut<'_>) -> Result<()> {
+        if self.count != 1 {
+            return Err(Error::Backend {
+                backend: "native",
+                message: format!(
+                    "all_reduce_sum over {} replicas needs a replicated executable",
+                    self.count
+                ),
+            });
+        }
+        data::with_same!("all_reduce_sum", x, out, |a, o| o.copy_from_slice(a));
+        Ok(())
+    }
+}

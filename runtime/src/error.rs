@@ -1,0 +1,60 @@
+//! The runtime's one error type. Variants carry the operation and the shapes or values
+//! involved, so a message says what was expected and what came.
+
+use crate::ir::DType;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An IR builder call whose operands do not fit the op's shape rule.
+    #[error("{op}: {message}")]
+    Shape { op: &'static str, message: String },
+
+    /// A value of the wrong element type.
+    #[error("{what}: expected element type {expected}, got {got}")]
+    DType {
+        what: String,
+        expected: DType,
+        got: DType,
+    },
+
+    /// A malformed graph, found by the verifier.
+    #[error("graph `{graph}` is malformed at node %{node}: {message}")]
+    Verify {
+        graph: String,
+        node: usize,
+        message: String,
+    },
+
+    /// Differentiating through something that has no gradient rule.
+    #[error("autodiff: {message}")]
+    Autodiff { message: String },
+
+    /// A call given arguments outside what it accepts.
+    #[error("{what}: {message}")]
+    InvalidArgument { what: String, message: String },
+
+    /// A backend failed to compile or run a graph.
+    #[error("{backend} backend: {message}")]
+    Backend {
+        backend: &'static str,
+        message: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn shape(op: &'static str, message: impl Into<String>) -> Self {
+        Error::Shape {
+            op,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn invalid(what: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            what: what.into(),
+            message: message.into(),
+        }
+    }
+}

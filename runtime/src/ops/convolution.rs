@@ -1,0 +1,350 @@
+//! `convolution`: shape rule, gradients, native kernel (im2col + gemm).
+//!
+//! Layout: input `[batch, spatial…, features]`, kernel `[spatial…, in_features/groups,
+//! out_features]`, output `[batch, spatial…, out_features]` (TensorFlow/Keras' NHWC/HWIO).
+
+use super::real::Real;
+use super::In;
+use crate::backend::native::data::{Data, DataMut};
+use crate::backend::native::gemm::{matmul, Mat};
+use crate::backend::native::KernelCtx;
+use crate::ir::{ConvParams, Graph, TensorType, Value, MAX_RANK};
+use crate::{Error, Result};
+
+/// Size of a dimension of `n` elements with `d - 1` zeros inserted between neighbours.
+fn dilated(n: usize, d: usize) -> i64 {
+    if n == 0 {
+        0
+    } else {
+        ((n - 1) * d + 1) as i64
+    }
+}
+
+pub(crate) fn check(g: &Graph, lhs: Value, rhs: Value, p: &ConvParams) -> Result<TensorType> {
+    let (x, w) = (g.ty(lhs), g.ty(rhs));
+    let err = |m: String| {
+        Err(Error::shape(
+            "convolution",
+            format!("input {x}, kernel {w}: {m}"),
+        ))
+    };
+    if x.dtype != w.dtype || !x.dtype.is_arith_float() {
+        return err("input and kernel must both be f32 or both be f64".into());
+    }
+    if x.rank() < 3 || w.rank() != x.rank() {
+        return err(
+            "input must be [batch, spatial..., features] and kernel [spatial..., in, out] of the same rank >= 3"
+                .into(),
+        );
+    }
+    let n = x.rank() - 2;
+    if p.strides.len() != n
+        || p.padding.len() != n
+        || p.lhs_dilation.len() != n
+        || p.rhs_dilation.len() != n
+    {
+        return err(format!(
+            "strides, padding and dilations need {n} entries each (one per spatial dimension)"
+        ));
+    }
+    let groups = p.feature_groups;
+    let (cin, kin, cout) = (x.dims()[n + 1], w.dims()[n], w.dims()[n + 1]);
+    if groups == 0 || cin != kin * groups || cout % groups != 0 {
+        return err(format!(
+            "with {groups} feature group(s) the input's {cin} features must equal the kernel's {kin} \
+             input features times the groups, and the kernel's {cout} output features must divide by the groups"
+        ));
+    }
+    let mut dims = vec![x.dims()[0]];
+    for d in 0..n {
+        let (s, ld, rd) = (p.strides[d], p.lhs_dilation[d], p.rhs_dilation[d]);
+        if s == 0 || ld == 0 || rd == 0 {
+            return err(format!(
+                "strides and dilations must be >= 1 (spatial dimension {d})"
+            ));
+        }
+        let input = dilated(x.dims()[1 + d], ld) + p.padding[d].0 + p.padding[d].1;
+        let k = dilated(w.dims()[d], rd);
+        if k == 0 || input < k {
+            return err(format!(
+                "the (dilated) kernel of size {k} does not fit the padded input of size {input} in spatial dimension {d}"
+            ));
+        }
+        dims.push(((input - k) / s as i64 + 1) as usize);
+    }
+    dims.push(cout);
+    Ok(TensorType::new(x.dtype, dims))
+}
+
+/// Input gradient: a convolution of the cotangent with the spatially reversed kernel
+/// (features swapped within each group), strides and input dilation exchanged.
+/// Kernel gradient: per group, a convolution of the input (batch and features swapped)
+/// with the cotangent as kernel.
+pub(crate) fn vjp(
+    g: &mut Graph,
+    x: Value,
+    w: Value,
+    p: &ConvParams,
+    ct: Value,
+) -> Result<(Value, Value)> {
+    let (xd, wd, cd) = (
+        g.ty(x).dims().to_vec(),
+        g.ty(w).dims().to_vec(),
+        g.ty(ct).dims().to_vec(),
+    );
+    let n = xd.len() - 2;
+    let groups = p.feature_groups;
+    let (cig, co) = (wd[n], wd[n + 1]);
+    let cog = co / groups;
+    let spatial: Vec<usize> = (0..n).collect();
+
+    // ---- input gradient
+    let mut wt = w;
+    if groups > 1 {
+        let mut split = wd[..n].to_vec();
+        split.extend([cig, groups, cog]);
+        wt = g.reshape(wt, split)?;
+        let mut perm = spatial.clone();
+        perm.extend([n + 2, n + 1, n]);
+        wt = g.transpose(wt, &perm)?;
+        let mut merged = wd[..n].to_vec();
+        merged.extend([cog, groups * cig]);
+        wt = g.reshape(wt, merged)?;
+    } else {
+        let mut perm = spatial.clone();
+        perm.extend([n + 1, n]);
+        wt = g.transpose(wt, &perm)?;
+    }
+    let wt = g.reverse(wt, &spatial)?;
+    let mut padding = Vec::with_capacity(n);
+    for d in 0..n {
+        let k = dilated(wd[d], p.rhs_dilation[d]);
+        let in_dil = dilated(xd[1 + d], p.lhs_dilation[d]);
+        let out_dil = dilated(cd[1 + d], p.strides[d]);
+        let before = k - 1 - p.padding[d].0;
+        padding.push((before, in_dil + k - 1 - out_dil - before));
+    }
+    let dx = g.convolution(
+        ct,
+        wt,
+        ConvParams {
+            strides: p.lhs_dilation.clone(),
+            padding,
+            lhs_dilation: p.strides.clone(),
+            rhs_dilation: p.rhs_dilation.clone(),
+            feature_groups: groups,
+        },
+    )?;
+
+    // ---- kernel gradient
+    let mut padding = Vec::with_capacity(n);
+    for d in 0..n {
+        let k = dilated(wd[d], p.rhs_dilation[d]);
+        let in_dil = dilated(xd[1 + d], p.lhs_dilation[d]);
+        let out_dil = dilated(cd[1 + d], p.strides[d]);
+        let lo = p.padding[d].0;
+        padding.push((lo, (out_dil - in_dil) + (k - lo - 1)));
+    }
+    let params = ConvParams {
+        strides: p.rhs_dilation.clone(),
+        padding,
+        lhs_dilation: p.lhs_dilation.clone(),
+        rhs_dilation: p.strides.clone(),
+        feature_groups: 1,
+    };
+    // [C, spatial…, N] and [spatial…, N, Co]
+    let mut xperm = vec![n + 1];
+    xperm.extend(1..=n);
+    xperm.push(0);
+    let mut cperm: Vec<usize> = (1..=n).collect();
+    cperm.extend([0, n + 1]);
+    // [C, k…, Co] -> [k…, C, Co]
+    let mut back: Vec<usize> = (1..=n).collect();
+    back.extend([0, n + 1]);
+    let mut parts = Vec::with_capacity(groups);
+    for grp in 0..groups {
+        let (xg, cg) = if groups == 1 {
+            (x, ct)
+        } else {
+            let mut s = vec![0; n + 2];
+            let mut l = xd.clone();
+            s[n + 1] = grp * cig;
+            l[n + 1] = (grp + 1) * cig;
+            let xg = g.slice(x, &s, &l, &vec![1; n + 2])?;
+            let mut l = cd.clone();
+            s[n + 1] = grp * cog;
+            l[n + 1] = (grp + 1) * cog;
+            (xg, g.slice(ct, &s, &l, &vec![1; n + 2])?)
+        };
+        let lt = g.transpose(xg, &xperm)?;
+        let rt = g.transpose(cg, &cperm)?;
+        let dw = g.convolution(lt, rt, params.clone())?;
+        parts.push(g.transpose(dw, &back)?);
+    }
+    let dw = if parts.len() == 1 {
+        parts[0]
+    } else {
+        g.concatenate(&parts, n + 1)?
+    };
+    Ok((dx, dw))
+}
+
+/// Geometry of one convolution, precomputed from the types.
+struct Geometry {
+    n: usize,
+    batch: usize,
+    in_sp: [usize; MAX_RANK],
+    k_sp: [usize; MAX_RANK],
+    out_sp: [usize; MAX_RANK],
+    cin: usize,
+    cig: usize,
+    cout: usize,
+    groups: usize,
+}
+
+/// Fills `patches` (`[batch · out positions, kernel positions · cig]`) for group `grp`.
+fn im2col<T: Real>(x: &[T], geo: &Geometry, p: &ConvParams, grp: usize, patches: &mut [T]) {
+    let n = geo.n;
+    let kprod: usize = geo.k_sp[..n].iter().product();
+    let row_len = kprod * geo.cig;
+    let mut in_strides = [0usize; MAX_RANK];
+    let mut acc = geo.cin;
+    for d in (0..n).rev() {
+        in_strides[d] = acc;
+        acc *= geo.in_sp[d];
+    }
+    let image = acc;
+    let nout: usize = geo.out_sp[..n].iter().product();
+    let mut row = 0;
+    for b in 0..geo.batch {
+        let mut o = [0usize; MAX_RANK];
+        for _ in 0..nout {
+            let dst = &mut patches[row * row_len..(row + 1) * row_len];
+            let mut k = [0usize; MAX_RANK];
+            for kp in 0..kprod {
+                let cell = &mut dst[kp * geo.cig..(kp + 1) * geo.cig];
+                let mut off = b * image + grp * geo.cig;
+                let mut inside = true;
+                for d in 0..n {
+                    let pos =
+                        (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64 - p.padding[d].0;
+                    let ld = p.lhs_dilation[d] as i64;
+                    if pos < 0 || pos % ld != 0 || pos / ld >= geo.in_sp[d] as i64 {
+                        inside = false;
+                        break;
+                    }
+                    off += (pos / ld) as usize * in_strides[d];
+                }
+                if inside {
+                    cell.copy_from_slice(&x[off..off + geo.cig]);
+                } else {
+                    cell.fill(T::zero());
+                }
+                step(&mut k, &geo.k_sp[..n]);
+            }
+            step(&mut o, &geo.out_sp[..n]);
+            row += 1;
+        }
+    }
+}
+
+/// Advances a row-major multi-index.
+fn step(idx: &mut [usize; MAX_RANK], dims: &[usize]) {
+    let mut d = dims.len();
+    while d > 0 {
+        d -= 1;
+        idx[d] += 1;
+        if idx[d] < dims[d] {
+            return;
+        }
+        idx[d] = 0;
+    }
+}
+
+fn run<T: Real>(
+    x: &[T],
+    w: &[T],
+    geo: &Geometry,
+    p: &ConvParams,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let n = geo.n;
+    let kprod: usize = geo.k_sp[..n].iter().product();
+    let rows = geo.batch * geo.out_sp[..n].iter().product::<usize>();
+    let depth = kprod * geo.cig;
+    let cog = geo.cout / geo.groups;
+    // A 1x1, stride-1, unpadded, ungrouped convolution is a plain matmul on the input.
+    let pointwise = kprod == 1
+        && geo.groups == 1
+        && p.strides.iter().all(|&s| s == 1)
+        && p.lhs_dilation.iter().all(|&s| s == 1)
+        && p.padding.iter().all(|&q| q == (0, 0));
+    for grp in 0..geo.groups {
+        let a: &[T] = if pointwise {
+            x
+        } else {
+            if scratch.len() < rows * depth {
+                scratch.resize(rows * depth, T::zero());
+            }
+            im2col(x, geo, p, grp, &mut scratch[..rows * depth]);
+            &scratch[..rows * depth]
+        };
+        matmul(
+            rows,
+            cog,
+            depth,
+            Mat {
+                data: a,
+                off: 0,
+                rs: depth as isize,
+                cs: 1,
+            },
+            Mat {
+                data: w,
+                off: grp * cog,
+                rs: geo.cout as isize,
+                cs: 1,
+            },
+            &mut out[grp * cog..],
+            geo.cout,
+            false,
+        )?;
+    }
+    Ok(())
+}
+
+pub(crate) fn native(
+    lhs: In<'_>,
+    rhs: In<'_>,
+    p: &ConvParams,
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+    ctx: &mut KernelCtx,
+) -> Result<()> {
+    let (xd, wd, od) = (lhs.ty.dims(), rhs.ty.dims(), out_ty.dims());
+    let n = xd.len() - 2;
+    let mut geo = Geometry {
+        n,
+        batch: xd[0],
+        in_sp: [0; MAX_RANK],
+        k_sp: [0; MAX_RANK],
+        out_sp: [0; MAX_RANK],
+        cin: xd[n + 1],
+        cig: wd[n],
+        cout: wd[n + 1],
+        groups: p.feature_groups,
+    };
+    geo.in_sp[..n].copy_from_slice(&xd[1..=n]);
+    geo.k_sp[..n].copy_from_slice(&wd[..n]);
+    geo.out_sp[..n].copy_from_slice(&od[1..=n]);
+    match (lhs.data, rhs.data, out) {
+        (Data::F32(x), Data::F32(w), DataMut::F32(o)) => {
+            run(x, w, &geo, p, o, &mut ctx.scratch_f32[0])
+        }
+        (Data::F64(x), Data::F64(w), DataMut::F64(o)) => {
+            run(x, w, &geo, p, o, &mut ctx.scratch_f64[0])
+        }
+        (a, _, _) => Err(super::unsupported("convolution", a.dtype())),
+    }
+}

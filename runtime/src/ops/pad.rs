@@ -1,0 +1,133 @@
+//! `pad`: shape rule, gradient, native kernel.
+
+use super::In;
+use crate::backend::native::data::{with_same, Data, DataMut, Elem};
+use crate::ir::{Graph, TensorType, Value, MAX_RANK};
+use crate::{Error, Result};
+
+/// Result size per dimension: `low + high + d + (d - 1) * interior` (at least 0).
+pub(crate) fn check(
+    g: &Graph,
+    x: Value,
+    value: Value,
+    low: &[i64],
+    high: &[i64],
+    interior: &[usize],
+) -> Result<TensorType> {
+    let (t, v) = (g.ty(x), g.ty(value));
+    if v.rank() != 0 || v.dtype != t.dtype {
+        return Err(Error::shape(
+            "pad",
+            format!("padding value must be a {} scalar, got {v}", t.dtype),
+        ));
+    }
+    let r = t.rank();
+    if low.len() != r || high.len() != r || interior.len() != r {
+        return Err(Error::shape(
+            "pad",
+            format!("operand {t} has rank {r}; low, high and interior must each have {r} entries"),
+        ));
+    }
+    let mut dims = Vec::with_capacity(r);
+    for d in 0..r {
+        let n = t.dims()[d] as i64;
+        let size = low[d] + high[d] + n + (n - 1).max(0) * interior[d] as i64;
+        if size < 0 {
+            return Err(Error::shape(
+                "pad",
+                format!("dimension {d} of {t} would have negative size {size}"),
+            ));
+        }
+        dims.push(size as usize);
+    }
+    Ok(TensorType::new(t.dtype, dims))
+}
+
+/// Operand: undo the edge padding (a pad by the negated amounts), then keep every
+/// `interior + 1`-th element. Value: everything not taken by the operand.
+pub(crate) fn vjp(
+    g: &mut Graph,
+    x: Value,
+    low: &[i64],
+    high: &[i64],
+    interior: &[usize],
+    ct: Value,
+) -> Result<Vec<Option<Value>>> {
+    let dtype = g.ty(ct).dtype;
+    let zero = g.scalar(0.0, dtype);
+    let r = low.len();
+    let nl: Vec<i64> = low.iter().map(|v| -v).collect();
+    let nh: Vec<i64> = high.iter().map(|v| -v).collect();
+    let unpadded = g.pad(ct, zero, &nl, &nh, &vec![0; r])?;
+    let ud = g.ty(unpadded).dims().to_vec();
+    let stride: Vec<usize> = interior.iter().map(|i| i + 1).collect();
+    let dx = g.slice(unpadded, &vec![0; r], &ud, &stride)?;
+    debug_assert_eq!(g.ty(dx).shape, g.ty(x).shape);
+    let total = g.sum_all(ct)?;
+    let taken = g.sum_all(dx)?;
+    let dv = g.sub(total, taken)?;
+    Ok(vec![Some(dx), Some(dv)])
+}
+
+pub(crate) fn native(
+    x: In<'_>,
+    value: Data<'_>,
+    low: &[i64],
+    interior: &[usize],
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+) -> Result<()> {
+    fn run<T: Elem>(
+        a: &[T],
+        value: Data<'_>,
+        xd: &[usize],
+        od: &[usize],
+        low: &[i64],
+        interior: &[usize],
+        o: &mut [T],
+    ) -> Result<()> {
+        let v = T::of(value).ok_or_else(|| super::unsupported("pad", value.dtype()))?[0];
+        o.fill(v);
+        if a.is_empty() {
+            return Ok(());
+        }
+        let r = xd.len();
+        let os = crate::backend::native::strided::strides(od);
+        let mut idx = [0usize; MAX_RANK];
+        for &e in a {
+            // Position of this element in the result; skip it if cropped away.
+            let mut off = 0isize;
+            let mut inside = true;
+            for d in 0..r {
+                let p = low[d] + (idx[d] * (interior[d] + 1)) as i64;
+                if p < 0 || p >= od[d] as i64 {
+                    inside = false;
+                    break;
+                }
+                off += p as isize * os[d];
+            }
+            if inside {
+                o[off as usize] = e;
+            }
+            let mut d = r;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                if idx[d] < xd[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+        Ok(())
+    }
+    with_same!("pad", x.data, out, |a, o| run(
+        a,
+        value,
+        x.ty.dims(),
+        out_ty.dims(),
+        low,
+        interior,
+        o
+    ))
+}

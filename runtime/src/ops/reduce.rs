@@ -1,0 +1,255 @@
+//! `reduce` (sum, max, min over axes): shape rule, gradients, native kernel.
+
+use super::In;
+use crate::backend::native::data::{Data, DataMut};
+use crate::ir::{Comparison, Graph, ReduceOp, TensorType, Value, MAX_RANK};
+use crate::{Error, Result};
+
+pub(crate) fn check(g: &Graph, op: ReduceOp, x: Value, axes: &[usize]) -> Result<TensorType> {
+    let t = g.ty(x);
+    if !t.dtype.is_numeric() {
+        return Err(Error::shape(
+            "reduce",
+            format!("{op:?} needs f32, f64, i32 or i64, got {t}"),
+        ));
+    }
+    super::check_axes("reduce", axes, t.rank())?;
+    let dims: Vec<usize> = (0..t.rank())
+        .filter(|d| !axes.contains(d))
+        .map(|d| t.dims()[d])
+        .collect();
+    Ok(TensorType::new(t.dtype, dims))
+}
+
+/// The kept dimensions of `x` (where the result's dimensions land when broadcast back).
+fn kept(rank: usize, axes: &[usize]) -> Vec<usize> {
+    (0..rank).filter(|d| !axes.contains(d)).collect()
+}
+
+/// Sum: broadcast the cotangent back. Max/min: to the elements equal to the result,
+/// split evenly among ties (as JAX).
+pub(crate) fn vjp(
+    g: &mut Graph,
+    op: ReduceOp,
+    x: Value,
+    axes: &[usize],
+    y: Value,
+    ct: Value,
+) -> Result<Value> {
+    let xt = g.ty(x).clone();
+    let keep = kept(xt.rank(), axes);
+    let ctb = g.broadcast_in_dim(ct, xt.shape.clone(), &keep)?;
+    match op {
+        ReduceOp::Sum => Ok(ctb),
+        ReduceOp::Max | ReduceOp::Min => {
+            let yb = g.broadcast_in_dim(y, xt.shape.clone(), &keep)?;
+            let hit = g.compare(Comparison::Eq, x, yb)?;
+            let mask = g.convert(hit, xt.dtype)?;
+            let count = g.sum(mask, axes)?;
+            let count = g.broadcast_in_dim(count, xt.shape.clone(), &keep)?;
+            let share = g.div(mask, count)?;
+            g.mul(ctb, share)
+        }
+    }
+}
+
+/// A reduction's identity and combining step for one element type.
+trait Reducible: Copy + PartialOrd {
+    fn zero() -> Self;
+    fn lowest() -> Self;
+    fn highest() -> Self;
+    fn add(self, o: Self) -> Self;
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! reducible {
+    ($t:ty, $lo:expr, $hi:expr, $add:expr, $nan:expr) => {
+        impl Reducible for $t {
+            fn zero() -> Self {
+                0 as $t
+            }
+            fn lowest() -> Self {
+                $lo
+            }
+            fn highest() -> Self {
+                $hi
+            }
+            #[inline(always)]
+            fn add(self, o: Self) -> Self {
+                $add(self, o)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                $nan(self)
+            }
+        }
+    };
+}
+reducible!(
+    f32,
+    f32::NEG_INFINITY,
+    f32::INFINITY,
+    |a: f32, b| a + b,
+    |a: f32| a.is_nan()
+);
+reducible!(
+    f64,
+    f64::NEG_INFINITY,
+    f64::INFINITY,
+    |a: f64, b| a + b,
+    |a: f64| a.is_nan()
+);
+reducible!(
+    i32,
+    i32::MIN,
+    i32::MAX,
+    |a: i32, b| a.wrapping_add(b),
+    |_| false
+);
+reducible!(
+    i64,
+    i64::MIN,
+    i64::MAX,
+    |a: i64, b| a.wrapping_add(b),
+    |_| false
+);
+
+#[inline(always)]
+fn combine<T: Reducible>(op: ReduceOp, acc: T, v: T) -> T {
+    match op {
+        ReduceOp::Sum => acc.add(v),
+        // NaN wins, as in the binary max/min.
+        ReduceOp::Max => {
+            if acc.is_nan() || acc >= v {
+                acc
+            } else {
+                v
+            }
+        }
+        ReduceOp::Min => {
+            if acc.is_nan() || acc <= v {
+                acc
+            } else {
+                v
+            }
+        }
+    }
+}
+
+fn identity<T: Reducible>(op: ReduceOp) -> T {
+    match op {
+        ReduceOp::Sum => T::zero(),
+        ReduceOp::Max => T::lowest(),
+        ReduceOp::Min => T::highest(),
+    }
+}
+
+/// Reduces `x` (dims `dims`) over `axes` into `out`.
+///
+/// Dimensions are first merged into runs of kept and reduced ones; the common shapes
+/// `[outer, reduced, inner]` then run as contiguous row operations.
+fn run<T: Reducible>(op: ReduceOp, x: &[T], dims: &[usize], axes: &[usize], out: &mut [T]) {
+    out.fill(identity(op));
+    if x.is_empty() {
+        return;
+    }
+    // Merge runs: (size, reduced?) groups, dropping size-1 dims.
+    let mut gs = [0usize; MAX_RANK];
+    let mut gr = [false; MAX_RANK];
+    let mut n = 0;
+    for (d, &s) in dims.iter().enumerate() {
+        if s == 1 {
+            continue;
+        }
+        let r = axes.contains(&d);
+        if n > 0 && gr[n - 1] == r {
+            gs[n - 1] *= s;
+        } else {
+            gs[n] = s;
+            gr[n] = r;
+            n += 1;
+        }
+    }
+    let (gs, gr) = (&gs[..n], &gr[..n]);
+    // Fast paths: [R], [O, R], [R, I], [O, R, I].
+    let pattern = |o: bool, i: bool| -> Option<(usize, usize, usize)> {
+        let expect_len = 1 + o as usize + i as usize;
+        if n != expect_len {
+            return None;
+        }
+        let ridx = o as usize;
+        if !gr[ridx] || (o && gr[0]) || (i && gr[n - 1]) {
+            return None;
+        }
+        Some((
+            if o { gs[0] } else { 1 },
+            gs[ridx],
+            if i { gs[n - 1] } else { 1 },
+        ))
+    };
+    let shape = if n == 0 {
+        Some((1, 1, 1))
+    } else {
+        pattern(false, false)
+            .or_else(|| pattern(true, false))
+            .or_else(|| pattern(false, true))
+            .or_else(|| pattern(true, true))
+    };
+    if let Some((outer, red, inner)) = shape {
+        for o in 0..outer {
+            let dst = &mut out[o * inner..(o + 1) * inner];
+            let src = &x[o * red * inner..(o + 1) * red * inner];
+            if inner == 1 {
+                let mut acc = dst[0];
+                for &v in src {
+                    acc = combine(op, acc, v);
+                }
+                dst[0] = acc;
+            } else {
+                for row in src.chunks_exact(inner) {
+                    for (a, &v) in dst.iter_mut().zip(row) {
+                        *a = combine(op, *a, v);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    // General case: walk x in order, tracking the output offset (reduced dims stride 0).
+    let mut ostride = [0usize; MAX_RANK];
+    let mut acc = 1;
+    for d in (0..n).rev() {
+        if !gr[d] {
+            ostride[d] = acc;
+            acc *= gs[d];
+        }
+    }
+    let mut idx = [0usize; MAX_RANK];
+    let mut off = 0usize;
+    for &v in x {
+        out[off] = combine(op, out[off], v);
+        let mut d = n;
+        while d > 0 {
+            d -= 1;
+            idx[d] += 1;
+            off += ostride[d];
+            if idx[d] < gs[d] {
+                break;
+            }
+            off -= ostride[d] * gs[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+pub(crate) fn native(op: ReduceOp, x: In<'_>, axes: &[usize], out: DataMut<'_>) -> Result<()> {
+    let dims = x.ty.dims();
+    match (x.data, out) {
+        (Data::F32(a), DataMut::F32(o)) => run(op, a, dims, axes, o),
+        (Data::F64(a), DataMut::F64(o)) => run(op, a, dims, axes, o),
+        (Data::I32(a), DataMut::I32(o)) => run(op, a, dims, axes, o),
+        (Data::I64(a), DataMut::I64(o)) => run(op, a, dims, axes, o),
+        (a, _) => return Err(super::unsupported("reduce", a.dtype())),
+    }
+    Ok(())
+}

@@ -1,0 +1,279 @@
+//! `reduce_window` (pooling) and `select_and_scatter_add` (its max/min gradient): shape
+//! rules, gradients, native kernels.
+
+use super::In;
+use crate::backend::native::data::{Data, DataMut};
+use crate::backend::native::strided;
+use crate::ir::{Graph, ReduceOp, TensorType, Value, Window, MAX_RANK};
+use crate::ops::real::Real;
+use crate::{Error, Result};
+
+/// The pooled shape: `(d + lo + hi - w) / s + 1` per dimension.
+fn window_shape(op: &'static str, t: &TensorType, w: &Window) -> Result<Vec<usize>> {
+    let r = t.rank();
+    if w.dims.len() != r || w.strides.len() != r || w.padding.len() != r {
+        return Err(Error::shape(
+            op,
+            format!("operand {t} has rank {r}; the window needs {r} sizes, strides and paddings"),
+        ));
+    }
+    let mut out = Vec::with_capacity(r);
+    for d in 0..r {
+        let padded = t.dims()[d] + w.padding[d].0 + w.padding[d].1;
+        if w.dims[d] == 0 || w.strides[d] == 0 {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "window size and stride must be >= 1, got {} and {} in dimension {d}",
+                    w.dims[d], w.strides[d]
+                ),
+            ));
+        }
+        if w.dims[d] > padded {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "window of size {} does not fit dimension {d} of {t} (padded size {padded})",
+                    w.dims[d]
+                ),
+            ));
+        }
+        out.push((padded - w.dims[d]) / w.strides[d] + 1);
+    }
+    Ok(out)
+}
+
+pub(crate) fn check(g: &Graph, op: ReduceOp, x: Value, w: &Window) -> Result<TensorType> {
+    let t = g.ty(x);
+    if !t.dtype.is_numeric() {
+        return Err(Error::shape(
+            "reduce_window",
+            format!("{op:?} needs f32, f64, i32 or i64, got {t}"),
+        ));
+    }
+    Ok(TensorType::new(
+        t.dtype,
+        window_shape("reduce_window", t, w)?,
+    ))
+}
+
+pub(crate) fn check_select_and_scatter(
+    g: &Graph,
+    op: ReduceOp,
+    source: Value,
+    operand: Value,
+    w: &Window,
+) -> Result<TensorType> {
+    let (s, t) = (g.ty(source), g.ty(operand));
+    if op == ReduceOp::Sum {
+        return Err(Error::shape(
+            "select_and_scatter_add",
+            "selects by Max or Min, not Sum",
+        ));
+    }
+    if !t.dtype.is_arith_float() || s.dtype != t.dtype {
+        return Err(Error::shape(
+            "select_and_scatter_add",
+            format!("operand and source must be the same float type, got {t} and {s}"),
+        ));
+    }
+    let pooled = window_shape("select_and_scatter_add", t, w)?;
+    if s.dims() != pooled.as_slice() {
+        return Err(Error::shape(
+            "select_and_scatter_add",
+            format!(
+                "source {s} must have the pooled shape {} of operand {t}",
+                crate::ir::Shape(pooled)
+            ),
+        ));
+    }
+    Ok(t.clone())
+}
+
+/// Sum pooling: dilate the cotangent by the stride, pad it by the window less the
+/// original padding, and sum-pool it again with stride 1. Max/min: route each cotangent
+/// element to its window's selected input.
+pub(crate) fn vjp(g: &mut Graph, op: ReduceOp, x: Value, w: &Window, ct: Value) -> Result<Value> {
+    match op {
+        ReduceOp::Sum => {
+            let xd = g.ty(x).dims().to_vec();
+            let cd = g.ty(ct).dims().to_vec();
+            let zero = g.scalar(0.0, g.ty(ct).dtype);
+            let r = xd.len();
+            let (mut low, mut high, mut interior) = (vec![0i64; r], vec![0i64; r], vec![0; r]);
+            for d in 0..r {
+                let (k, s) = (w.dims[d] as i64, w.strides[d] as i64);
+                let (lo, hi) = (w.padding[d].0 as i64, w.padding[d].1 as i64);
+                let padded = xd[d] as i64 + lo + hi;
+                let covered = (cd[d] as i64 - 1) * s + k; // input span the windows touch
+                low[d] = k - 1 - lo;
+                high[d] = k - 1 + (padded - covered) - hi;
+                interior[d] = w.strides[d] - 1;
+            }
+            let p = g.pad(ct, zero, &low, &high, &interior)?;
+            let unit = Window {
+                dims: w.dims.clone(),
+                strides: vec![1; r],
+                padding: vec![(0, 0); r],
+            };
+            g.reduce_window(ReduceOp::Sum, p, unit)
+        }
+        ReduceOp::Max | ReduceOp::Min => g.select_and_scatter_add(op, ct, x, w.clone()),
+    }
+}
+
+/// What the window walk reports: an in-range input element of output `out`'s window
+/// (in row-major window order), then the end of that window.
+enum Visit {
+    Elem { out: usize, input: usize },
+    End { out: usize },
+}
+
+/// Walks every window of a pooling in output order.
+fn for_each_window(xd: &[usize], od: &[usize], w: &Window, mut f: impl FnMut(Visit)) {
+    let r = xd.len();
+    let xs = strided::strides(xd);
+    let mut oi = [0usize; MAX_RANK];
+    let nout: usize = od.iter().product();
+    let nwin: usize = w.dims.iter().product();
+    for o in 0..nout {
+        let mut wi = [0usize; MAX_RANK];
+        for _ in 0..nwin {
+            let mut off = 0isize;
+            let mut inside = true;
+            for d in 0..r {
+                let p = (oi[d] * w.strides[d] + wi[d]) as isize - w.padding[d].0 as isize;
+                if p < 0 || p >= xd[d] as isize {
+                    inside = false;
+                    break;
+                }
+                off += p * xs[d];
+            }
+            if inside {
+                f(Visit::Elem {
+                    out: o,
+                    input: off as usize,
+                });
+            }
+            let mut d = r;
+            while d > 0 {
+                d -= 1;
+                wi[d] += 1;
+                if wi[d] < w.dims[d] {
+                    break;
+                }
+                wi[d] = 0;
+            }
+        }
+        f(Visit::End { out: o });
+        let mut d = r;
+        while d > 0 {
+            d -= 1;
+            oi[d] += 1;
+            if oi[d] < od[d] {
+                break;
+            }
+            oi[d] = 0;
+        }
+    }
+}
+
+pub(crate) fn native(
+    op: ReduceOp,
+    x: In<'_>,
+    w: &Window,
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+) -> Result<()> {
+    macro_rules! pool {
+        ($a:expr, $o:expr, $lo:expr, $hi:expr) => {{
+            let (a, o) = ($a, $o);
+            let init = match op {
+                ReduceOp::Sum => Default::default(),
+                ReduceOp::Max => $lo,
+                ReduceOp::Min => $hi,
+            };
+            o.fill(init);
+            for_each_window(x.ty.dims(), out_ty.dims(), w, |e| {
+                if let Visit::Elem { out: oi, input: xi } = e {
+                    let v = a[xi];
+                    let acc = &mut o[oi];
+                    *acc = match op {
+                        ReduceOp::Sum => *acc + v,
+                        ReduceOp::Max => {
+                            if *acc >= v {
+                                *acc
+                            } else {
+                                v
+                            }
+                        }
+                        ReduceOp::Min => {
+                            if *acc <= v {
+                                *acc
+                            } else {
+                                v
+                            }
+                        }
+                    };
+                }
+            });
+        }};
+    }
+    match (x.data, out) {
+        (Data::F32(a), DataMut::F32(o)) => pool!(a, o, f32::NEG_INFINITY, f32::INFINITY),
+        (Data::F64(a), DataMut::F64(o)) => pool!(a, o, f64::NEG_INFINITY, f64::INFINITY),
+        (Data::I32(a), DataMut::I32(o)) => pool!(a, o, i32::MIN, i32::MAX),
+        (Data::I64(a), DataMut::I64(o)) => pool!(a, o, i64::MIN, i64::MAX),
+        (a, _) => return Err(super::unsupported("reduce_window", a.dtype())),
+    }
+    Ok(())
+}
+
+fn scatter<T: Real>(
+    op: ReduceOp,
+    src: &[T],
+    x: &[T],
+    xd: &[usize],
+    sd: &[usize],
+    w: &Window,
+    out: &mut [T],
+) {
+    out.fill(T::zero());
+    // Per window: the first in-range element strictly better than every earlier one, so
+    // ties go to the first (as StableHLO's select with `ge`/`le`).
+    let better = |cand: T, cur: T| match op {
+        ReduceOp::Min => cand < cur,
+        ReduceOp::Max | ReduceOp::Sum => cand > cur,
+    };
+    let mut best: Option<usize> = None;
+    for_each_window(xd, sd, w, |e| match e {
+        Visit::Elem { input, .. } => match best {
+            Some(b) if !better(x[input], x[b]) => {}
+            _ => best = Some(input),
+        },
+        Visit::End { out: o } => {
+            if let Some(b) = best.take() {
+                out[b] = out[b] + src[o];
+            }
+        }
+    });
+}
+
+pub(crate) fn native_select_and_scatter(
+    op: ReduceOp,
+    source: In<'_>,
+    operand: In<'_>,
+    w: &Window,
+    out: DataMut<'_>,
+) -> Result<()> {
+    match (source.data, operand.data, out) {
+        (Data::F32(s), Data::F32(x), DataMut::F32(o)) => {
+            scatter(op, s, x, operand.ty.dims(), source.ty.dims(), w, o)
+        }
+        (Data::F64(s), Data::F64(x), DataMut::F64(o)) => {
+            scatter(op, s, x, operand.ty.dims(), source.ty.dims(), w, o)
+        }
+        (s, _, _) => return Err(super::unsupported("select_and_scatter_add", s.dtype())),
+    }
+    Ok(())
+}

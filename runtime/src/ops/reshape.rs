@@ -1,0 +1,32 @@
+//! `reshape`: shape rule, gradient, native kernel.
+
+use crate::backend::native::data::{with_same, Data, DataMut};
+use crate::ir::{Graph, Shape, TensorType, Value};
+use crate::{Error, Result};
+
+pub(crate) fn check(g: &Graph, x: Value, shape: &Shape) -> Result<TensorType> {
+    let t = g.ty(x);
+    if t.numel() != shape.numel() {
+        return Err(Error::shape(
+            "reshape",
+            format!(
+                "cannot reshape {t} ({} elements) to {shape} ({} elements)",
+                t.numel(),
+                shape.numel()
+            ),
+        ));
+    }
+    Ok(TensorType::new(t.dtype, shape.clone()))
+}
+
+pub(crate) fn vjp(g: &mut Graph, x: Value, ct: Value) -> Result<Value> {
+    let s = g.ty(x).shape.clone();
+    g.reshape(ct, s)
+}
+
+/// Row-major data is unchanged by a reshape: a plain copy (the planner aliases instead
+/// where it can).
+pub(crate) fn native(x: Data<'_>, out: DataMut<'_>) -> Result<()> {
+    with_same!("reshape", x, out, |a, o| o.copy_from_slice(a));
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! Elementwise functions of one operand: shape rule, gradients, native kernels.
+
+use super::real::{Int, Real};
+use crate::backend::native::data::{Data, DataMut};
+use crate::ir::{DType, Graph, TensorType, UnaryOp, Value};
+use crate::{Error, Result};
+
+/// Which element types each function accepts.
+fn accepts(op: UnaryOp, d: DType) -> bool {
+    match op {
+        UnaryOp::Not => d == DType::Bool,
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => d.is_numeric(),
+        UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Tanh
+        | UnaryOp::Logistic
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt
+        | UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Round
+        | UnaryOp::Erf => d.is_arith_float(),
+    }
+}
+
+/// Result type: the operand's.
+pub(crate) fn check(g: &Graph, op: UnaryOp, x: Value) -> Result<TensorType> {
+    let t = g.ty(x);
+    if !accepts(op, t.dtype) {
+        let want = match op {
+            UnaryOp::Not => "bool",
+            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => "f32, f64, i32 or i64",
+            _ => "f32 or f64",
+        };
+        return Err(Error::shape(
+            op.name(),
+            format!("operand must be {want}, got {t}"),
+        ));
+    }
+    Ok(t.clone())
+}
+
+/// d/dx of each function, times the cotangent.
+pub(crate) fn vjp(g: &mut Graph, op: UnaryOp, x: Value, y: Value, ct: Value) -> Result<Value> {
+    match op {
+        UnaryOp::Neg => g.neg(ct),
+        UnaryOp::Abs => {
+            let s = g.unary(UnaryOp::Sign, x)?;
+            g.mul(ct, s)
+        }
+        // Piecewise constant: zero almost everywhere, as in JAX.
+        UnaryOp::Sign | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round => g.zeros_like(x),
+        UnaryOp::Exp => g.mul(ct, y),
+        UnaryOp::Expm1 => {
+            let e = g.add_scalar(y, 1.0)?;
+            g.mul(ct, e)
+        }
+        UnaryOp::Log => g.div(ct, x),
+        UnaryOp::Log1p => {
+            let d = g.add_scalar(x, 1.0)?;
+            g.div(ct, d)
+        }
+        UnaryOp::Tanh => {
+            // 1 - y²
+            let y2 = g.mul(y, y)?;
+            let one = g.full_like(1.0, y)?;
+            let d = g.sub(one, y2)?;
+            g.mul(ct, d)
+        }
+        UnaryOp::Logistic => {
+            // y (1 - y)
+            let one = g.full_like(1.0, y)?;
+            let om = g.sub(one, y)?;
+            let d = g.mul(y, om)?;
+            g.mul(ct, d)
+        }
+        UnaryOp::Sqrt => {
+            // 1 / (2 y)
+            let t = g.div(ct, y)?;
+            g.mul_scalar(t, 0.5)
+        }
+        UnaryOp::Rsqrt => {
+            // -y / (2 x)
+            let t = g.div(y, x)?;
+            let t = g.mul(ct, t)?;
+            g.mul_scalar(t, -0.5)
+        }
+        UnaryOp::Erf => {
+            // 2/√π e^{-x²}
+            let x2 = g.mul(x, x)?;
+            let nx2 = g.neg(x2)?;
+            let e = g.exp(nx2)?;
+            let d = g.mul_scalar(e, std::f64::consts::FRAC_2_SQRT_PI)?;
+            g.mul(ct, d)
+        }
+        UnaryOp::Not => Err(Error::Autodiff {
+            message: "logical not has no gradient".into(),
+        }),
+    }
+}
+
+/// The float semantics of every function, over a slice (vectorises per arm).
+pub(crate) fn apply_real<T: Real>(op: UnaryOp, x: &[T], out: &mut [T]) {
+    let one = T::one();
+    // A macro, not a helper taking a closure, so every arm is its own tight loop.
+    macro_rules! each {
+        ($f:expr) => {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = $f(v);
+            }
+        };
+    }
+    match op {
+        UnaryOp::Neg => each!(|v: T| -v),
+        UnaryOp::Abs => each!(|v: T| v.abs()),
+        UnaryOp::Sign => each!(|v: T| {
+            if v > T::zero() {
+                one
+            } else if v < T::zero() {
+                -one
+            } else {
+                v // ±0 and NaN pass through
+            }
+        }),
+        UnaryOp::Exp => each!(|v: T| v.exp()),
+        UnaryOp::Expm1 => each!(|v: T| v.exp_m1()),
+        UnaryOp::Log => each!(|v: T| v.ln()),
+        UnaryOp::Log1p => each!(|v: T| v.ln_1p()),
+        UnaryOp::Tanh => each!(|v: T| v.tanh()),
+        // exp(-x) overflowing to inf for very negative x gives exactly 0, as it should.
+        UnaryOp::Logistic => each!(|v: T| one / (one + (-v).exp())),
+        UnaryOp::Sqrt => each!(|v: T| v.sqrt()),
+        UnaryOp::Rsqrt => each!(|v: T| one / v.sqrt()),
+        UnaryOp::Floor => each!(|v: T| v.floor()),
+        UnaryOp::Ceil => each!(|v: T| v.ceil()),
+        UnaryOp::Round => each!(|v: T| v.round()),
+        UnaryOp::Erf => each!(|v: T| v.erf()),
+        UnaryOp::Not => out.copy_from_slice(x), // unreachable: bool only
+    }
+}
+
+fn apply_int<T: Int>(op: UnaryOp, x: &[T], out: &mut [T]) -> Result<()> {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = match op {
+            UnaryOp::Neg => v.wrapping_neg(),
+            UnaryOp::Abs => {
+                if v < T::zero() {
+                    v.wrapping_neg()
+                } else {
+                    v
+                }
+            }
+            UnaryOp::Sign => v.signum(),
+            _ => return Err(super::unsupported(op.name(), DType::I64)),
+        };
+    }
+    Ok(())
+}
+
+pub(crate) fn native(op: UnaryOp, x: Data<'_>, out: DataMut<'_>) -> Result<()> {
+    match (x, out) {
+        (Data::F32(a), DataMut::F32(o)) => apply_real(op, a, o),
+        (Data::F64(a), DataMut::F64(o)) => apply_real(op, a, o),
+        (Data::I32(a), DataMut::I32(o)) => apply_int(op, a, o)?,
+        (Data::I64(a), DataMut::I64(o)) => apply_int(op, a, o)?,
+        (Data::Bool(a), DataMut::Bool(o)) if op == UnaryOp::Not => {
+            for (o, &v) in o.iter_mut().zip(a) {
+                *o = !v;
+            }
+        }
+        (x, _) => return Err(super::unsupported(op.name(), x.dtype())),
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! Host tensors: `ndarray` arrays tagged with their element type.
+//!
+//! This is the type at every API boundary: graph constants, inputs and outputs of a
+//! backend, weights in checkpoints.
+
+use crate::ir::{DType, Shape, TensorType};
+use crate::{Error, Result};
+use half::bf16;
+use ndarray::{ArrayD, IxDyn};
+
+/// A dense host array of any supported element type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tensor {
+    F32(ArrayD<f32>),
+    F64(ArrayD<f64>),
+    BF16(ArrayD<bf16>),
+    I32(ArrayD<i32>),
+    I64(ArrayD<i64>),
+    Bool(ArrayD<bool>),
+}
+
+/// A Rust scalar type that has an IR element type.
+pub trait Element: Copy + Default + PartialEq + Send + Sync + std::fmt::Debug + 'static {
+    const DTYPE: DType;
+    fn into_tensor(a: ArrayD<Self>) -> Tensor;
+    fn view_tensor(t: &Tensor) -> Option<&ArrayD<Self>>;
+}
+
+macro_rules! element {
+    ($t:ty, $variant:ident) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$variant;
+            fn into_tensor(a: ArrayD<Self>) -> Tensor {
+                Tensor::$variant(a)
+            }
+            fn view_tensor(t: &Tensor) -> Option<&ArrayD<Self>> {
+                match t {
+                    Tensor::$variant(a) => Some(a),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+element!(f32, F32);
+element!(f64, F64);
+element!(bf16, BF16);
+element!(i32, I32);
+element!(i64, I64);
+element!(bool, Bool);
+
+/// Applies `$body` to the array inside a tensor whatever its element type.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_tensor {
+    ($t:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::Tensor::F32($a) => $body,
+            $crate::Tensor::F64($a) => $body,
+            $crate::Tensor::BF16($a) => $body,
+            $crate::Tensor::I32($a) => $body,
+            $crate::Tensor::I64($a) => $body,
+            $crate::Tensor::Bool($a) => $body,
+        }
+    };
+}
+
+impl Tensor {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Tensor::F32(_) => DType::F32,
+            Tensor::F64(_) => DType::F64,
+            Tensor::BF16(_) => DType::BF16,
+            Tensor::I32(_) => DType::I32,
+            Tensor::I64(_) => DType::I64,
+            Tensor::Bool(_) => DType::Bool,
+        }
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        with_tensor!(self, a => a.shape())
+    }
+
+    pub fn shape(&self) -> Shape {
+        Shape::from(self.dims())
+    }
+
+    pub fn ty(&self) -> TensorType {
+        TensorType::new(self.dtype(), self.shape())
+    }
+
+    pub fn numel(&self) -> usize {
+        with_tensor!(self, a => a.len())
+    }
+
+    /// A tensor of zeros of the given type.
+    pub fn zeros(ty: &TensorType) -> Tensor {
+        let d = IxDyn(ty.dims());
+        match ty.dtype {
+            DType::F32 => Tensor::F32(ArrayD::zeros(d)),
+            DType::F64 => Tensor::F64(ArrayD::zeros(d)),
+            DType::BF16 => Tensor::BF16(ArrayD::from_elem(d, bf16::ZERO)),
+            DType::I32 => Tensor::I32(ArrayD::zeros(d)),
+            DType::I64 => Tensor::I64(ArrayD::zeros(d)),
+            DType::Bool => Tensor::Bool(ArrayD::from_elem(d, false)),
+        }
+    }
+
+    /// A rank-0 tensor.
+    pub fn scalar<T: Element>(v: T) -> Tensor {
+        T::into_tensor(ArrayD::from_elem(IxDyn(&[]), v))
+    }
+
+    /// A tensor from row-major data; errors if the element count does not match the shape.
+    pub fn from_vec<T: Element>(dims: &[usize], data: Vec<T>) -> Result<Tensor> {
+        let n: usize = dims.iter().product();
+        if n != data.len() {
+            return Err(Error::InvalidArgument {
+                what: "Tensor::from_vec".into(),
+                message: format!(
+                    "shape {} needs {n} elements, got {}",
+                    Shape::from(dims),
+                    data.len()
+                ),
+            });
+        }
+        let a = ArrayD::from_shape_vec(IxDyn(dims), data).expect("length checked above");
+        Ok(T::into_tensor(a))
+    }
+
+    /// The array, if the element type is `T`.
+    pub fn array<T: Element>(&self) -> Result<&ArrayD<T>> {
+        T::view_tensor(self).ok_or_else(|| Error::DType {
+            what: "Tensor::array".into(),
+            expected: T::DTYPE,
+            got: self.dtype(),
+        })
+    }
+
+    /// The elements in row-major order, if the element type is `T`.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        Ok(self.array::<T>()?.iter().copied().collect())
+    }
+
+    /// The single element of a one-element tensor converted to f64 (for losses and metrics).
+    pub fn scalar_f64(&self) -> Result<f64> {
+        if self.numel() != 1 {
+            return Err(Error::InvalidArgument {
+                what: "Tensor::scalar_f64".into(),
+                message: format!("expected one element, got shape {}", self.shape()),
+            });
+        }
+        Ok(match self {
+            Tensor::F32(a) => a.iter().next().copied().unwrap_or_default() as f64,
+            Tensor::F64(a) => a.iter().next().copied().unwrap_or_default(),
+            Tensor::BF16(a) => a.iter().next().copied().unwrap_or_default().to_f64(),
+            Tensor::I32(a) => a.iter().next().copied().unwrap_or_default() as f64,
+            Tensor::I64(a) => a.iter().next().copied().unwrap_or_default() as f64,
+            Tensor::Bool(a) => a.iter().next().copied().unwrap_or_default() as u8 as f64,
+        })
+    }
+}
+
+impl<T: Element, D: ndarray::Dimension> From<ndarray::Array<T, D>> for Tensor {
+    fn from(a: ndarray::Array<T, D>) -> Self {
+        T::into_tensor(a.into_dyn())
+    }
+}
