@@ -4,6 +4,7 @@ pub mod autodiff;
 pub mod backend;
 mod error;
 pub mod ir;
+pub mod nn;
 pub(crate) mod ops;
 pub mod random;
 mod tensor;

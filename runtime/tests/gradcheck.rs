@@ -400,6 +400,7 @@ const NOT_DIFFERENTIABLE: &[(OpKind, &str)] = &[
     (OpKind::Constant, "no inputs"),
     (OpKind::Iota, "no inputs"),
     (OpKind::Compare, "boolean result"),
+    (OpKind::StopGradient, "its gradient is zero by definition"),
     (OpKind::RandomUniform, "integer key"),
     (OpKind::ReplicaId, "no inputs"),
     (

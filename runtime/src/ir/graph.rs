@@ -210,6 +210,11 @@ impl Graph {
         })
     }
 
+    /// `x`, with no gradient flowing back through it.
+    pub fn stop_gradient(&mut self, x: Value) -> Result<Value> {
+        self.push(Op::StopGradient { x })
+    }
+
     pub fn reshape(&mut self, x: Value, shape: impl Into<Shape>) -> Result<Value> {
         self.push(Op::Reshape {
             x,

@@ -291,6 +291,8 @@ pub enum Op {
         shape: Shape,
         dims: Vec<usize>,
     },
+    /// `x` unchanged, but autodiff passes no gradient through it (JAX's `stop_gradient`).
+    StopGradient { x: Value },
     /// Same elements, row-major order, new shape with the same element count.
     Reshape { x: Value, shape: Shape },
     /// Result dimension `i` is operand dimension `perm[i]`.
@@ -400,6 +402,7 @@ op_kinds!(
     Select,
     Convert,
     BroadcastInDim,
+    StopGradient,
     Reshape,
     Transpose,
     Reverse,
@@ -430,6 +433,7 @@ impl Op {
             Op::Select { .. } => OpKind::Select,
             Op::Convert { .. } => OpKind::Convert,
             Op::BroadcastInDim { .. } => OpKind::BroadcastInDim,
+            Op::StopGradient { .. } => OpKind::StopGradient,
             Op::Reshape { .. } => OpKind::Reshape,
             Op::Transpose { .. } => OpKind::Transpose,
             Op::Reverse { .. } => OpKind::Reverse,
@@ -461,6 +465,7 @@ impl Op {
             Op::Select { .. } => "select",
             Op::Convert { .. } => "convert",
             Op::BroadcastInDim { .. } => "broadcast_in_dim",
+            Op::StopGradient { .. } => "stop_gradient",
             Op::Reshape { .. } => "reshape",
             Op::Transpose { .. } => "transpose",
             Op::Reverse { .. } => "reverse",
@@ -488,6 +493,7 @@ impl Op {
             | Op::Convert { x, .. }
             | Op::BroadcastInDim { x, .. }
             | Op::Reshape { x, .. }
+            | Op::StopGradient { x }
             | Op::Transpose { x, .. }
             | Op::Reverse { x, .. }
             | Op::Slice { x, .. }
@@ -530,6 +536,7 @@ impl Op {
             | Op::Convert { x, .. }
             | Op::BroadcastInDim { x, .. }
             | Op::Reshape { x, .. }
+            | Op::StopGradient { x }
             | Op::Transpose { x, .. }
             | Op::Reverse { x, .. }
             | Op::Slice { x, .. }

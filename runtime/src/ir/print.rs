@@ -107,6 +107,7 @@ fn describe(op: &Op) -> String {
         | Op::Binary { .. }
         | Op::Select { .. }
         | Op::Reshape { .. }
+        | Op::StopGradient { .. }
         | Op::RandomUniform { .. }
         | Op::AllReduceSum { .. }
         | Op::ReplicaId => String::new(),

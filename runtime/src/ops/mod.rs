@@ -23,6 +23,7 @@ pub(crate) mod reshape;
 pub(crate) mod reverse;
 pub(crate) mod slice;
 pub(crate) mod source;
+pub(crate) mod stop_gradient;
 pub(crate) mod transpose;
 pub(crate) mod unary;
 
@@ -52,6 +53,7 @@ pub(crate) fn check(g: &Graph, op: &Op, declared: Option<&TensorType>) -> Result
         Op::Convert { x, to } => g.ty(*x).with_dtype(*to),
         Op::BroadcastInDim { x, shape, dims } => broadcast::check(g, *x, shape, dims)?,
         Op::Reshape { x, shape } => reshape::check(g, *x, shape)?,
+        Op::StopGradient { x } => g.ty(*x).clone(),
         Op::Transpose { x, perm } => transpose::check(g, *x, perm)?,
         Op::Reverse { x, axes } => reverse::check(g, *x, axes)?,
         Op::Slice {
@@ -133,6 +135,7 @@ pub(crate) fn vjp(g: &mut Graph, y: Value, ct: Value) -> Result<Vec<Option<Value
         Op::Convert { x, .. } => vec![convert::vjp(g, x, ct)?],
         Op::BroadcastInDim { x, dims, .. } => vec![Some(broadcast::vjp(g, x, &dims, ct)?)],
         Op::Reshape { x, .. } => vec![Some(reshape::vjp(g, x, ct)?)],
+        Op::StopGradient { .. } => vec![None],
         Op::Transpose { perm, .. } => vec![Some(transpose::vjp(g, &perm, ct)?)],
         Op::Reverse { axes, .. } => vec![Some(reverse::vjp(g, &axes, ct)?)],
         Op::Slice {
@@ -212,6 +215,7 @@ pub(crate) fn native(
         Op::Convert { .. } => convert::native(ins[0].data, out),
         Op::BroadcastInDim { dims, .. } => broadcast::native(ins[0], dims, out_ty, out),
         Op::Reshape { .. } => reshape::native(ins[0].data, out),
+        Op::StopGradient { .. } => stop_gradient::native(ins[0].data, out),
         Op::Transpose { perm, .. } => transpose::native(ins[0], perm, out),
         Op::Reverse { axes, .. } => reverse::native(ins[0], axes, out),
         Op::Slice { start, stride, .. } => slice::native(ins[0], start, stride, out_ty, out),

@@ -438,6 +438,12 @@ pub fn cases() -> Vec<Case> {
         |g, p| Ok(vec![g.reshape(p[0], [3, 2])?, g.reshape(p[1], [])?]),
     ));
     c.push(case(
+        "stop_gradient",
+        vec![f32t(&[2], &[1.0, -2.0])],
+        vec![f32t(&[2], &[1.0, -2.0])],
+        |g, p| Ok(vec![g.stop_gradient(p[0])?]),
+    ));
+    c.push(case(
         "transpose",
         vec![
             f32t(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),

@@ -66,7 +66,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     // Reshapes are views of their operand: follow them to the value that owns the data.
     let mut root: Vec<usize> = (0..n).collect();
     for i in 0..n {
-        if let Op::Reshape { x, .. } = nodes[i].op {
+        if let Op::Reshape { x, .. } | Op::StopGradient { x } = nodes[i].op {
             root[i] = root[x.index()];
         }
     }
@@ -115,7 +115,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                 loc[i] = Some(Loc::Const(consts.len()));
                 consts.push(Storage::from_tensor(value));
             }
-            Op::Reshape { x, .. } => loc[i] = loc[x.index()],
+            Op::Reshape { x, .. } | Op::StopGradient { x } => loc[i] = loc[x.index()],
             op => {
                 let s = step_of[i];
                 // Values last read before this step are dead: their slots are free.

@@ -1,0 +1,130 @@
+//! What a layer is to the runtime: a shape rule, its parameters, and a forward pass that
+//! emits primitives.
+
+use super::Initializer;
+use crate::ir::{DType, Graph, TensorType, Value};
+use crate::{Error, Result};
+use std::fmt;
+
+/// One weight or state tensor of a layer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamSpec {
+    /// Keras-style path, e.g. `dense_1/kernel`.
+    pub name: String,
+    pub dims: Vec<usize>,
+    pub init: Initializer,
+    /// Fans for variance-scaling initialisers.
+    pub fan_in: usize,
+    pub fan_out: usize,
+    /// Trainable weights get gradients; the others (batch-norm moving statistics) are
+    /// state the forward pass may update in training.
+    pub trainable: bool,
+}
+
+impl ParamSpec {
+    pub fn numel(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    pub fn ty(&self) -> TensorType {
+        TensorType::new(DType::F32, self.dims.clone())
+    }
+}
+
+/// The context a layer's forward pass emits into.
+pub struct Forward<'g> {
+    pub g: &'g mut Graph,
+    /// Training behaviour (dropout active, batch statistics) or inference.
+    pub training: bool,
+    key: Option<Value>,
+    streams: i32,
+    updates: Vec<(Value, Value)>,
+    logits: Option<(Value, Value)>,
+}
+
+impl<'g> Forward<'g> {
+    /// `key` is an `i32[2]` random key for this execution (needed by dropout in training).
+    pub fn new(g: &'g mut Graph, training: bool, key: Option<Value>) -> Forward<'g> {
+        Forward {
+            g,
+            training,
+            key,
+            streams: 0,
+            updates: Vec::new(),
+            logits: None,
+        }
+    }
+
+    /// Uniform `[0, 1)` samples from a stream of their own: each call derives a new key
+    /// from the execution's key, so two dropout layers never share a mask.
+    pub fn random_uniform(&mut self, ty: TensorType) -> Result<Value> {
+        let key = self.key.ok_or_else(|| {
+            Error::invalid(
+                "Forward::random_uniform",
+                "this forward pass was built without a random key",
+            )
+        })?;
+        self.streams += 1;
+        // Any distinct keys give independent Threefry streams; offset the second word.
+        let offset = self.g.constant(crate::Tensor::from_vec(
+            &[2],
+            vec![0i32, self.streams.wrapping_mul(0x9E37_79B9u32 as i32)],
+        )?);
+        let k = self.g.add(key, offset)?;
+        self.g.random_uniform(k, ty)
+    }
+
+    /// Records that state parameter `param` (a value given to the layer) takes the value
+    /// `new` after this execution (batch-norm moving statistics).
+    pub fn update(&mut self, param: Value, new: Value) {
+        self.updates.push((param, new));
+    }
+
+    /// State updates recorded so far.
+    pub fn updates(&self) -> &[(Value, Value)] {
+        &self.updates
+    }
+
+    /// Records that `output` is `softmax(logits)`, so losses can work from the logits
+    /// (stable and cheaper, as Keras does).
+    pub fn mark_softmax(&mut self, output: Value, logits: Value) {
+        self.logits = Some((output, logits));
+    }
+
+    /// The logits behind `output`, if it was produced by a softmax.
+    pub fn logits_of(&self, output: Value) -> Option<Value> {
+        self.logits.filter(|(o, _)| *o == output).map(|(_, l)| l)
+    }
+}
+
+/// A layer of a sequential model.
+pub trait Layer: Send + Sync + fmt::Debug {
+    /// The Keras class name, e.g. `Dense`.
+    fn class(&self) -> &'static str;
+    /// The name, unique within a model, e.g. `dense_1`.
+    fn name(&self) -> &str;
+    /// The element type of inputs this layer takes when it is first (`Embedding` takes
+    /// integer ids; everything else f32).
+    fn input_dtype(&self) -> DType {
+        DType::F32
+    }
+    /// The output shape (without the batch dimension) for an input shape.
+    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>>;
+    /// The parameters this layer creates for an input shape, in the order `forward`
+    /// receives them.
+    fn params(&self, input: &[usize]) -> Result<Vec<ParamSpec>>;
+    /// Emits the layer's computation of `x` (`[batch, input...]`); `params` holds one value
+    /// per entry of `params()`.
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value>;
+}
+
+/// The error for an input shape a layer cannot take.
+pub fn bad_input(layer: &dyn Layer, input: &[usize], expected: &str) -> Error {
+    Error::invalid(
+        format!("{} ({})", layer.name(), layer.class()),
+        format!(
+            "expected input of shape {expected}, got {}",
+            crate::ir::Shape::from(input)
+        ),
+    )
+}

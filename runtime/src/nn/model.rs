@@ -1,0 +1,389 @@
+//! A model: an architecture (its layers, in order) plus its weights.
+
+use super::layer::{Forward, Layer, ParamSpec};
+use crate::ir::Value;
+use crate::random::Rng;
+use crate::{Error, Result, Tensor};
+use std::fmt::Write;
+
+/// A stack of layers. `model![...]` generates a type implementing this for each model
+/// (with the shapes it checked at compile time as the consts); [`Sequential`] is the same
+/// thing assembled at run time.
+pub trait Architecture: Send + Sync + 'static {
+    /// The input shape without the batch dimension, when declared (`Input(784)` or
+    /// `input_shape = 784`); `None` means it is taken from the first data (deferred build).
+    const INPUT_SHAPE: Option<&'static [usize]>;
+    /// The output shape without the batch dimension, when known before any data is seen.
+    const OUTPUT_SHAPE: Option<&'static [usize]>;
+
+    /// The model's name in summaries.
+    fn name(&self) -> &str {
+        "sequential"
+    }
+
+    /// The input shape, when declared (for run-time architectures; defaults to the const).
+    fn input_shape(&self) -> Option<Vec<usize>> {
+        Self::INPUT_SHAPE.map(|s| s.to_vec())
+    }
+
+    /// The layers, in order.
+    fn layers(&self) -> Vec<&dyn Layer>;
+
+    /// Emits the forward pass: each layer in turn, `params[i]` holding layer `i`'s
+    /// parameter values. (`model!` overrides this with one statement per layer, each
+    /// intermediate's shape in a comment, so the expansion reads as the model.)
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[&[Value]]) -> Result<Value> {
+        let mut h = x;
+        for (layer, p) in self.layers().into_iter().zip(params) {
+            h = layer.forward(cx, h, p)?;
+        }
+        Ok(h)
+    }
+}
+
+/// A run-time assembled layer stack.
+#[derive(Debug, Default)]
+pub struct Sequential {
+    pub name: String,
+    pub input_shape: Option<Vec<usize>>,
+    pub layers: Vec<Box<dyn Layer>>,
+}
+
+impl Sequential {
+    pub fn new(input_shape: Option<Vec<usize>>, layers: Vec<Box<dyn Layer>>) -> Sequential {
+        Sequential {
+            name: "sequential".into(),
+            input_shape,
+            layers,
+        }
+    }
+}
+
+impl Architecture for Sequential {
+    const INPUT_SHAPE: Option<&'static [usize]> = None;
+    const OUTPUT_SHAPE: Option<&'static [usize]> = None;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn input_shape(&self) -> Option<Vec<usize>> {
+        self.input_shape.clone()
+    }
+
+    fn layers(&self) -> Vec<&dyn Layer> {
+        self.layers.iter().map(|l| l.as_ref()).collect()
+    }
+}
+
+/// Shapes and parameters fixed by the first input shape.
+#[derive(Clone, Debug)]
+pub(crate) struct Built {
+    pub input: Vec<usize>,
+    /// Output shape of each layer.
+    pub outputs: Vec<Vec<usize>>,
+    pub params: Vec<ParamSpec>,
+    /// The range of `params` belonging to each layer.
+    pub ranges: Vec<std::ops::Range<usize>>,
+}
+
+/// An architecture with its weights.
+pub struct Model<A: Architecture> {
+    arch: A,
+    seed: u64,
+    pub(crate) built: Option<Built>,
+    /// Host copies of every parameter (trainable and state), in `built.params` order.
+    pub(crate) weights: Vec<Tensor>,
+}
+
+impl<A: Architecture> Model<A> {
+    /// A model of `arch`; built at once if the architecture declares its input shape.
+    /// (Should that build fail, the model stays unbuilt and the error comes back from the
+    /// first call that needs the shapes.)
+    pub fn new(arch: A) -> Model<A> {
+        let mut m = Model {
+            arch,
+            seed: 0,
+            built: None,
+            weights: Vec::new(),
+        };
+        if let Some(shape) = m.arch.input_shape() {
+            let _ = m.build(&shape);
+        }
+        m
+    }
+
+    /// Re-initialises the weights from `seed` (the default seed is 0).
+    pub fn with_seed(mut self, seed: u64) -> Result<Model<A>> {
+        self.seed = seed;
+        if let Some(b) = self.built.take() {
+            self.build(&b.input)?;
+        }
+        Ok(self)
+    }
+
+    pub fn arch(&self) -> &A {
+        &self.arch
+    }
+
+    pub fn name(&self) -> &str {
+        self.arch.name()
+    }
+
+    /// Fixes the input shape (without batch), computing every layer's shape and
+    /// initialising the weights. Building again with the same shape does nothing; another
+    /// shape is an error.
+    pub fn build(&mut self, input: &[usize]) -> Result<()> {
+        if let Some(b) = &self.built {
+            if b.input == input {
+                return Ok(());
+            }
+            return Err(Error::invalid(
+                format!("model `{}`", self.arch.name()),
+                format!(
+                    "built for inputs of shape {:?}, got inputs of shape {:?}",
+                    b.input, input
+                ),
+            ));
+        }
+        let mut shape = input.to_vec();
+        let mut outputs = Vec::new();
+        let mut params = Vec::new();
+        let mut ranges = Vec::new();
+        for layer in self.arch.layers() {
+            let p = layer.params(&shape)?;
+            ranges.push(params.len()..params.len() + p.len());
+            params.extend(p);
+            shape = layer.output_shape(&shape)?;
+            outputs.push(shape.clone());
+        }
+        if let Some(declared) = A::OUTPUT_SHAPE {
+            if declared != shape.as_slice() {
+                return Err(Error::invalid(
+                    format!("model `{}`", self.arch.name()),
+                    format!("declared output shape {declared:?} but the layers give {shape:?}"),
+                ));
+            }
+        }
+        let mut rng = Rng::new(self.seed);
+        self.weights = params
+            .iter()
+            .map(|p| {
+                let mut r = rng.fork();
+                Tensor::F32(p.init.sample(&p.dims, p.fan_in, p.fan_out, &mut r))
+            })
+            .collect();
+        self.built = Some(Built {
+            input: input.to_vec(),
+            outputs,
+            params,
+            ranges,
+        });
+        Ok(())
+    }
+
+    pub fn is_built(&self) -> bool {
+        self.built.is_some()
+    }
+
+    /// The input shape without batch, once built.
+    pub fn input_shape(&self) -> Option<&[usize]> {
+        self.built.as_ref().map(|b| b.input.as_slice())
+    }
+
+    /// The output shape without batch, once built.
+    pub fn output_shape(&self) -> Option<&[usize]> {
+        self.built
+            .as_ref()
+            .and_then(|b| b.outputs.last().map(|v| v.as_slice()))
+    }
+
+    /// Every parameter's description, once built.
+    pub fn params(&self) -> &[ParamSpec] {
+        self.built
+            .as_ref()
+            .map(|b| b.params.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// `(name, value)` of every parameter.
+    pub fn weights(&self) -> Vec<(String, Tensor)> {
+        self.params()
+            .iter()
+            .zip(&self.weights)
+            .map(|(p, w)| (p.name.clone(), w.clone()))
+            .collect()
+    }
+
+    /// Replaces the weights; every name must be a parameter and every shape must match.
+    pub fn set_weights(&mut self, weights: &[(String, Tensor)]) -> Result<()> {
+        let built = self.built.as_ref().ok_or_else(|| {
+            Error::invalid("set_weights", "the model is not built yet (no input shape)")
+        })?;
+        let mut new = self.weights.clone();
+        for (name, t) in weights {
+            let i = built
+                .params
+                .iter()
+                .position(|p| &p.name == name)
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "set_weights",
+                        format!("the model has no parameter `{name}`"),
+                    )
+                })?;
+            if t.ty() != built.params[i].ty() {
+                return Err(Error::invalid(
+                    "set_weights",
+                    format!(
+                        "`{name}` is {} but {} was given",
+                        built.params[i].ty(),
+                        t.ty()
+                    ),
+                ));
+            }
+            new[i] = t.clone();
+        }
+        self.weights = new;
+        Ok(())
+    }
+
+    /// Emits the forward pass of `x` (`[batch, input...]`) given one value per parameter.
+    pub fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        let built = self
+            .built
+            .as_ref()
+            .ok_or_else(|| Error::invalid("forward", "the model is not built"))?;
+        if params.len() != built.params.len() {
+            return Err(Error::invalid(
+                "forward",
+                format!(
+                    "{} parameter values for {} parameters",
+                    params.len(),
+                    built.params.len()
+                ),
+            ));
+        }
+        let per_layer: Vec<&[Value]> = built.ranges.iter().map(|r| &params[r.clone()]).collect();
+        self.arch.forward(cx, x, &per_layer)
+    }
+
+    /// The element type the model's inputs must have.
+    pub fn input_dtype(&self) -> crate::ir::DType {
+        self.arch
+            .layers()
+            .first()
+            .map(|l| l.input_dtype())
+            .unwrap_or(crate::ir::DType::F32)
+    }
+
+    /// A Keras-style table of layers, output shapes and parameter counts.
+    pub fn summary(&self) -> String {
+        summary(self.arch.name(), &self.arch.layers(), self.built.as_ref())
+    }
+}
+
+fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// `427.29 KB` for f32 parameter memory.
+fn bytes(n: usize) -> String {
+    let b = (n * 4) as f64;
+    if b < 1024.0 {
+        format!("{b:.2} B")
+    } else if b < 1024.0 * 1024.0 {
+        format!("{:.2} KB", b / 1024.0)
+    } else if b < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} MB", b / (1024.0 * 1024.0))
+    } else {
+        format!("{:.2} GB", b / (1024.0 * 1024.0 * 1024.0))
+    }
+}
+
+fn summary(name: &str, layers: &[&dyn Layer], built: Option<&Built>) -> String {
+    const W: [usize; 3] = [31, 22, 13];
+    let line = |l: char, m: char, r: char, fill: char| {
+        let mut s = String::new();
+        s.push(l);
+        for (i, w) in W.iter().enumerate() {
+            s.extend(std::iter::repeat_n(fill, w + 2));
+            s.push(if i + 1 < W.len() { m } else { r });
+        }
+        s.push('\n');
+        s
+    };
+    let row = |cells: [&str; 3], sep: char| {
+        let mut s = String::new();
+        s.push(sep);
+        for (i, (c, w)) in cells.iter().zip(W).enumerate() {
+            if i == 2 {
+                let _ = write!(s, " {c:>w$} ");
+            } else {
+                let _ = write!(s, " {c:<w$} ");
+            }
+            s.push(sep);
+        }
+        s.push('\n');
+        s
+    };
+    let mut out = format!("Model: \"{name}\"\n");
+    out += &line('┏', '┳', '┓', '━');
+    out += &row(["Layer (type)", "Output Shape", "Param #"], '┃');
+    out += &line('┡', '╇', '┩', '━');
+    let (mut total, mut trainable) = (0, 0);
+    for (i, layer) in layers.iter().enumerate() {
+        let label = format!("{} ({})", layer.name(), layer.class());
+        let (shape, count) = match built {
+            Some(b) => {
+                let dims: Vec<String> = b.outputs[i].iter().map(|d| d.to_string()).collect();
+                let shape = format!("(None, {})", dims.join(", "));
+                let n: usize = b.params[b.ranges[i].clone()]
+                    .iter()
+                    .map(|p| p.numel())
+                    .sum();
+                let t: usize = b.params[b.ranges[i].clone()]
+                    .iter()
+                    .filter(|p| p.trainable)
+                    .map(|p| p.numel())
+                    .sum();
+                total += n;
+                trainable += t;
+                (shape, thousands(n))
+            }
+            None => ("?".to_string(), "0 (unbuilt)".to_string()),
+        };
+        out += &row([&label, &shape, &count], '│');
+        if i + 1 < layers.len() {
+            out += &line('├', '┼', '┤', '─');
+        }
+    }
+    out += &line('└', '┴', '┘', '─');
+    let _ = writeln!(
+        out,
+        " Total params: {} ({})",
+        thousands(total),
+        bytes(total)
+    );
+    let _ = writeln!(
+        out,
+        " Trainable params: {} ({})",
+        thousands(trainable),
+        bytes(trainable)
+    );
+    let _ = writeln!(
+        out,
+        " Non-trainable params: {} ({})",
+        thousands(total - trainable),
+        bytes(total - trainable)
+    );
+    out
+}

@@ -1,0 +1,12 @@
+//! `stop_gradient`: the identity for values, a barrier for gradients. Its shape rule (the
+//! operand's type) is inline in `ops::check`; its gradient rule is "none flows"; the native
+//! planner treats it as a view, like reshape.
+
+use crate::backend::native::data::{with_same, Data, DataMut};
+use crate::Result;
+
+/// Only reached if the planner did not alias the value (it always does today).
+pub(crate) fn native(x: Data<'_>, out: DataMut<'_>) -> Result<()> {
+    with_same!("stop_gradient", x, out, |a, o| o.copy_from_slice(a));
+    Ok(())
+}
