@@ -35,6 +35,31 @@ pub enum Error {
     #[error("{what}: {message}")]
     InvalidArgument { what: String, message: String },
 
+    /// Training stopped because the loss became NaN or infinite; the model keeps the
+    /// weights from before the step that produced it.
+    #[error("the loss became {value} at epoch {epoch}, step {step}; training stopped and the weights from before that step were kept")]
+    NonFiniteLoss {
+        epoch: usize,
+        step: usize,
+        value: f64,
+    },
+
+    /// A checkpoint that cannot be read or does not fit the model.
+    #[error("checkpoint {path}: {message}")]
+    Checkpoint { path: String, message: String },
+
+    /// Data that cannot be read (a truncated or foreign file, …).
+    #[error("{path}: {message}")]
+    Data { path: String, message: String },
+
+    /// An operating-system error while reading or writing `path`.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+
     /// A backend failed to compile or run a graph.
     #[error("{backend} backend: {message}")]
     Backend {

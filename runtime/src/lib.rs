@@ -2,12 +2,18 @@
 
 pub mod autodiff;
 pub mod backend;
+pub mod checkpoint;
+pub mod data;
 mod error;
 pub mod ir;
+pub mod loss;
+pub mod metrics;
 pub mod nn;
 pub(crate) mod ops;
+pub mod optim;
 pub mod random;
 mod tensor;
+pub mod train;
 
 pub use error::{Error, Result};
 pub use tensor::{Element, Tensor};

@@ -166,3 +166,10 @@ impl<T: Element, D: ndarray::Dimension> From<ndarray::Array<T, D>> for Tensor {
         T::into_tensor(a.into_dyn())
     }
 }
+
+impl Default for Tensor {
+    /// An empty f32 vector.
+    fn default() -> Tensor {
+        Tensor::F32(ArrayD::zeros(IxDyn(&[0])))
+    }
+}

@@ -106,6 +106,12 @@ pub trait Backend {
     /// Copies a buffer to the host.
     fn download(&self, b: &Buffer) -> Result<Tensor>;
 
+    /// The single element of a one-element buffer as f64 (losses, metrics, flags); the
+    /// fit loop reads these every step, so backends avoid building a host tensor.
+    fn read_scalar(&self, b: &Buffer) -> Result<f64> {
+        self.download(b)?.scalar_f64()
+    }
+
     /// Compiles, uploads, runs once and downloads: the convenience for tests and one-off
     /// evaluations.
     fn run(&self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {

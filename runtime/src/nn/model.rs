@@ -1,10 +1,14 @@
 //! A model: an architecture (its layers, in order) plus its weights.
 
 use super::layer::{Forward, Layer, ParamSpec};
+use crate::backend::native::NativeBackend;
+use crate::backend::Backend;
 use crate::ir::Value;
 use crate::random::Rng;
+use crate::train::TrainState;
 use crate::{Error, Result, Tensor};
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// A stack of layers. `model![...]` generates a type implementing this for each model
 /// (with the shapes it checked at compile time as the consts); [`Sequential`] is the same
@@ -87,13 +91,18 @@ pub(crate) struct Built {
     pub ranges: Vec<std::ops::Range<usize>>,
 }
 
-/// An architecture with its weights.
+/// An architecture with its weights, and once compiled its training state.
 pub struct Model<A: Architecture> {
     arch: A,
     seed: u64,
     pub(crate) built: Option<Built>,
     /// Host copies of every parameter (trainable and state), in `built.params` order.
+    /// Current whenever no `fit`/`evaluate` call is running.
     pub(crate) weights: Vec<Tensor>,
+    /// Where graphs run (the native CPU backend unless set otherwise).
+    pub(crate) backend: Arc<dyn Backend + Send + Sync>,
+    /// Optimizer, loss, metrics and their device buffers, after `compile`.
+    pub(crate) train: Option<TrainState>,
 }
 
 impl<A: Architecture> Model<A> {
@@ -106,6 +115,8 @@ impl<A: Architecture> Model<A> {
             seed: 0,
             built: None,
             weights: Vec::new(),
+            backend: Arc::new(NativeBackend::new()),
+            train: None,
         };
         if let Some(shape) = m.arch.input_shape() {
             let _ = m.build(&shape);
@@ -124,6 +135,25 @@ impl<A: Architecture> Model<A> {
 
     pub fn arch(&self) -> &A {
         &self.arch
+    }
+
+    /// Runs this model's graphs on `backend` from now on (training state is moved there
+    /// at the next `fit`).
+    pub fn set_backend(&mut self, backend: Arc<dyn Backend + Send + Sync>) {
+        if let Some(t) = &mut self.train {
+            t.drop_device();
+        }
+        self.backend = backend;
+    }
+
+    /// The backend this model's graphs run on.
+    pub fn backend(&self) -> &Arc<dyn Backend + Send + Sync> {
+        &self.backend
+    }
+
+    /// The seed weights were initialised from (and training randomness derives from).
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     pub fn name(&self) -> &str {
@@ -245,6 +275,9 @@ impl<A: Architecture> Model<A> {
             new[i] = t.clone();
         }
         self.weights = new;
+        if let Some(t) = &mut self.train {
+            t.upload_weights(self.backend.as_ref(), &self.weights)?;
+        }
         Ok(())
     }
 

@@ -60,6 +60,24 @@ impl Backend for NativeBackend {
             Repr::Native(s) => s.to_tensor(b.ty()),
         }
     }
+
+    fn read_scalar(&self, b: &Buffer) -> Result<f64> {
+        let Repr::Native(s) = b.repr();
+        if b.ty().numel() != 1 || s.is_empty() {
+            return Err(Error::invalid(
+                "read_scalar",
+                format!("expected one element, got {}", b.ty()),
+            ));
+        }
+        Ok(match s.data() {
+            Data::F32(a) => a[0] as f64,
+            Data::F64(a) => a[0],
+            Data::BF16(a) => a[0].to_f64(),
+            Data::I32(a) => a[0] as f64,
+            Data::I64(a) => a[0] as f64,
+            Data::Bool(a) => a[0] as u8 as f64,
+        })
+    }
 }
 
 /// Per-executable state kernels may use: scratch memory that grows once and is reused,

@@ -1,0 +1,330 @@
+//! Checkpoints: weights, optimizer state and training progress in one safetensors file,
+//! written atomically (a temporary file in the same directory, synced, then renamed over
+//! the target), so a crash never leaves a half-written checkpoint behind.
+
+use crate::ir::DType;
+use crate::nn::{Architecture, Model};
+use crate::{Error, Result, Tensor};
+use safetensors::tensor::{Dtype, View};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+const FORMAT: &str = "strata.checkpoint";
+const VERSION: &str = "1";
+
+/// What a checkpoint recorded besides the tensors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointInfo {
+    /// Epochs completed when it was written: pass it as `Fit::initial_epoch` to resume.
+    pub epoch: usize,
+    /// Optimizer steps taken.
+    pub iterations: u64,
+    /// Whether optimizer state was stored (and restored).
+    pub has_optimizer: bool,
+}
+
+struct Bytes {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl View for &Bytes {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+fn to_bytes(t: &Tensor) -> Result<Bytes> {
+    let (dtype, data) = match t {
+        Tensor::F32(a) => (Dtype::F32, a.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        Tensor::I32(a) => (Dtype::I32, a.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        t => {
+            return Err(Error::DType {
+                what: "checkpoint tensor".into(),
+                expected: DType::F32,
+                got: t.dtype(),
+            });
+        }
+    };
+    Ok(Bytes {
+        dtype,
+        shape: t.dims().to_vec(),
+        data,
+    })
+}
+
+fn from_view(path: &Path, name: &str, v: &safetensors::tensor::TensorView<'_>) -> Result<Tensor> {
+    let bad = |m: String| Error::Checkpoint {
+        path: path.display().to_string(),
+        message: format!("`{name}`: {m}"),
+    };
+    let d = v.data();
+    match v.dtype() {
+        Dtype::F32 => Tensor::from_vec(
+            v.shape(),
+            d.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect::<Vec<_>>(),
+        ),
+        Dtype::I32 => Tensor::from_vec(
+            v.shape(),
+            d.chunks_exact(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect::<Vec<_>>(),
+        ),
+        other => Err(bad(format!("unsupported element type {other:?}"))),
+    }
+}
+
+/// Writes `bytes` to `path` atomically.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let io = |e| Error::Io {
+        path: path.display().to_string(),
+        source: e,
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| {
+        Error::invalid(
+            "checkpoint",
+            format!("{} is not a file path", path.display()),
+        )
+    })?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // Make the rename itself durable.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(io)
+}
+
+impl<A: Architecture> Model<A> {
+    /// Writes the weights, and when compiled the optimizer state, iteration count and
+    /// random key, with `epoch` as the completed epoch count.
+    pub fn save_checkpoint_at(&mut self, path: impl AsRef<Path>, epoch: usize) -> Result<()> {
+        let path = path.as_ref();
+        self.sync_weights()?;
+        let built = self
+            .built
+            .as_ref()
+            .ok_or_else(|| Error::invalid("save_checkpoint", "the model is not built yet"))?;
+        let mut tensors: Vec<(String, Bytes)> = Vec::new();
+        for (p, w) in built.params.iter().zip(&self.weights) {
+            tensors.push((format!("model/{}", p.name), to_bytes(w)?));
+        }
+        let mut meta = HashMap::new();
+        meta.insert("format".to_string(), FORMAT.to_string());
+        meta.insert("version".to_string(), VERSION.to_string());
+        meta.insert("epoch".to_string(), epoch.to_string());
+        meta.insert("model".to_string(), self.name().to_string());
+        if let Some(t) = &self.train {
+            if let Some(d) = &t.device {
+                meta.insert("optimizer".to_string(), t.optimizer.name().to_string());
+                let slots = t.optimizer.slots();
+                for (j, &pi) in d.layout.trainable.iter().enumerate() {
+                    for (s, (slot, _)) in d.layout.slots_of(j).zip(&slots) {
+                        let v = self.backend.download(&d.args[s])?;
+                        tensors.push((
+                            format!("optimizer/{slot}/{}", built.params[pi].name),
+                            to_bytes(&v)?,
+                        ));
+                    }
+                }
+                for (i, (g, _)) in d.layout.globals.clone().zip(t.optimizer.globals()) {
+                    tensors.push((
+                        format!("optimizer/global/{g}"),
+                        to_bytes(&self.backend.download(&d.args[i])?)?,
+                    ));
+                }
+                tensors.push((
+                    "state/iterations".into(),
+                    to_bytes(&self.backend.download(&d.args[d.layout.iterations])?)?,
+                ));
+                tensors.push((
+                    "state/rng_key".into(),
+                    to_bytes(&self.backend.download(&d.args[d.layout.key])?)?,
+                ));
+            }
+        }
+        let bytes =
+            safetensors::serialize(tensors.iter().map(|(n, b)| (n.as_str(), b)), Some(meta))
+                .map_err(|e| Error::Checkpoint {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+        write_atomic(path, &bytes)
+    }
+
+    /// Writes a checkpoint with epoch 0 (weights and, when compiled, optimizer state).
+    pub fn save_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        self.save_checkpoint_at(path, 0)
+    }
+
+    /// Restores a checkpoint: every weight must be present with its exact shape; optimizer
+    /// state is restored when present and the model is compiled with the same optimizer.
+    /// Nothing changes if any check fails.
+    pub fn load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<CheckpointInfo> {
+        let path = path.as_ref();
+        let err = |m: String| Error::Checkpoint {
+            path: path.display().to_string(),
+            message: m,
+        };
+        let bytes = std::fs::read(path).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
+            .map_err(|e| err(format!("not a readable safetensors file ({e})")))?;
+        let st = safetensors::SafeTensors::deserialize(&bytes)
+            .map_err(|e| err(format!("not a readable safetensors file ({e})")))?;
+        let info = meta.metadata().clone().unwrap_or_default();
+        if info.get("format").map(String::as_str) != Some(FORMAT) {
+            return Err(err("not a Strata checkpoint (missing format tag)".into()));
+        }
+        if info.get("version").map(String::as_str) != Some(VERSION) {
+            return Err(err(format!(
+                "unsupported checkpoint version {:?}",
+                info.get("version")
+            )));
+        }
+        let epoch: usize = info
+            .get("epoch")
+            .and_then(|e| e.parse().ok())
+            .ok_or_else(|| err("bad epoch".into()))?;
+        let has_optimizer = info.contains_key("optimizer");
+        if has_optimizer {
+            self.ensure_device_if_compiled()?;
+        }
+        let built = self
+            .built
+            .as_ref()
+            .ok_or_else(|| Error::invalid("load_checkpoint", "the model is not built yet"))?;
+        let get = |name: &str, ty: &crate::ir::TensorType| -> Result<Tensor> {
+            let v = st
+                .tensor(name)
+                .map_err(|_| err(format!("missing tensor `{name}`")))?;
+            let t = from_view(path, name, &v)?;
+            if &t.ty() != ty {
+                return Err(err(format!(
+                    "`{name}` is {} but the model needs {ty}",
+                    t.ty()
+                )));
+            }
+            Ok(t)
+        };
+        let weights: Vec<Tensor> = built
+            .params
+            .iter()
+            .map(|p| get(&format!("model/{}", p.name), &p.ty()))
+            .collect::<Result<_>>()?;
+        let expected_model = built.params.len();
+        let n_model = st
+            .names()
+            .iter()
+            .filter(|n| n.starts_with("model/"))
+            .count();
+        if n_model != expected_model {
+            return Err(err(format!(
+                "holds {n_model} model tensors, the model has {expected_model} parameters"
+            )));
+        }
+        // Optimizer state, checked completely before anything is changed.
+        let mut restore: Vec<(usize, Tensor)> = Vec::new();
+        let mut iterations = 0u64;
+        if has_optimizer {
+            if let Some(t) = &self.train {
+                let d = t
+                    .device
+                    .as_ref()
+                    .ok_or_else(|| err("internal: no device state".into()))?;
+                if info.get("optimizer").map(String::as_str) != Some(t.optimizer.name()) {
+                    return Err(err(format!(
+                        "was written by optimizer {:?} but the model is compiled with {}",
+                        info.get("optimizer"),
+                        t.optimizer.name()
+                    )));
+                }
+                let slots = t.optimizer.slots();
+                for (j, &pi) in d.layout.trainable.iter().enumerate() {
+                    for (s, (slot, _)) in d.layout.slots_of(j).zip(&slots) {
+                        restore.push((
+                            s,
+                            get(
+                                &format!("optimizer/{slot}/{}", built.params[pi].name),
+                                &d.layout.types[s],
+                            )?,
+                        ));
+                    }
+                }
+                for (i, (g, _)) in d.layout.globals.clone().zip(t.optimizer.globals()) {
+                    restore.push((
+                        i,
+                        get(&format!("optimizer/global/{g}"), &d.layout.types[i])?,
+                    ));
+                }
+                let it = get("state/iterations", &d.layout.types[d.layout.iterations])?;
+                iterations = it.scalar_f64()? as u64;
+                restore.push((d.layout.iterations, it));
+                restore.push((
+                    d.layout.key,
+                    get("state/rng_key", &d.layout.types[d.layout.key])?,
+                ));
+            }
+        }
+        // Everything checked: apply.
+        self.weights = weights;
+        let backend = self.backend.clone();
+        let restored_optimizer = !restore.is_empty();
+        if let Some(t) = &mut self.train {
+            t.upload_weights(backend.as_ref(), &self.weights)?;
+            if let Some(d) = &mut t.device {
+                for (i, v) in &restore {
+                    backend.upload_into(v, &mut d.args[*i])?;
+                }
+                if restored_optimizer {
+                    d.iterations = iterations;
+                }
+            }
+        }
+        Ok(CheckpointInfo {
+            epoch,
+            iterations,
+            has_optimizer: restored_optimizer,
+        })
+    }
+
+    fn ensure_device_if_compiled(&mut self) -> Result<()> {
+        if self.train.is_some() {
+            self.ensure_device()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,337 @@
+//! Input data: conversions from `ndarray`, the [`Dataset`] pipeline (shuffle, batch, map,
+//! prefetch on a background thread) and readers for IDX and `.npy` files.
+
+mod idx;
+mod npy;
+
+pub use idx::read_idx;
+pub use npy::read_npy;
+
+use crate::ir::TensorType;
+use crate::random::Rng;
+use crate::{Element, Error, Result, Tensor};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+/// Anything `fit`, `evaluate` and `predict` accept as data: `ndarray` arrays (owned or
+/// borrowed) and tensors.
+pub trait IntoTensor {
+    fn into_tensor(self) -> Tensor;
+}
+
+impl IntoTensor for Tensor {
+    fn into_tensor(self) -> Tensor {
+        self
+    }
+}
+
+impl IntoTensor for &Tensor {
+    fn into_tensor(self) -> Tensor {
+        self.clone()
+    }
+}
+
+impl<T: Element, D: ndarray::Dimension> IntoTensor for ndarray::Array<T, D> {
+    fn into_tensor(self) -> Tensor {
+        T::into_tensor(self.into_dyn())
+    }
+}
+
+impl<S, T, D> IntoTensor for &ndarray::ArrayBase<S, D>
+where
+    S: ndarray::Data<Elem = T>,
+    T: Element,
+    D: ndarray::Dimension,
+{
+    fn into_tensor(self) -> Tensor {
+        T::into_tensor(self.to_owned().into_dyn())
+    }
+}
+
+/// Copies rows `idx` of `src` (along the first axis) into `dst`, whose first dimension
+/// must be `idx.len()` and whose other dimensions and type must match `src`'s.
+pub fn gather_rows(src: &Tensor, idx: &[usize], dst: &mut Tensor) -> Result<()> {
+    fn rows<T: Clone + Default>(
+        src: &ndarray::ArrayD<T>,
+        idx: &[usize],
+        dst: &mut ndarray::ArrayD<T>,
+    ) -> Result<()> {
+        let n = src.shape().first().copied().unwrap_or(0);
+        let row: usize = src.shape()[1..].iter().product();
+        if dst.shape()[1..] != src.shape()[1..] || dst.shape()[0] != idx.len() {
+            return Err(Error::invalid(
+                "gather_rows",
+                format!(
+                    "cannot copy {} rows of shape {:?} into {:?}",
+                    idx.len(),
+                    &src.shape()[1..],
+                    dst.shape()
+                ),
+            ));
+        }
+        if let Some(&bad) = idx.iter().find(|&&i| i >= n) {
+            return Err(Error::invalid(
+                "gather_rows",
+                format!("row {bad} out of range for {n} rows"),
+            ));
+        }
+        let owned;
+        let s = match src.as_slice() {
+            Some(s) => s,
+            None => {
+                owned = src.as_standard_layout().into_owned();
+                owned.as_slice().unwrap_or(&[])
+            }
+        };
+        let d = dst
+            .as_slice_mut()
+            .ok_or_else(|| Error::invalid("gather_rows", "destination must be contiguous"))?;
+        for (k, &i) in idx.iter().enumerate() {
+            d[k * row..(k + 1) * row].clone_from_slice(&s[i * row..(i + 1) * row]);
+        }
+        Ok(())
+    }
+    match (src, dst) {
+        (Tensor::F32(s), Tensor::F32(d)) => rows(s, idx, d),
+        (Tensor::F64(s), Tensor::F64(d)) => rows(s, idx, d),
+        (Tensor::BF16(s), Tensor::BF16(d)) => rows(s, idx, d),
+        (Tensor::I32(s), Tensor::I32(d)) => rows(s, idx, d),
+        (Tensor::I64(s), Tensor::I64(d)) => rows(s, idx, d),
+        (Tensor::Bool(s), Tensor::Bool(d)) => rows(s, idx, d),
+        (s, d) => Err(Error::DType {
+            what: "gather_rows".into(),
+            expected: s.dtype(),
+            got: d.dtype(),
+        }),
+    }
+}
+
+/// One batch of a [`Dataset`].
+#[derive(Clone, Debug)]
+pub struct Batch {
+    pub x: Tensor,
+    pub y: Tensor,
+    /// Per-sample loss weights, `[batch]` f32.
+    pub sample_weight: Option<Tensor>,
+}
+
+type MapFn = Arc<dyn Fn(Batch) -> Result<Batch> + Send + Sync>;
+
+/// A pipeline over in-memory arrays: optional per-epoch shuffle, batching (the last
+/// partial batch kept unless dropped), per-batch maps, and prefetching of the next
+/// batches on a background thread while the current step runs.
+#[derive(Clone)]
+pub struct Dataset {
+    x: Arc<Tensor>,
+    y: Arc<Tensor>,
+    sample_weight: Option<Arc<Vec<f32>>>,
+    shuffle: Option<u64>,
+    batch: usize,
+    drop_remainder: bool,
+    maps: Vec<MapFn>,
+    prefetch: usize,
+}
+
+impl Dataset {
+    /// A dataset of `(x[i], y[i])` pairs; both must hold the same number of samples.
+    pub fn from_arrays(x: impl IntoTensor, y: impl IntoTensor) -> Result<Dataset> {
+        let (x, y) = (x.into_tensor(), y.into_tensor());
+        crate::train::check_pair_pub("Dataset::from_arrays", &x, &y)?;
+        Ok(Dataset {
+            x: Arc::new(x),
+            y: Arc::new(y),
+            sample_weight: None,
+            shuffle: None,
+            batch: 32,
+            drop_remainder: false,
+            maps: Vec::new(),
+            prefetch: 0,
+        })
+    }
+
+    /// Per-sample loss weights (one per sample, finite, >= 0).
+    pub fn with_sample_weight(mut self, w: Vec<f32>) -> Result<Dataset> {
+        if w.len() != self.len() {
+            return Err(Error::invalid(
+                "Dataset::with_sample_weight",
+                format!("{} weights for {} samples", w.len(), self.len()),
+            ));
+        }
+        if let Some(bad) = w.iter().find(|v| !v.is_finite() || **v < 0.0) {
+            return Err(Error::invalid(
+                "Dataset::with_sample_weight",
+                format!("weights must be finite and >= 0, got {bad}"),
+            ));
+        }
+        self.sample_weight = Some(Arc::new(w));
+        Ok(self)
+    }
+
+    /// Reshuffles every epoch; epoch `e`'s order depends only on `(seed, e)`.
+    pub fn shuffle(mut self, seed: u64) -> Dataset {
+        self.shuffle = Some(seed);
+        self
+    }
+
+    /// Groups samples into batches of `n` (the last one smaller unless dropped).
+    pub fn batch(mut self, n: usize) -> Result<Dataset> {
+        if n == 0 {
+            return Err(Error::invalid(
+                "Dataset::batch",
+                "batch size must be >= 1, got 0",
+            ));
+        }
+        self.batch = n;
+        Ok(self)
+    }
+
+    /// Drops the last batch if it is smaller than the batch size.
+    pub fn drop_remainder(mut self, on: bool) -> Dataset {
+        self.drop_remainder = on;
+        self
+    }
+
+    /// Applies `f` to every batch (on the prefetch thread, if there is one).
+    pub fn map(mut self, f: impl Fn(Batch) -> Result<Batch> + Send + Sync + 'static) -> Dataset {
+        self.maps.push(Arc::new(f));
+        self
+    }
+
+    /// Prepares up to `n` batches ahead on a background thread.
+    pub fn prefetch(mut self, n: usize) -> Dataset {
+        self.prefetch = n;
+        self
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.x.dims()[0]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn batch_size(&self) -> usize {
+        self.batch
+    }
+
+    /// Batches per epoch.
+    pub fn num_batches(&self) -> usize {
+        if self.drop_remainder {
+            self.len() / self.batch
+        } else {
+            self.len().div_ceil(self.batch)
+        }
+    }
+
+    /// The sample order of epoch `epoch`.
+    pub(crate) fn order(&self, epoch: usize) -> Vec<usize> {
+        match self.shuffle {
+            Some(seed) => Rng::new(seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                .permutation(self.len()),
+            None => (0..self.len()).collect(),
+        }
+    }
+
+    fn make_batch(&self, rows: &[usize]) -> Result<Batch> {
+        let mut xt = self.x.ty();
+        xt = with_first(&xt, rows.len());
+        let mut x = Tensor::zeros(&xt);
+        gather_rows(&self.x, rows, &mut x)?;
+        let mut y = Tensor::zeros(&with_first(&self.y.ty(), rows.len()));
+        gather_rows(&self.y, rows, &mut y)?;
+        let sample_weight = match &self.sample_weight {
+            Some(w) => Some(Tensor::from_vec(
+                &[rows.len()],
+                rows.iter().map(|&r| w[r]).collect::<Vec<f32>>(),
+            )?),
+            None => None,
+        };
+        let mut b = Batch {
+            x,
+            y,
+            sample_weight,
+        };
+        for f in &self.maps {
+            b = f(b)?;
+        }
+        Ok(b)
+    }
+
+    /// The batches of epoch `epoch`, in order.
+    pub fn iter(&self, epoch: usize) -> Batches {
+        let order = self.order(epoch);
+        let nb = self.num_batches();
+        let ranges: Vec<(usize, usize)> = (0..nb)
+            .map(|i| (i * self.batch, ((i + 1) * self.batch).min(self.len())))
+            .collect();
+        if self.prefetch == 0 {
+            return Batches::Inline {
+                ds: self.clone(),
+                order,
+                ranges,
+                next: 0,
+            };
+        }
+        let (tx, rx) = mpsc::sync_channel(self.prefetch);
+        let ds = self.clone();
+        let handle = std::thread::Builder::new()
+            .name("strata-prefetch".into())
+            .spawn(move || {
+                for (a, b) in ranges {
+                    // A closed channel means the consumer stopped early: just end.
+                    if tx.send(ds.make_batch(&order[a..b])).is_err() {
+                        return;
+                    }
+                }
+            });
+        match handle {
+            Ok(_) => Batches::Prefetched { rx },
+            Err(e) => Batches::Failed(Some(Error::invalid(
+                "Dataset::prefetch",
+                format!("cannot start the prefetch thread: {e}"),
+            ))),
+        }
+    }
+}
+
+fn with_first(t: &TensorType, n: usize) -> TensorType {
+    let mut d = t.dims().to_vec();
+    d[0] = n;
+    TensorType::new(t.dtype, d)
+}
+
+/// An epoch's batches.
+pub enum Batches {
+    Inline {
+        ds: Dataset,
+        order: Vec<usize>,
+        ranges: Vec<(usize, usize)>,
+        next: usize,
+    },
+    Prefetched {
+        rx: mpsc::Receiver<Result<Batch>>,
+    },
+    Failed(Option<Error>),
+}
+
+impl Iterator for Batches {
+    type Item = Result<Batch>;
+    fn next(&mut self) -> Option<Result<Batch>> {
+        match self {
+            Batches::Inline {
+                ds,
+                order,
+                ranges,
+                next,
+            } => {
+                let &(a, b) = ranges.get(*next)?;
+                *next += 1;
+                Some(ds.make_batch(&order[a..b]))
+            }
+            Batches::Prefetched { rx } => rx.recv().ok(),
+            Batches::Failed(e) => e.take().map(Err),
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! Callbacks: hooks into `fit`, with Keras' built-ins.
+
+use super::Logs;
+use crate::{Error, Result, Tensor};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// What a callback may do to the model being trained.
+pub(crate) trait ModelAccess {
+    fn weights(&mut self) -> Result<Vec<(String, Tensor)>>;
+    fn set_weights(&mut self, w: &[(String, Tensor)]) -> Result<()>;
+    fn learning_rate(&self) -> Option<f32>;
+    fn set_learning_rate(&mut self, lr: f32) -> Result<()>;
+    fn save(&mut self, path: &Path, epoch: usize) -> Result<()>;
+}
+
+/// Flags the fit loop reads after each callback.
+#[derive(Default)]
+pub(crate) struct Flags {
+    pub stop: bool,
+    pub terminate_on_nan: bool,
+}
+
+impl Flags {
+    pub fn with<'a>(&'a mut self, model: &'a mut dyn ModelAccess) -> Control<'a> {
+        Control { flags: self, model }
+    }
+}
+
+/// A callback's handle on the training run.
+pub struct Control<'a> {
+    flags: &'a mut Flags,
+    model: &'a mut dyn ModelAccess,
+}
+
+impl Control<'_> {
+    /// Ends training after the current epoch.
+    pub fn stop_training(&mut self) {
+        self.flags.stop = true;
+    }
+    /// The current learning rate (a schedule's value at the current step).
+    pub fn learning_rate(&self) -> Option<f32> {
+        self.model.learning_rate()
+    }
+    /// Sets a constant learning rate (an error if the optimizer follows a schedule).
+    pub fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
+        self.model.set_learning_rate(lr)
+    }
+    /// The current weights, by name.
+    pub fn weights(&mut self) -> Result<Vec<(String, Tensor)>> {
+        self.model.weights()
+    }
+    pub fn set_weights(&mut self, w: &[(String, Tensor)]) -> Result<()> {
+        self.model.set_weights(w)
+    }
+    /// Writes a full checkpoint (weights, optimizer state, progress) atomically.
+    pub fn save_checkpoint(&mut self, path: &Path, epoch: usize) -> Result<()> {
+        self.model.save(path, epoch)
+    }
+    /// Makes a non-finite loss end training quietly instead of failing `fit`.
+    pub fn terminate_on_nan(&mut self) {
+        self.flags.terminate_on_nan = true;
+    }
+}
+
+/// A hook into `fit`. Every method has a do-nothing default.
+pub trait Callback: Send {
+    fn on_train_begin(&mut self, _c: &mut Control<'_>) -> Result<()> {
+        Ok(())
+    }
+    fn on_epoch_begin(&mut self, _epoch: usize, _c: &mut Control<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// After each backend call (every `steps_per_execution` steps); `step` counts from 0.
+    fn on_batch_end(&mut self, _step: usize, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
+        Ok(())
+    }
+    fn on_epoch_end(&mut self, _epoch: usize, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
+        Ok(())
+    }
+    fn on_train_end(&mut self, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Which quantity a callback watches, and which direction is better.
+#[derive(Clone, Debug)]
+pub struct Monitor {
+    pub key: String,
+    /// `true` when larger is better. Keras' `auto`: accuracy-like names maximise.
+    pub maximize: bool,
+}
+
+impl Monitor {
+    /// Keras' `mode="auto"`.
+    pub fn auto(key: &str) -> Monitor {
+        let k = key.trim_start_matches("val_");
+        let maximize = ["acc", "auc", "precision", "recall"]
+            .iter()
+            .any(|m| k.contains(m));
+        Monitor {
+            key: key.to_string(),
+            maximize,
+        }
+    }
+
+    fn value(&self, logs: &Logs, who: &str) -> Result<f64> {
+        logs.get(&self.key).ok_or_else(|| {
+            let have: Vec<&str> = logs.0.keys().map(|k| k.as_str()).collect();
+            Error::invalid(
+                who,
+                format!(
+                    "monitors `{}`, which is not among the logs {have:?}",
+                    self.key
+                ),
+            )
+        })
+    }
+
+    /// Whether `v` beats `best` by more than `min_delta`.
+    fn improved(&self, v: f64, best: f64, min_delta: f64) -> bool {
+        if self.maximize {
+            v - min_delta > best
+        } else {
+            v + min_delta < best
+        }
+    }
+
+    fn worst(&self) -> f64 {
+        if self.maximize {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+/// Stops training when the monitored value stops improving.
+pub struct EarlyStopping {
+    pub monitor: Monitor,
+    pub min_delta: f64,
+    pub patience: usize,
+    pub baseline: Option<f64>,
+    pub restore_best_weights: bool,
+    pub start_from_epoch: usize,
+    wait: usize,
+    best: f64,
+    best_weights: Option<Vec<(String, Tensor)>>,
+    /// The epoch training stopped at, if it did.
+    pub stopped_epoch: Option<usize>,
+}
+
+impl EarlyStopping {
+    /// Keras' defaults: patience 0, min_delta 0, mode auto.
+    pub fn new(monitor: &str) -> EarlyStopping {
+        EarlyStopping {
+            monitor: Monitor::auto(monitor),
+            min_delta: 0.0,
+            patience: 0,
+            baseline: None,
+            restore_best_weights: false,
+            start_from_epoch: 0,
+            wait: 0,
+            best: 0.0,
+            best_weights: None,
+            stopped_epoch: None,
+        }
+    }
+    pub fn patience(mut self, p: usize) -> Self {
+        self.patience = p;
+        self
+    }
+    pub fn min_delta(mut self, d: f64) -> Self {
+        self.min_delta = d.abs();
+        self
+    }
+    pub fn restore_best_weights(mut self, on: bool) -> Self {
+        self.restore_best_weights = on;
+        self
+    }
+    pub fn baseline(mut self, b: f64) -> Self {
+        self.baseline = Some(b);
+        self
+    }
+}
+
+impl Callback for EarlyStopping {
+    fn on_train_begin(&mut self, _c: &mut Control<'_>) -> Result<()> {
+        self.wait = 0;
+        self.best = self.monitor.worst();
+        self.best_weights = None;
+        self.stopped_epoch = None;
+        Ok(())
+    }
+    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, c: &mut Control<'_>) -> Result<()> {
+        if epoch < self.start_from_epoch {
+            return Ok(());
+        }
+        let v = self.monitor.value(logs, "EarlyStopping")?;
+        if self.restore_best_weights && self.best_weights.is_none() {
+            self.best_weights = Some(c.weights()?);
+        }
+        self.wait += 1;
+        if self.monitor.improved(v, self.best, self.min_delta) {
+            self.best = v;
+            if self.restore_best_weights {
+                self.best_weights = Some(c.weights()?);
+            }
+            // Below a baseline, an improvement does not reset the patience (as Keras).
+            if self
+                .baseline
+                .is_none_or(|b| self.monitor.improved(v, b, self.min_delta))
+            {
+                self.wait = 0;
+            }
+            return Ok(());
+        }
+        if self.wait >= self.patience && epoch > 0 {
+            self.stopped_epoch = Some(epoch);
+            c.stop_training();
+            if let Some(w) = &self.best_weights {
+                c.set_weights(w)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Saves a checkpoint every epoch, or only when the monitored value improves.
+/// `{epoch}` in the path is replaced by the 1-based epoch number.
+pub struct ModelCheckpoint {
+    pub path: PathBuf,
+    pub monitor: Monitor,
+    pub save_best_only: bool,
+    best: f64,
+}
+
+impl ModelCheckpoint {
+    pub fn new(path: impl Into<PathBuf>) -> ModelCheckpoint {
+        let monitor = Monitor::auto("val_loss");
+        let best = monitor.worst();
+        ModelCheckpoint {
+            path: path.into(),
+            monitor,
+            save_best_only: false,
+            best,
+        }
+    }
+    pub fn monitor(mut self, key: &str) -> Self {
+        self.monitor = Monitor::auto(key);
+        self.best = self.monitor.worst();
+        self
+    }
+    pub fn save_best_only(mut self, on: bool) -> Self {
+        self.save_best_only = on;
+        self
+    }
+}
+
+impl Callback for ModelCheckpoint {
+    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, c: &mut Control<'_>) -> Result<()> {
+        if self.save_best_only {
+            let v = self.monitor.value(logs, "ModelCheckpoint")?;
+            if !self.monitor.improved(v, self.best, 0.0) {
+                return Ok(());
+            }
+            self.best = v;
+        }
+        let p = self
+            .path
+            .to_string_lossy()
+            .replace("{epoch}", &format!("{:02}", epoch + 1));
+        c.save_checkpoint(Path::new(&p), epoch + 1)
+    }
+}
+
+/// Multiplies the learning rate by `factor` when the monitored value stalls for
+/// `patience` epochs (Keras defaults: val_loss, factor 0.1, patience 10, min_delta 1e-4).
+pub struct ReduceLROnPlateau {
+    pub monitor: Monitor,
+    pub factor: f32,
+    pub patience: usize,
+    pub min_delta: f64,
+    pub cooldown: usize,
+    pub min_lr: f32,
+    wait: usize,
+    cooldown_left: usize,
+    best: f64,
+}
+
+impl ReduceLROnPlateau {
+    pub fn new(monitor: &str) -> ReduceLROnPlateau {
+        let monitor = Monitor::auto(monitor);
+        let best = monitor.worst();
+        ReduceLROnPlateau {
+            monitor,
+            factor: 0.1,
+            patience: 10,
+            min_delta: 1e-4,
+            cooldown: 0,
+            min_lr: 0.0,
+            wait: 0,
+            cooldown_left: 0,
+            best,
+        }
+    }
+    pub fn factor(mut self, f: f32) -> Self {
+        self.factor = f;
+        self
+    }
+    pub fn patience(mut self, p: usize) -> Self {
+        self.patience = p;
+        self
+    }
+    pub fn min_lr(mut self, v: f32) -> Self {
+        self.min_lr = v;
+        self
+    }
+    pub fn cooldown(mut self, c: usize) -> Self {
+        self.cooldown = c;
+        self
+    }
+}
+
+impl Callback for ReduceLROnPlateau {
+    fn on_train_begin(&mut self, _c: &mut Control<'_>) -> Result<()> {
+        if !(self.factor > 0.0 && self.factor < 1.0) {
+            return Err(Error::invalid(
+                "ReduceLROnPlateau",
+                format!("factor must be in (0, 1), got {}", self.factor),
+            ));
+        }
+        self.wait = 0;
+        self.cooldown_left = 0;
+        self.best = self.monitor.worst();
+        Ok(())
+    }
+    fn on_epoch_end(&mut self, _epoch: usize, logs: &Logs, c: &mut Control<'_>) -> Result<()> {
+        let v = self.monitor.value(logs, "ReduceLROnPlateau")?;
+        if self.cooldown_left > 0 {
+            self.cooldown_left -= 1;
+            self.wait = 0;
+        }
+        if self.monitor.improved(v, self.best, self.min_delta) {
+            self.best = v;
+            self.wait = 0;
+        } else if self.cooldown_left == 0 {
+            self.wait += 1;
+            if self.wait >= self.patience {
+                if let Some(lr) = c.learning_rate() {
+                    if lr > self.min_lr {
+                        c.set_learning_rate((lr * self.factor).max(self.min_lr))?;
+                        self.cooldown_left = self.cooldown;
+                        self.wait = 0;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sets the learning rate at the start of each epoch from `f(epoch, current_lr)`.
+pub struct LearningRateScheduler {
+    f: Box<dyn FnMut(usize, f32) -> f32 + Send>,
+}
+
+impl LearningRateScheduler {
+    pub fn new(f: impl FnMut(usize, f32) -> f32 + Send + 'static) -> LearningRateScheduler {
+        LearningRateScheduler { f: Box::new(f) }
+    }
+}
+
+impl Callback for LearningRateScheduler {
+    fn on_epoch_begin(&mut self, epoch: usize, c: &mut Control<'_>) -> Result<()> {
+        let lr = c.learning_rate().unwrap_or(0.0);
+        c.set_learning_rate((self.f)(epoch, lr))
+    }
+}
+
+/// Writes one CSV row per epoch (`epoch` then every log, in name order).
+pub struct CSVLogger {
+    pub path: PathBuf,
+    pub separator: char,
+    pub append: bool,
+    file: Option<std::fs::File>,
+    keys: Vec<String>,
+}
+
+impl CSVLogger {
+    pub fn new(path: impl Into<PathBuf>) -> CSVLogger {
+        CSVLogger {
+            path: path.into(),
+            separator: ',',
+            append: false,
+            file: None,
+            keys: Vec::new(),
+        }
+    }
+    pub fn append(mut self, on: bool) -> Self {
+        self.append = on;
+        self
+    }
+}
+
+impl Callback for CSVLogger {
+    fn on_train_begin(&mut self, _c: &mut Control<'_>) -> Result<()> {
+        let io = |e| Error::Io {
+            path: self.path.display().to_string(),
+            source: e,
+        };
+        let has_header = self.append
+            && self.path.exists()
+            && std::fs::metadata(&self.path)
+                .map(|m| m.len() > 0)
+                .unwrap_or(false);
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(self.append)
+            .truncate(!self.append)
+            .open(&self.path)
+            .map_err(io)?;
+        self.file = Some(f);
+        self.keys.clear();
+        if has_header {
+            self.keys = vec!["-".into()]; // keep the existing header
+        }
+        Ok(())
+    }
+    fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
+        let path = self.path.display().to_string();
+        let Some(f) = self.file.as_mut() else {
+            return Ok(());
+        };
+        let io = |e| Error::Io {
+            path: path.clone(),
+            source: e,
+        };
+        let sep = self.separator.to_string();
+        if self.keys.is_empty() {
+            self.keys = logs.0.keys().cloned().collect();
+            writeln!(f, "epoch{sep}{}", self.keys.join(&sep)).map_err(io)?;
+        } else if self.keys == ["-"] {
+            self.keys = logs.0.keys().cloned().collect();
+        }
+        let vals: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| logs.get(k).map(|v| v.to_string()).unwrap_or_default())
+            .collect();
+        writeln!(f, "{epoch}{sep}{}", vals.join(&sep)).map_err(io)?;
+        f.flush().map_err(io)
+    }
+    fn on_train_end(&mut self, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
+        self.file = None;
+        Ok(())
+    }
+}
+
+/// Ends training quietly when the loss stops being finite (instead of `fit` returning
+/// [`Error::NonFiniteLoss`]); the weights from before the bad step are kept either way.
+#[derive(Default)]
+pub struct TerminateOnNaN;
+
+impl Callback for TerminateOnNaN {
+    fn on_train_begin(&mut self, c: &mut Control<'_>) -> Result<()> {
+        c.terminate_on_nan();
+        Ok(())
+    }
+}

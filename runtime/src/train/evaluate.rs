@@ -1,0 +1,202 @@
+//! `evaluate` and `predict`.
+
+use super::compile::not_compiled;
+use super::fit::{check_pair, set_inputs, with_rows};
+use super::step::{eval_graph, predict_graph, StepKey};
+use super::Logs;
+use crate::backend::{Buffer, CompileOptions};
+use crate::data::{gather_rows, IntoTensor};
+use crate::ir::TensorType;
+use crate::nn::{Architecture, Model};
+use crate::{Error, Result, Tensor};
+
+impl<A: Architecture> Model<A> {
+    /// The loss and metrics over `x`, `y` in inference mode (Keras' `evaluate`), in
+    /// batches of 32.
+    pub fn evaluate(&mut self, x: impl IntoTensor, y: impl IntoTensor) -> Result<Logs> {
+        self.evaluate_batched(x, y, 32)
+    }
+
+    /// [`evaluate`](Model::evaluate) with a chosen batch size.
+    pub fn evaluate_batched(
+        &mut self,
+        x: impl IntoTensor,
+        y: impl IntoTensor,
+        batch_size: usize,
+    ) -> Result<Logs> {
+        let (x, y) = (x.into_tensor(), y.into_tensor());
+        if self.train.is_none() {
+            return Err(not_compiled());
+        }
+        let n = check_pair("evaluate", &x, &y)?;
+        self.check_inputs("evaluate", &x)?;
+        self.check_targets("evaluate", &y, n)?;
+        self.ensure_device()?;
+        self.evaluate_logs(&x, &y, batch_size)
+    }
+
+    /// Evaluation over checked data: batches in order, metric state reset first.
+    pub(crate) fn evaluate_logs(
+        &mut self,
+        x: &Tensor,
+        y: &Tensor,
+        batch_size: usize,
+    ) -> Result<Logs> {
+        if batch_size == 0 {
+            return Err(Error::invalid("evaluate", "batch_size must be >= 1, got 0"));
+        }
+        let n = x.dims()[0];
+        self.reset_metrics()?;
+        let mut logs = Logs::default();
+        let mut start = 0;
+        while start < n {
+            let b = batch_size.min(n - start);
+            let rows: Vec<usize> = (start..start + b).collect();
+            let (x_ty, y_ty) = (with_rows(&x.ty(), b), with_rows(&y.ty(), b));
+            let mut xb = Tensor::zeros(&x_ty);
+            let mut yb = Tensor::zeros(&y_ty);
+            gather_rows(x, &rows, &mut xb)?;
+            gather_rows(y, &rows, &mut yb)?;
+            let sw = Tensor::F32(ndarray::ArrayD::ones(ndarray::IxDyn(&[b])));
+            let key = StepKey::Eval {
+                x: x_ty.clone(),
+                y: y_ty.clone(),
+            };
+            self.prepare(&key, |m| {
+                let t = m.train.as_ref().ok_or_else(not_compiled)?;
+                let d = t.device.as_ref().ok_or_else(not_compiled)?;
+                eval_graph(m, t, &d.layout, &x_ty, &y_ty)
+            })?;
+            let backend = self.backend.clone();
+            let t = self.train.as_mut().ok_or_else(not_compiled)?;
+            let d = t.device.as_mut().ok_or_else(not_compiled)?;
+            set_inputs(
+                backend.as_ref(),
+                &mut d.args,
+                d.layout.len(),
+                &[&xb, &yb, &sw],
+            )?;
+            let exe = d.exes.get_mut(&key).ok_or_else(not_compiled)?;
+            let outs = exe.execute(&mut d.args)?;
+            logs = Logs::default();
+            logs.insert("loss", backend.read_scalar(&outs[0])?);
+            for (m, o) in t.metrics.iter().zip(&outs[1..]) {
+                logs.insert(m.name(), backend.read_scalar(o)?);
+            }
+            start += b;
+        }
+        Ok(logs)
+    }
+
+    /// The model's outputs for `x` in inference mode (no dropout, batch-norm moving
+    /// statistics), computed in batches of 32.
+    pub fn predict(&mut self, x: impl IntoTensor) -> Result<Tensor> {
+        self.predict_batched(x, 32)
+    }
+
+    /// [`predict`](Model::predict) with a chosen batch size.
+    pub fn predict_batched(&mut self, x: impl IntoTensor, batch_size: usize) -> Result<Tensor> {
+        let x = x.into_tensor();
+        if batch_size == 0 {
+            return Err(Error::invalid("predict", "batch_size must be >= 1, got 0"));
+        }
+        let n = match x.dims().first() {
+            Some(&n) if n > 0 => n,
+            _ => {
+                return Err(Error::invalid(
+                    "predict",
+                    format!("x must hold at least one sample, got shape {}", x.shape()),
+                ))
+            }
+        };
+        self.check_inputs("predict", &x)?;
+        let compiled = self.train.is_some();
+        if compiled {
+            self.ensure_device()?;
+        }
+        // Uncompiled models run a parameters-only graph on freshly uploaded weights.
+        let mut own_args: Vec<Buffer> = Vec::new();
+        let mut own_exes: std::collections::HashMap<
+            TensorType,
+            Box<dyn crate::backend::Executable>,
+        > = Default::default();
+        if !compiled {
+            for w in &self.weights {
+                own_args.push(self.backend.upload(w)?);
+            }
+        }
+        let mut parts: Vec<Tensor> = Vec::new();
+        let mut start = 0;
+        while start < n {
+            let b = batch_size.min(n - start);
+            let rows: Vec<usize> = (start..start + b).collect();
+            let x_ty = with_rows(&x.ty(), b);
+            let mut xb = Tensor::zeros(&x_ty);
+            gather_rows(&x, &rows, &mut xb)?;
+            let backend = self.backend.clone();
+            let out = if compiled {
+                let key = StepKey::Predict { x: x_ty.clone() };
+                self.prepare(&key, |m| {
+                    let d = m
+                        .train
+                        .as_ref()
+                        .and_then(|t| t.device.as_ref())
+                        .ok_or_else(not_compiled)?;
+                    Ok((
+                        predict_graph(m, &d.layout.types, &x_ty)?,
+                        CompileOptions::default(),
+                    ))
+                })?;
+                let d = self
+                    .train
+                    .as_mut()
+                    .and_then(|t| t.device.as_mut())
+                    .ok_or_else(not_compiled)?;
+                set_inputs(backend.as_ref(), &mut d.args, d.layout.len(), &[&xb])?;
+                let exe = d.exes.get_mut(&key).ok_or_else(not_compiled)?;
+                exe.execute(&mut d.args)?
+            } else {
+                if !own_exes.contains_key(&x_ty) {
+                    let types: Vec<TensorType> = self.params().iter().map(|p| p.ty()).collect();
+                    let g = predict_graph(self, &types, &x_ty)?;
+                    own_exes.insert(
+                        x_ty.clone(),
+                        backend.compile(&g, &CompileOptions::default())?,
+                    );
+                }
+                let base = self.weights.len();
+                set_inputs(backend.as_ref(), &mut own_args, base, &[&xb])?;
+                own_exes
+                    .get_mut(&x_ty)
+                    .ok_or_else(not_compiled)?
+                    .execute(&mut own_args)?
+            };
+            parts.push(backend.download(&out[0])?);
+            start += b;
+        }
+        concat_rows(&parts)
+    }
+}
+
+/// Joins batches of outputs along the first axis.
+fn concat_rows(parts: &[Tensor]) -> Result<Tensor> {
+    let first = parts
+        .first()
+        .ok_or_else(|| Error::invalid("predict", "no batches"))?;
+    let mut dims = first.dims().to_vec();
+    dims[0] = parts.iter().map(|p| p.dims()[0]).sum();
+    match first {
+        Tensor::F32(_) => {
+            let mut v: Vec<f32> = Vec::with_capacity(dims.iter().product());
+            for p in parts {
+                v.extend(p.array::<f32>()?.iter());
+            }
+            Tensor::from_vec(&dims, v)
+        }
+        t => Err(Error::DType {
+            what: "predict output".into(),
+            expected: crate::ir::DType::F32,
+            got: t.dtype(),
+        }),
+    }
+}

@@ -1,0 +1,552 @@
+//! `fit`: the training loop.
+
+use super::callbacks::{Flags, ModelAccess};
+use super::compile::not_compiled;
+use super::progress::Progress;
+use super::step::{train_graph, StepKey};
+use super::{Fit, History, Logs};
+use crate::backend::Buffer;
+use crate::data::{gather_rows, IntoTensor};
+use crate::ir::{DType, TensorType};
+use crate::nn::{Architecture, Model};
+use crate::random::Rng;
+use crate::{Error, Result, Tensor};
+use std::time::Instant;
+
+/// One backend call's worth of training: `k` steps of `batch` rows starting at `start` in
+/// the epoch's order.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    start: usize,
+    batch: usize,
+    k: usize,
+}
+
+/// Splits an epoch of `n` rows into calls: `k`-step chunks while they fit, then single
+/// full batches, then the partial last batch (with its true size, nothing dropped).
+fn chunks(n: usize, batch: usize, k: usize) -> Vec<Chunk> {
+    let mut out = Vec::new();
+    let full = n / batch;
+    let mut step = 0;
+    while k > 1 && step + k <= full {
+        out.push(Chunk {
+            start: step * batch,
+            batch,
+            k,
+        });
+        step += k;
+    }
+    while step < full {
+        out.push(Chunk {
+            start: step * batch,
+            batch,
+            k: 1,
+        });
+        step += 1;
+    }
+    if n % batch != 0 {
+        out.push(Chunk {
+            start: full * batch,
+            batch: n % batch,
+            k: 1,
+        });
+    }
+    out
+}
+
+/// What one train call reports.
+pub(crate) struct StepOut {
+    pub logs: Logs,
+    pub ok: bool,
+    pub batch_loss: f64,
+}
+
+/// Checks that `x` and `y` are non-empty and have the same number of samples.
+pub(crate) fn check_pair(what: &str, x: &Tensor, y: &Tensor) -> Result<usize> {
+    let (nx, ny) = (x.dims().first().copied(), y.dims().first().copied());
+    match (nx, ny) {
+        (Some(0), _) | (None, _) => Err(Error::invalid(
+            what,
+            format!("x must hold at least one sample, got shape {}", x.shape()),
+        )),
+        (Some(a), Some(b)) if a == b => Ok(a),
+        _ => Err(Error::invalid(
+            what,
+            format!(
+                "x and y must have the same number of samples, got {} and {}",
+                x.shape(),
+                y.shape()
+            ),
+        )),
+    }
+}
+
+/// Every row of `t` from `range`, as a new tensor.
+pub(crate) fn take_rows(t: &Tensor, range: std::ops::Range<usize>) -> Result<Tensor> {
+    let idx: Vec<usize> = range.collect();
+    let mut dims = t.dims().to_vec();
+    dims[0] = idx.len();
+    let mut out = Tensor::zeros(&TensorType::new(t.dtype(), dims));
+    gather_rows(t, &idx, &mut out)?;
+    Ok(out)
+}
+
+impl<A: Architecture> Model<A> {
+    /// Checks inputs against the model (building it from their shape if needed).
+    pub(crate) fn check_inputs(&mut self, what: &str, x: &Tensor) -> Result<()> {
+        let sample: Vec<usize> = x.dims().get(1..).unwrap_or(&[]).to_vec();
+        if !self.is_built() {
+            self.build(&sample)?;
+        }
+        let want = self.input_shape().unwrap_or(&[]).to_vec();
+        if sample != want {
+            return Err(Error::invalid(
+                what,
+                format!(
+                    "the model takes inputs of shape [batch, {}], got {}",
+                    want.iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    x.shape()
+                ),
+            ));
+        }
+        if x.dtype() != self.input_dtype() {
+            return Err(Error::DType {
+                what: format!("{what} inputs"),
+                expected: self.input_dtype(),
+                got: x.dtype(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks targets against the loss and the model's predictions.
+    pub(crate) fn check_targets(&self, what: &str, y: &Tensor, n: usize) -> Result<()> {
+        let t = self.train.as_ref().ok_or_else(not_compiled)?;
+        let mut pred = vec![n];
+        pred.extend_from_slice(self.output_shape().unwrap_or(&[]));
+        let want = t.loss.target_dtype();
+        if y.dtype() != want && !(want == DType::I32 && y.dtype() == DType::I64) {
+            return Err(Error::DType {
+                what: format!("{what} targets for {}", t.loss.name()),
+                expected: want,
+                got: y.dtype(),
+            });
+        }
+        t.loss
+            .check(&y.ty(), &TensorType::new(DType::F32, pred.clone()))?;
+        t.loss.check_values(y, &pred)
+    }
+
+    /// Trains the model on `x` and `y` (Keras' `fit`).
+    pub fn fit(
+        &mut self,
+        x: impl IntoTensor,
+        y: impl IntoTensor,
+        mut opts: Fit,
+    ) -> Result<History> {
+        let (x, y) = (x.into_tensor(), y.into_tensor());
+        if self.train.is_none() {
+            return Err(not_compiled());
+        }
+        if opts.batch_size == 0 {
+            return Err(Error::invalid("fit", "batch_size must be >= 1, got 0"));
+        }
+        if !(0.0..1.0).contains(&opts.validation_split) {
+            return Err(Error::invalid(
+                "fit",
+                format!(
+                    "validation_split must be in [0, 1), got {}",
+                    opts.validation_split
+                ),
+            ));
+        }
+        let n = check_pair("fit", &x, &y)?;
+        self.check_inputs("fit", &x)?;
+        self.check_targets("fit", &y, n)?;
+        let mut sw = match opts.sample_weight.take() {
+            Some(w) if w.len() != n => {
+                return Err(Error::invalid(
+                    "fit",
+                    format!("sample_weight has {} entries for {n} samples", w.len()),
+                ))
+            }
+            Some(w) => w,
+            None => vec![1.0; n],
+        };
+        if let Some(cw) = &opts.class_weight {
+            apply_class_weight(cw, &y, &mut sw)?;
+        }
+        if let Some(bad) = sw.iter().find(|w| !w.is_finite() || **w < 0.0) {
+            return Err(Error::invalid(
+                "fit",
+                format!("sample weights must be finite and >= 0, got {bad}"),
+            ));
+        }
+
+        // Keras' validation_split: the last fraction, before any shuffling.
+        let (x, y, sw, val) = if opts.validation_split > 0.0 {
+            let split = ((n as f64) * (1.0 - opts.validation_split as f64)).floor() as usize;
+            if split == 0 || split == n {
+                return Err(Error::invalid(
+                    "fit",
+                    format!("validation_split {} of {n} samples leaves an empty training or validation set", opts.validation_split),
+                ));
+            }
+            let val = (take_rows(&x, split..n)?, take_rows(&y, split..n)?);
+            (
+                take_rows(&x, 0..split)?,
+                take_rows(&y, 0..split)?,
+                sw[..split].to_vec(),
+                Some(val),
+            )
+        } else {
+            (x, y, sw, opts.validation_data.take())
+        };
+        if let Some((vx, vy)) = &val {
+            let vn = check_pair("fit validation_data", vx, vy)?;
+            self.check_inputs("fit validation_data", vx)?;
+            self.check_targets("fit validation_data", vy, vn)?;
+        }
+        let n = x.dims()[0];
+        self.ensure_device()?;
+        let batch = opts.batch_size.min(n);
+        let k = self
+            .train
+            .as_ref()
+            .map(|t| t.steps_per_execution)
+            .unwrap_or(1);
+        let plan = chunks(n, batch, k);
+        let steps = n.div_ceil(batch);
+
+        let mut history = History::default();
+        let mut callbacks = std::mem::take(&mut opts.callbacks);
+        let mut control = Flags::default();
+        for cb in &mut callbacks {
+            cb.on_train_begin(&mut control.with(self))?;
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut stage = Staging::default();
+        'epochs: for epoch in opts.initial_epoch..opts.epochs {
+            if control.stop {
+                break;
+            }
+            for cb in &mut callbacks {
+                cb.on_epoch_begin(epoch, &mut control.with(self))?;
+            }
+            if opts.verbose == 1 {
+                println!("Epoch {}/{}", epoch + 1, opts.epochs);
+            }
+            if opts.shuffle {
+                // A permutation per (seed, epoch): resuming at an epoch sees the same order.
+                order = Rng::new(opts.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                    .permutation(n);
+            }
+            self.reset_metrics()?;
+            let mut progress = Progress::new(opts.verbose, steps);
+            let started = Instant::now();
+            let mut done = 0;
+            let mut logs = Logs::default();
+            for c in &plan {
+                let rows = &order[c.start..c.start + c.batch * c.k];
+                let out = self.train_call(*c, rows, &x, &y, &sw, &mut stage)?;
+                done += c.k;
+                logs = out.logs;
+                if !out.ok {
+                    progress.abandon();
+                    self.sync_weights()?;
+                    if control.terminate_on_nan {
+                        println!("Batch {}: Invalid loss, terminating training", done - 1);
+                        break 'epochs;
+                    }
+                    return Err(Error::NonFiniteLoss {
+                        epoch,
+                        step: done - 1,
+                        value: out.batch_loss,
+                    });
+                }
+                progress.update(done, &logs, started.elapsed());
+                for cb in &mut callbacks {
+                    cb.on_batch_end(done - 1, &logs, &mut control.with(self))?;
+                }
+            }
+            if let Some((vx, vy)) = &val {
+                let vl = self.evaluate_logs(vx, vy, opts.batch_size)?;
+                for (key, v) in vl.0 {
+                    logs.insert(format!("val_{key}"), v);
+                }
+            }
+            progress.finish(steps, &logs, started.elapsed());
+            history.push(epoch, &logs);
+            for cb in &mut callbacks {
+                cb.on_epoch_end(epoch, &logs, &mut control.with(self))?;
+            }
+        }
+        let last = Logs(
+            history
+                .history
+                .iter()
+                .map(|(k, v)| (k.clone(), v.last().copied().unwrap_or(f64::NAN)))
+                .collect(),
+        );
+        for cb in &mut callbacks {
+            cb.on_train_end(&last, &mut control.with(self))?;
+        }
+        self.sync_weights()?;
+        Ok(history)
+    }
+
+    /// Zeroes the loss tracker and every metric's state.
+    pub(crate) fn reset_metrics(&mut self) -> Result<()> {
+        let backend = self.backend.clone();
+        let t = self.train.as_mut().ok_or_else(not_compiled)?;
+        let d = t.device.as_mut().ok_or_else(not_compiled)?;
+        for i in d.layout.metric_state.clone() {
+            let z = Tensor::zeros(&d.layout.types[i]);
+            backend.upload_into(&z, &mut d.args[i])?;
+        }
+        Ok(())
+    }
+
+    /// Runs one train call over `rows` (indices into `x`/`y`).
+    fn train_call(
+        &mut self,
+        c: Chunk,
+        rows: &[usize],
+        x: &Tensor,
+        y: &Tensor,
+        sw: &[f32],
+        stage: &mut Staging,
+    ) -> Result<StepOut> {
+        let n = c.batch * c.k;
+        let x_ty = with_rows(&x.ty(), n);
+        let y_ty = with_rows(&y.ty(), n);
+        let key = StepKey::Train {
+            batch: c.batch,
+            k: c.k,
+            x: x_ty.clone(),
+            y: y_ty.clone(),
+        };
+        self.prepare(&key, |m| {
+            let t = m.train.as_ref().ok_or_else(not_compiled)?;
+            let d = t.device.as_ref().ok_or_else(not_compiled)?;
+            train_graph(m, t, &d.layout, c.batch, c.k, &x_ty, &y_ty)
+        })?;
+        stage.fill(x, y, sw, rows, &x_ty, &y_ty)?;
+        let backend = self.backend.clone();
+        let t = self.train.as_mut().ok_or_else(not_compiled)?;
+        let d = t.device.as_mut().ok_or_else(not_compiled)?;
+        let lrs: Vec<f32> = (0..c.k)
+            .map(|i| {
+                t.optimizer
+                    .config()
+                    .learning_rate
+                    .at(d.iterations + i as u64)
+            })
+            .collect();
+        stage.lr = Tensor::from_vec(&[c.k], lrs)?;
+        let base = d.layout.len();
+        let inputs = [&stage.x, &stage.y, &stage.sw, &stage.lr];
+        set_inputs(backend.as_ref(), &mut d.args, base, &inputs)?;
+        let exe = d
+            .exes
+            .get_mut(&key)
+            .ok_or_else(|| Error::invalid("fit", "internal: step not compiled"))?;
+        let outs = exe.execute(&mut d.args)?;
+        let mut logs = Logs::default();
+        logs.insert("loss", backend.read_scalar(&outs[0])?);
+        for (m, b) in t.metrics.iter().zip(&outs[1..]) {
+            logs.insert(m.name(), backend.read_scalar(b)?);
+        }
+        let ok = backend.read_scalar(&outs[outs.len() - 2])? != 0.0;
+        let batch_loss = backend.read_scalar(&outs[outs.len() - 1])?;
+        if ok {
+            d.iterations += c.k as u64;
+        } else {
+            // The steps up to the bad one did run; the host mirror follows the device.
+            d.iterations = backend.read_scalar(&d.args[d.layout.iterations])? as u64;
+        }
+        Ok(StepOut {
+            logs,
+            ok,
+            batch_loss,
+        })
+    }
+
+    /// Compiles the graph for `key` unless it is cached.
+    pub(crate) fn prepare(
+        &mut self,
+        key: &StepKey,
+        build: impl FnOnce(&Self) -> Result<(crate::ir::Graph, crate::backend::CompileOptions)>,
+    ) -> Result<()> {
+        let cached = self
+            .train
+            .as_ref()
+            .and_then(|t| t.device.as_ref())
+            .map(|d| d.exes.contains_key(key))
+            .unwrap_or(false);
+        if cached {
+            return Ok(());
+        }
+        let (g, opts) = build(self)?;
+        let exe = self.backend.compile(&g, &opts)?;
+        let d = self
+            .train
+            .as_mut()
+            .and_then(|t| t.device.as_mut())
+            .ok_or_else(not_compiled)?;
+        d.exes.insert(key.clone(), exe);
+        Ok(())
+    }
+}
+
+/// The type of `t` with `n` rows.
+pub(crate) fn with_rows(t: &TensorType, n: usize) -> TensorType {
+    let mut dims = t.dims().to_vec();
+    dims[0] = n;
+    TensorType::new(t.dtype, dims)
+}
+
+/// Puts `inputs` after the state in `args`, reusing the buffers already there when the
+/// types match (no allocation in steady state on the native backend).
+pub(crate) fn set_inputs(
+    backend: &dyn crate::backend::Backend,
+    args: &mut Vec<Buffer>,
+    base: usize,
+    inputs: &[&Tensor],
+) -> Result<()> {
+    let reuse = args.len() == base + inputs.len()
+        && args[base..]
+            .iter()
+            .zip(inputs)
+            .all(|(b, t)| b.ty() == &t.ty());
+    if reuse {
+        for (b, t) in args[base..].iter_mut().zip(inputs) {
+            backend.upload_into(t, b)?;
+        }
+    } else {
+        args.truncate(base);
+        for t in inputs {
+            args.push(backend.upload(t)?);
+        }
+    }
+    Ok(())
+}
+
+/// Host-side staging tensors for one call's inputs, reused across steps.
+#[derive(Default)]
+struct Staging {
+    x: Tensor,
+    y: Tensor,
+    sw: Tensor,
+    lr: Tensor,
+}
+
+impl Staging {
+    fn fill(
+        &mut self,
+        x: &Tensor,
+        y: &Tensor,
+        sw: &[f32],
+        rows: &[usize],
+        x_ty: &TensorType,
+        y_ty: &TensorType,
+    ) -> Result<()> {
+        if self.x.ty() != *x_ty {
+            self.x = Tensor::zeros(x_ty);
+        }
+        if self.y.ty() != *y_ty {
+            self.y = Tensor::zeros(y_ty);
+        }
+        gather_rows(x, rows, &mut self.x)?;
+        gather_rows(y, rows, &mut self.y)?;
+        let w: Vec<f32> = rows.iter().map(|&r| sw[r]).collect();
+        self.sw = Tensor::from_vec(&[rows.len()], w)?;
+        Ok(())
+    }
+}
+
+/// Multiplies each sample's weight by its class's weight (integer labels, or the argmax
+/// of one-hot targets). Classes missing from the map weigh 1, as in Keras.
+fn apply_class_weight(
+    cw: &std::collections::HashMap<i64, f32>,
+    y: &Tensor,
+    sw: &mut [f32],
+) -> Result<()> {
+    let labels: Vec<i64> = match y {
+        Tensor::I32(a) => a.iter().map(|&v| v as i64).collect(),
+        Tensor::I64(a) => a.iter().copied().collect(),
+        Tensor::F32(a) if a.ndim() == 2 => a
+            .outer_iter()
+            .map(|row| {
+                row.iter()
+                    .enumerate()
+                    .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
+                        if v > bv {
+                            (i, v)
+                        } else {
+                            (bi, bv)
+                        }
+                    })
+                    .0 as i64
+            })
+            .collect(),
+        t => {
+            return Err(Error::invalid(
+                "fit class_weight",
+                format!("needs integer labels or one-hot targets, got {}", t.ty()),
+            ))
+        }
+    };
+    if labels.len() != sw.len() {
+        return Err(Error::invalid(
+            "fit class_weight",
+            "integer labels must have one entry per sample",
+        ));
+    }
+    for (w, l) in sw.iter_mut().zip(labels) {
+        *w *= cw.get(&l).copied().unwrap_or(1.0);
+    }
+    Ok(())
+}
+
+impl<A: Architecture> ModelAccess for Model<A> {
+    fn weights(&mut self) -> Result<Vec<(String, Tensor)>> {
+        self.sync_weights()?;
+        Ok(Model::weights(self))
+    }
+    fn set_weights(&mut self, w: &[(String, Tensor)]) -> Result<()> {
+        Model::set_weights(self, w)
+    }
+    fn learning_rate(&self) -> Option<f32> {
+        let t = self.train.as_ref()?;
+        match &t.optimizer.config().learning_rate {
+            crate::optim::LearningRate::Constant(v) => Some(*v),
+            crate::optim::LearningRate::Schedule(s) => {
+                Some(s.lr(t.device.as_ref().map(|d| d.iterations).unwrap_or(0)))
+            }
+        }
+    }
+    fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
+        let t = self.train.as_mut().ok_or_else(not_compiled)?;
+        if let crate::optim::LearningRate::Schedule(_) = t.optimizer.config().learning_rate {
+            return Err(Error::invalid(
+                "set_learning_rate",
+                "the optimizer uses a learning-rate schedule; it cannot also be set directly",
+            ));
+        }
+        if !(lr.is_finite() && lr >= 0.0) {
+            return Err(Error::invalid(
+                "set_learning_rate",
+                format!("must be finite and >= 0, got {lr}"),
+            ));
+        }
+        t.optimizer.config_mut().learning_rate = crate::optim::LearningRate::Constant(lr);
+        Ok(())
+    }
+    fn save(&mut self, path: &std::path::Path, epoch: usize) -> Result<()> {
+        self.save_checkpoint_at(path, epoch)
+    }
+}

@@ -1,0 +1,262 @@
+//! The step graphs: train (forward, loss, backward, optimizer update and metric
+//! accumulation, `k` steps unrolled), evaluate and predict. Every graph takes the state
+//! described by [`Layout`] first, then its own inputs.
+
+use super::compile::{Layout, TrainState};
+use crate::autodiff;
+use crate::backend::CompileOptions;
+use crate::ir::{Comparison, DType, Graph, TensorType, Value};
+use crate::metrics::Metric;
+use crate::nn::{Architecture, Forward, Model};
+use crate::optim::{apply_weight_decay, clip_gradients, Step};
+use crate::{Error, Result};
+
+/// Which step graph, for which shapes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum StepKey {
+    /// `k` steps of `batch` rows each.
+    Train {
+        batch: usize,
+        k: usize,
+        x: TensorType,
+        y: TensorType,
+    },
+    Eval {
+        x: TensorType,
+        y: TensorType,
+    },
+    Predict {
+        x: TensorType,
+    },
+}
+
+/// `x - x == 0`: false for NaN and ±∞.
+fn is_finite(g: &mut Graph, x: Value) -> Result<Value> {
+    let d = g.sub(x, x)?;
+    let z = g.zeros_like(d)?;
+    g.compare(Comparison::Eq, d, z)
+}
+
+/// Rows `[k·b, (k+1)·b)` of `x`.
+fn rows(g: &mut Graph, x: Value, k: usize, b: usize) -> Result<Value> {
+    let dims = g.ty(x).dims().to_vec();
+    let mut start = vec![0; dims.len()];
+    let mut limit = dims.clone();
+    start[0] = k * b;
+    limit[0] = (k + 1) * b;
+    g.slice(x, &start, &limit, &vec![1; dims.len()])
+}
+
+/// `total / count` as an f32 scalar (0 when nothing was counted).
+fn mean_result(g: &mut Graph, total: Value, count: Value) -> Result<Value> {
+    let zero = g.scalar(0.0, DType::F32);
+    let none = g.compare(Comparison::Eq, count, zero)?;
+    let one = g.scalar(1.0, DType::F32);
+    let safe = g.select(none, one, count)?;
+    let r = g.div(total, safe)?;
+    g.select(none, zero, r)
+}
+
+/// The loss tracker and metric updates for one batch; returns the batch's mean loss.
+#[allow(clippy::too_many_arguments)]
+fn accumulate(
+    g: &mut Graph,
+    t: &TrainState,
+    layout: &Layout,
+    cur: &mut [Value],
+    y: Value,
+    pred: Value,
+    logits: Option<Value>,
+    sw: Value,
+    batch: usize,
+) -> Result<Value> {
+    let per = t.loss.per_sample(g, y, pred, logits)?;
+    let weighted = g.mul(per, sw)?;
+    let total = g.sum_all(weighted)?;
+    // Keras' `sum_over_batch_size`: the weighted sum over the number of samples.
+    let loss = g.mul_scalar(total, 1.0 / batch as f64)?;
+    let ms = layout.metric_state.start;
+    let lb = g.mul_scalar(loss, batch as f64)?;
+    cur[ms] = g.add(cur[ms], lb)?;
+    cur[ms + 1] = g.add_scalar(cur[ms + 1], batch as f64)?;
+    for (m, r) in t.metrics.iter().zip(&layout.metric_ranges) {
+        let new = m.update(g, &cur[r.clone()], y, pred, sw)?;
+        cur[r.clone()].copy_from_slice(&new);
+    }
+    Ok(loss)
+}
+
+/// The loss and each metric's result from the current state.
+fn results(
+    g: &mut Graph,
+    metrics: &[Box<dyn Metric>],
+    layout: &Layout,
+    cur: &[Value],
+) -> Result<Vec<Value>> {
+    let ms = layout.metric_state.start;
+    let mut out = vec![mean_result(g, cur[ms], cur[ms + 1])?];
+    for (m, r) in metrics.iter().zip(&layout.metric_ranges) {
+        out.push(m.result(g, &cur[r.clone()])?);
+    }
+    Ok(out)
+}
+
+fn declare_state(g: &mut Graph, layout: &Layout) -> Vec<Value> {
+    layout
+        .types
+        .iter()
+        .map(|t| g.parameter(t.clone()))
+        .collect()
+}
+
+/// The train step: inputs `x [k·b, …]`, `y [k·b, …]`, `sw [k·b]`, `lr [k]`; outputs the new
+/// state (updating the state parameters in place), the running loss and metric results,
+/// whether every step's loss was finite, and the last step's batch loss. A step whose loss is not finite changes
+/// nothing, nor do the steps after it.
+pub(crate) fn train_graph<A: Architecture>(
+    model: &Model<A>,
+    t: &TrainState,
+    layout: &Layout,
+    batch: usize,
+    k: usize,
+    x_ty: &TensorType,
+    y_ty: &TensorType,
+) -> Result<(Graph, CompileOptions)> {
+    let mut g = Graph::new("train_step");
+    let state = declare_state(&mut g, layout);
+    let x = g.parameter(x_ty.clone());
+    let y = g.parameter(y_ty.clone());
+    let sw = g.parameter(TensorType::new(DType::F32, [k * batch]));
+    let lr = g.parameter(TensorType::new(DType::F32, [k]));
+    let opt = t.optimizer.as_ref();
+    let cfg = opt.config();
+    let mut cur = state.clone();
+    let mut ok = g.constant(crate::Tensor::scalar(true));
+    let mut last_loss = g.scalar(0.0, DType::F32);
+    for step in 0..k {
+        let (xk, yk, swk) = (
+            rows(&mut g, x, step, batch)?,
+            rows(&mut g, y, step, batch)?,
+            rows(&mut g, sw, step, batch)?,
+        );
+        let lrk = g.slice(lr, &[step], &[step + 1], &[1])?;
+        let lrk = g.reshape(lrk, [])?;
+        let offset = g.constant(crate::Tensor::from_vec(&[2], vec![step as i32, 0])?);
+        let key = g.add(state[layout.key], offset)?;
+
+        let params: Vec<Value> = cur[layout.params.clone()].to_vec();
+        let (pred, logits, state_updates) = {
+            let mut cx = Forward::new(&mut g, true, Some(key));
+            let pred = model.forward(&mut cx, xk, &params)?;
+            (pred, cx.logits_of(pred), cx.updates().to_vec())
+        };
+        t.loss.check(g.ty(yk), g.ty(pred))?;
+        let mut new = cur.clone();
+        let loss = accumulate(&mut g, t, layout, &mut new, yk, pred, logits, swk, batch)?;
+
+        let trainable: Vec<Value> = layout.trainable.iter().map(|&i| params[i]).collect();
+        let one = g.scalar(1.0, DType::F32);
+        let grads = autodiff::vjp(&mut g, &[loss], &[one], &trainable)?;
+        let grads = clip_gradients(&mut g, cfg, &grads)?;
+        let it = cur[layout.iterations];
+        let next = g.add_scalar(it, 1.0)?;
+        let tf = g.convert(next, DType::F32)?;
+        let globals = opt.update_globals(&mut g, tf, &cur[layout.globals.clone()])?;
+        new[layout.globals.clone()].copy_from_slice(&globals);
+        let s = Step {
+            lr: lrk,
+            t: tf,
+            globals,
+        };
+        for (j, &pi) in layout.trainable.iter().enumerate() {
+            let w = apply_weight_decay(&mut g, cfg, params[pi], lrk)?;
+            let sr = layout.slots_of(j);
+            let (w, slots) = opt.update(&mut g, &s, w, grads[j], &cur[sr.clone()])?;
+            new[layout.params.start + pi] = w;
+            new[sr].copy_from_slice(&slots);
+        }
+        for (param, value) in state_updates {
+            let i = params.iter().position(|&p| p == param).ok_or_else(|| {
+                Error::invalid(
+                    "train step",
+                    "a layer updated a value that is not one of its parameters",
+                )
+            })?;
+            if g.ty(value) != g.ty(param) {
+                return Err(Error::invalid(
+                    "train step",
+                    format!("state update of {} gives {}", g.ty(param), g.ty(value)),
+                ));
+            }
+            new[layout.params.start + i] = value;
+        }
+        new[layout.iterations] = next;
+
+        last_loss = loss;
+        let finite = is_finite(&mut g, loss)?;
+        ok = g.binary(crate::ir::BinaryOp::And, ok, finite)?;
+        for i in 0..cur.len() {
+            if new[i] != cur[i] {
+                cur[i] = g.select(ok, new[i], cur[i])?;
+            }
+        }
+    }
+    let offset = g.constant(crate::Tensor::from_vec(&[2], vec![k as i32, 0])?);
+    cur[layout.key] = g.add(state[layout.key], offset)?;
+    let mut outputs = cur.clone();
+    outputs.extend(results(&mut g, &t.metrics, layout, &cur)?);
+    outputs.push(ok);
+    outputs.push(last_loss);
+    g.set_outputs(outputs)?;
+    let updates = (0..layout.len()).map(|i| (i, i)).collect();
+    Ok((g, CompileOptions { updates }))
+}
+
+/// The evaluation step: inputs `x`, `y`, `sw`; accumulates the loss and metrics (inference
+/// behaviour) and outputs their state and results.
+pub(crate) fn eval_graph<A: Architecture>(
+    model: &Model<A>,
+    t: &TrainState,
+    layout: &Layout,
+    x_ty: &TensorType,
+    y_ty: &TensorType,
+) -> Result<(Graph, CompileOptions)> {
+    let mut g = Graph::new("eval_step");
+    let state = declare_state(&mut g, layout);
+    let x = g.parameter(x_ty.clone());
+    let y = g.parameter(y_ty.clone());
+    let batch = x_ty.dims()[0];
+    let sw = g.parameter(TensorType::new(DType::F32, [batch]));
+    let params: Vec<Value> = state[layout.params.clone()].to_vec();
+    let (pred, logits) = {
+        let mut cx = Forward::new(&mut g, false, None);
+        let pred = model.forward(&mut cx, x, &params)?;
+        (pred, cx.logits_of(pred))
+    };
+    t.loss.check(g.ty(y), g.ty(pred))?;
+    let mut cur = state.clone();
+    accumulate(&mut g, t, layout, &mut cur, y, pred, logits, sw, batch)?;
+    let ms = layout.metric_state.clone();
+    let mut outputs: Vec<Value> = cur[ms.clone()].to_vec();
+    outputs.extend(results(&mut g, &t.metrics, layout, &cur)?);
+    g.set_outputs(outputs)?;
+    let updates = ms.clone().enumerate().collect();
+    Ok((g, CompileOptions { updates }))
+}
+
+/// The inference forward pass of `x`. The graph first takes `state` (whose leading
+/// entries are the model's parameters), then `x`.
+pub(crate) fn predict_graph<A: Architecture>(
+    model: &Model<A>,
+    state: &[TensorType],
+    x_ty: &TensorType,
+) -> Result<Graph> {
+    let mut g = Graph::new("predict_step");
+    let state: Vec<Value> = state.iter().map(|t| g.parameter(t.clone())).collect();
+    let x = g.parameter(x_ty.clone());
+    let params: Vec<Value> = state[..model.params().len()].to_vec();
+    let mut cx = Forward::new(&mut g, false, None);
+    let pred = model.forward(&mut cx, x, &params)?;
+    g.set_outputs(vec![pred])?;
+    Ok(g)
+}
