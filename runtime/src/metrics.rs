@@ -29,11 +29,11 @@ pub trait Metric: Send + Sync + fmt::Debug {
     fn clone_box(&self) -> Box<dyn Metric>;
 }
 
-/// `total / count`, 0 when nothing was counted.
-fn ratio(g: &mut Graph, total: Value, count: Value) -> Result<Value> {
-    let zero = g.scalar(0.0, DType::F32);
+/// `total / count` elementwise, 0 where nothing was counted.
+pub(crate) fn ratio(g: &mut Graph, total: Value, count: Value) -> Result<Value> {
+    let zero = g.zeros_like(count)?;
     let none = g.compare(Comparison::Eq, count, zero)?;
-    let one = g.scalar(1.0, DType::F32);
+    let one = g.full_like(1.0, count)?;
     let safe = g.select(none, one, count)?;
     let r = g.div(total, safe)?;
     g.select(none, zero, r)
@@ -480,12 +480,7 @@ impl Metric for AUC {
         let n = self.num_thresholds;
         let rate = |g: &mut Graph, a: Value, b: Value| -> Result<Value> {
             let d = g.add(a, b)?;
-            let zero = g.zeros_like(d)?;
-            let none = g.compare(Comparison::Eq, d, zero)?;
-            let one = g.full_like(1.0, d)?;
-            let safe = g.select(none, one, d)?;
-            let r = g.div(a, safe)?;
-            g.select(none, zero, r)
+            ratio(g, a, d)
         };
         let tpr = rate(g, s[0], s[3])?;
         let fpr = rate(g, s[1], s[2])?;

@@ -106,6 +106,41 @@ pub fn gather_rows(src: &Tensor, idx: &[usize], dst: &mut Tensor) -> Result<()> 
     }
 }
 
+/// Copies every row of `src` into `dst` starting at row `at` (same row shape and type).
+pub fn copy_rows_into(src: &Tensor, dst: &mut Tensor, at: usize) -> Result<()> {
+    fn rows<T: Clone>(s: &ndarray::ArrayD<T>, d: &mut ndarray::ArrayD<T>, at: usize) -> Result<()> {
+        let n = s.shape().first().copied().unwrap_or(0);
+        if s.shape().get(1..) != d.shape().get(1..)
+            || at + n > d.shape().first().copied().unwrap_or(0)
+        {
+            return Err(Error::invalid(
+                "copy_rows_into",
+                format!(
+                    "cannot place {:?} at row {at} of {:?}",
+                    s.shape(),
+                    d.shape()
+                ),
+            ));
+        }
+        d.slice_axis_mut(ndarray::Axis(0), ndarray::Slice::from(at..at + n))
+            .assign(s);
+        Ok(())
+    }
+    match (src, dst) {
+        (Tensor::F32(s), Tensor::F32(d)) => rows(s, d, at),
+        (Tensor::F64(s), Tensor::F64(d)) => rows(s, d, at),
+        (Tensor::BF16(s), Tensor::BF16(d)) => rows(s, d, at),
+        (Tensor::I32(s), Tensor::I32(d)) => rows(s, d, at),
+        (Tensor::I64(s), Tensor::I64(d)) => rows(s, d, at),
+        (Tensor::Bool(s), Tensor::Bool(d)) => rows(s, d, at),
+        (s, d) => Err(Error::DType {
+            what: "copy_rows_into".into(),
+            expected: s.dtype(),
+            got: d.dtype(),
+        }),
+    }
+}
+
 /// One batch of a [`Dataset`].
 #[derive(Clone, Debug)]
 pub struct Batch {

@@ -196,6 +196,15 @@ impl<A: Architecture> Model<A> {
         self.train.is_some()
     }
 
+    /// Optimizer steps taken so far (Keras' `optimizer.iterations`).
+    pub fn iterations(&self) -> u64 {
+        self.train
+            .as_ref()
+            .and_then(|t| t.device.as_ref())
+            .map(|d| d.iterations)
+            .unwrap_or(0)
+    }
+
     /// Creates the device state from the host weights if it does not exist yet.
     pub(crate) fn ensure_device(&mut self) -> Result<()> {
         let seed = self.seed();

@@ -6,53 +6,11 @@ use super::progress::Progress;
 use super::step::{train_graph, StepKey};
 use super::{Fit, History, Logs};
 use crate::backend::Buffer;
-use crate::data::{gather_rows, IntoTensor};
+use crate::data::{copy_rows_into, gather_rows, Batch, Dataset, IntoTensor};
 use crate::ir::{DType, TensorType};
 use crate::nn::{Architecture, Model};
-use crate::random::Rng;
 use crate::{Error, Result, Tensor};
 use std::time::Instant;
-
-/// One backend call's worth of training: `k` steps of `batch` rows starting at `start` in
-/// the epoch's order.
-#[derive(Clone, Copy, Debug)]
-struct Chunk {
-    start: usize,
-    batch: usize,
-    k: usize,
-}
-
-/// Splits an epoch of `n` rows into calls: `k`-step chunks while they fit, then single
-/// full batches, then the partial last batch (with its true size, nothing dropped).
-fn chunks(n: usize, batch: usize, k: usize) -> Vec<Chunk> {
-    let mut out = Vec::new();
-    let full = n / batch;
-    let mut step = 0;
-    while k > 1 && step + k <= full {
-        out.push(Chunk {
-            start: step * batch,
-            batch,
-            k,
-        });
-        step += k;
-    }
-    while step < full {
-        out.push(Chunk {
-            start: step * batch,
-            batch,
-            k: 1,
-        });
-        step += 1;
-    }
-    if n % batch != 0 {
-        out.push(Chunk {
-            start: full * batch,
-            batch: n % batch,
-            k: 1,
-        });
-    }
-    out
-}
 
 /// What one train call reports.
 pub(crate) struct StepOut {
@@ -188,7 +146,7 @@ impl<A: Architecture> Model<A> {
 
         // Keras' validation_split: the last fraction, before any shuffling.
         let (x, y, sw, val) = if opts.validation_split > 0.0 {
-            let split = ((n as f64) * (1.0 - opts.validation_split as f64)).floor() as usize;
+            let split = ((n as f64) * (1.0 - opts.validation_split)).floor() as usize;
             if split == 0 || split == n {
                 return Err(Error::invalid(
                     "fit",
@@ -210,24 +168,60 @@ impl<A: Architecture> Model<A> {
             self.check_inputs("fit validation_data", vx)?;
             self.check_targets("fit validation_data", vy, vn)?;
         }
-        let n = x.dims()[0];
-        self.ensure_device()?;
-        let batch = opts.batch_size.min(n);
+        let mut ds = Dataset::from_arrays(x, y)?
+            .with_sample_weight(sw)?
+            .batch(opts.batch_size)?;
+        if opts.shuffle {
+            ds = ds.shuffle(opts.seed);
+        }
+        opts.class_weight = None; // already folded into the sample weights
+        self.run_fit(&ds, val, opts, true)
+    }
+
+    /// Trains the model on a [`Dataset`] (its batching, shuffling, maps and prefetching
+    /// apply; `Fit::batch_size`, `shuffle` and `seed` do not). Per-sample weights come from
+    /// the dataset; `class_weight` and `validation_data` work as with arrays.
+    pub fn fit_dataset(&mut self, ds: &Dataset, mut opts: Fit) -> Result<History> {
+        if self.train.is_none() {
+            return Err(not_compiled());
+        }
+        if opts.sample_weight.is_some() || opts.validation_split > 0.0 {
+            return Err(Error::invalid(
+                "fit_dataset",
+                "sample_weight and validation_split apply to arrays; give the dataset its weights \
+                 (Dataset::with_sample_weight) and pass validation_data",
+            ));
+        }
+        let val = opts.validation_data.take();
+        if let Some((vx, vy)) = &val {
+            let vn = check_pair("fit validation_data", vx, vy)?;
+            self.check_inputs("fit validation_data", vx)?;
+            self.check_targets("fit validation_data", vy, vn)?;
+        }
+        self.run_fit(ds, val, opts, false)
+    }
+
+    /// The epoch loop. `checked` says the dataset's arrays were validated already;
+    /// otherwise every batch is (a map may change anything).
+    fn run_fit(
+        &mut self,
+        ds: &Dataset,
+        val: Option<(Tensor, Tensor)>,
+        mut opts: Fit,
+        checked: bool,
+    ) -> Result<History> {
         let k = self
             .train
             .as_ref()
             .map(|t| t.steps_per_execution)
             .unwrap_or(1);
-        let plan = chunks(n, batch, k);
-        let steps = n.div_ceil(batch);
-
+        let steps = ds.num_batches();
         let mut history = History::default();
         let mut callbacks = std::mem::take(&mut opts.callbacks);
         let mut control = Flags::default();
         for cb in &mut callbacks {
             cb.on_train_begin(&mut control.with(self))?;
         }
-        let mut order: Vec<usize> = (0..n).collect();
         let mut stage = Staging::default();
         'epochs: for epoch in opts.initial_epoch..opts.epochs {
             if control.stop {
@@ -239,20 +233,47 @@ impl<A: Architecture> Model<A> {
             if opts.verbose == 1 {
                 println!("Epoch {}/{}", epoch + 1, opts.epochs);
             }
-            if opts.shuffle {
-                // A permutation per (seed, epoch): resuming at an epoch sees the same order.
-                order = Rng::new(opts.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
-                    .permutation(n);
-            }
-            self.reset_metrics()?;
             let mut progress = Progress::new(opts.verbose, steps);
             let started = Instant::now();
             let mut done = 0;
             let mut logs = Logs::default();
-            for c in &plan {
-                let rows = &order[c.start..c.start + c.batch * c.k];
-                let out = self.train_call(*c, rows, &x, &y, &sw, &mut stage)?;
-                done += c.k;
+            let mut pending: Vec<Batch> = Vec::with_capacity(k);
+            let mut batches = ds.iter(epoch).peekable();
+            let mut first = true;
+            while let Some(b) = batches.next() {
+                let mut b = b?;
+                if !checked {
+                    let n = check_pair("fit_dataset batch", &b.x, &b.y)?;
+                    self.check_inputs("fit_dataset batch", &b.x)?;
+                    self.check_targets("fit_dataset batch", &b.y, n)?;
+                    if let Some(cw) = &opts.class_weight {
+                        let mut w = match &b.sample_weight {
+                            Some(t) => t.to_vec::<f32>()?,
+                            None => vec![1.0; n],
+                        };
+                        apply_class_weight(cw, &b.y, &mut w)?;
+                        b.sample_weight = Some(Tensor::from_vec(&[n], w)?);
+                    }
+                }
+                if first {
+                    self.ensure_device()?;
+                    self.reset_metrics()?;
+                    first = false;
+                }
+                let rows = b.x.dims()[0];
+                pending.push(b);
+                // Flush k equal batches at once; a differently sized next batch (the partial
+                // last one) or the end of the epoch flushes what is pending.
+                let next_differs = batches
+                    .peek()
+                    .map(|n| n.as_ref().map(|n| n.x.dims()[0] != rows).unwrap_or(true))
+                    .unwrap_or(true);
+                if pending.len() < k && !next_differs {
+                    continue;
+                }
+                let out = self.train_call(&pending, &mut stage)?;
+                done += pending.len();
+                pending.clear();
                 logs = out.logs;
                 if !out.ok {
                     progress.abandon();
@@ -271,6 +292,9 @@ impl<A: Architecture> Model<A> {
                 for cb in &mut callbacks {
                     cb.on_batch_end(done - 1, &logs, &mut control.with(self))?;
                 }
+            }
+            if first {
+                return Err(Error::invalid("fit", "the dataset produced no batches"));
             }
             if let Some((vx, vy)) = &val {
                 let vl = self.evaluate_logs(vx, vy, opts.batch_size)?;
@@ -310,35 +334,27 @@ impl<A: Architecture> Model<A> {
         Ok(())
     }
 
-    /// Runs one train call over `rows` (indices into `x`/`y`).
-    fn train_call(
-        &mut self,
-        c: Chunk,
-        rows: &[usize],
-        x: &Tensor,
-        y: &Tensor,
-        sw: &[f32],
-        stage: &mut Staging,
-    ) -> Result<StepOut> {
-        let n = c.batch * c.k;
-        let x_ty = with_rows(&x.ty(), n);
-        let y_ty = with_rows(&y.ty(), n);
+    /// Runs one train call over `batches` (equal-sized; one step each).
+    fn train_call(&mut self, batches: &[Batch], stage: &mut Staging) -> Result<StepOut> {
+        let k = batches.len();
+        let batch = batches[0].x.dims()[0];
+        stage.fill(batches)?;
+        let (x_ty, y_ty) = (stage.x().ty(), stage.y().ty());
         let key = StepKey::Train {
-            batch: c.batch,
-            k: c.k,
+            batch,
+            k,
             x: x_ty.clone(),
             y: y_ty.clone(),
         };
         self.prepare(&key, |m| {
             let t = m.train.as_ref().ok_or_else(not_compiled)?;
             let d = t.device.as_ref().ok_or_else(not_compiled)?;
-            train_graph(m, t, &d.layout, c.batch, c.k, &x_ty, &y_ty)
+            train_graph(m, t, &d.layout, batch, k, &x_ty, &y_ty)
         })?;
-        stage.fill(x, y, sw, rows, &x_ty, &y_ty)?;
         let backend = self.backend.clone();
         let t = self.train.as_mut().ok_or_else(not_compiled)?;
         let d = t.device.as_mut().ok_or_else(not_compiled)?;
-        let lrs: Vec<f32> = (0..c.k)
+        let lrs: Vec<f32> = (0..k)
             .map(|i| {
                 t.optimizer
                     .config()
@@ -346,9 +362,9 @@ impl<A: Architecture> Model<A> {
                     .at(d.iterations + i as u64)
             })
             .collect();
-        stage.lr = Tensor::from_vec(&[c.k], lrs)?;
+        stage.lr = Tensor::from_vec(&[k], lrs)?;
         let base = d.layout.len();
-        let inputs = [&stage.x, &stage.y, &stage.sw, &stage.lr];
+        let inputs = [stage.x(), stage.y(), &stage.sw, &stage.lr];
         set_inputs(backend.as_ref(), &mut d.args, base, &inputs)?;
         let exe = d
             .exes
@@ -363,7 +379,7 @@ impl<A: Architecture> Model<A> {
         let ok = backend.read_scalar(&outs[outs.len() - 2])? != 0.0;
         let batch_loss = backend.read_scalar(&outs[outs.len() - 1])?;
         if ok {
-            d.iterations += c.k as u64;
+            d.iterations += k as u64;
         } else {
             // The steps up to the bad one did run; the host mirror follows the device.
             d.iterations = backend.read_scalar(&d.args[d.layout.iterations])? as u64;
@@ -435,9 +451,10 @@ pub(crate) fn set_inputs(
     Ok(())
 }
 
-/// Host-side staging tensors for one call's inputs, reused across steps.
+/// Host-side inputs of one call: a single batch as it came, or `k` batches stacked.
 #[derive(Default)]
 struct Staging {
+    single: Option<(Tensor, Tensor)>,
     x: Tensor,
     y: Tensor,
     sw: Tensor,
@@ -445,27 +462,49 @@ struct Staging {
 }
 
 impl Staging {
-    fn fill(
-        &mut self,
-        x: &Tensor,
-        y: &Tensor,
-        sw: &[f32],
-        rows: &[usize],
-        x_ty: &TensorType,
-        y_ty: &TensorType,
-    ) -> Result<()> {
-        if self.x.ty() != *x_ty {
-            self.x = Tensor::zeros(x_ty);
+    fn x(&self) -> &Tensor {
+        self.single.as_ref().map(|s| &s.0).unwrap_or(&self.x)
+    }
+
+    fn y(&self) -> &Tensor {
+        self.single.as_ref().map(|s| &s.1).unwrap_or(&self.y)
+    }
+
+    fn fill(&mut self, batches: &[Batch]) -> Result<()> {
+        let rows: usize = batches.iter().map(|b| b.x.dims()[0]).sum();
+        let mut w = Vec::with_capacity(rows);
+        for b in batches {
+            match &b.sample_weight {
+                Some(t) => w.extend(t.to_vec::<f32>()?),
+                None => w.extend(std::iter::repeat_n(1.0f32, b.x.dims()[0])),
+            }
         }
-        if self.y.ty() != *y_ty {
-            self.y = Tensor::zeros(y_ty);
+        self.sw = Tensor::from_vec(&[rows], w)?;
+        if let [b] = batches {
+            self.single = Some((b.x.clone(), b.y.clone()));
+            return Ok(());
         }
-        gather_rows(x, rows, &mut self.x)?;
-        gather_rows(y, rows, &mut self.y)?;
-        let w: Vec<f32> = rows.iter().map(|&r| sw[r]).collect();
-        self.sw = Tensor::from_vec(&[rows.len()], w)?;
+        self.single = None;
+        self.x = stack(batches.iter().map(|b| &b.x))?;
+        self.y = stack(batches.iter().map(|b| &b.y))?;
         Ok(())
     }
+}
+
+/// Concatenates tensors along the first axis.
+fn stack<'a>(parts: impl Iterator<Item = &'a Tensor> + Clone) -> Result<Tensor> {
+    let first = parts
+        .clone()
+        .next()
+        .ok_or_else(|| Error::invalid("fit", "no batches"))?;
+    let rows: usize = parts.clone().map(|t| t.dims()[0]).sum();
+    let mut out = Tensor::zeros(&with_rows(&first.ty(), rows));
+    let mut at = 0;
+    for p in parts {
+        copy_rows_into(p, &mut out, at)?;
+        at += p.dims()[0];
+    }
+    Ok(out)
 }
 
 /// Multiplies each sample's weight by its class's weight (integer labels, or the argmax

@@ -92,7 +92,7 @@ pub struct Fit {
     pub shuffle: bool,
     pub seed: u64,
     /// The last fraction of the data (before shuffling) held out for validation.
-    pub validation_split: f32,
+    pub validation_split: f64,
     pub validation_data: Option<(Tensor, Tensor)>,
     /// Per-class loss weights (integer labels, or the argmax of one-hot targets).
     pub class_weight: Option<HashMap<i64, f32>>,
@@ -144,7 +144,7 @@ impl Fit {
         self.seed = seed;
         self
     }
-    pub fn validation_split(mut self, fraction: f32) -> Fit {
+    pub fn validation_split(mut self, fraction: f64) -> Fit {
         self.validation_split = fraction;
         self
     }

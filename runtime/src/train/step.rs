@@ -47,16 +47,6 @@ fn rows(g: &mut Graph, x: Value, k: usize, b: usize) -> Result<Value> {
     g.slice(x, &start, &limit, &vec![1; dims.len()])
 }
 
-/// `total / count` as an f32 scalar (0 when nothing was counted).
-fn mean_result(g: &mut Graph, total: Value, count: Value) -> Result<Value> {
-    let zero = g.scalar(0.0, DType::F32);
-    let none = g.compare(Comparison::Eq, count, zero)?;
-    let one = g.scalar(1.0, DType::F32);
-    let safe = g.select(none, one, count)?;
-    let r = g.div(total, safe)?;
-    g.select(none, zero, r)
-}
-
 /// The loss tracker and metric updates for one batch; returns the batch's mean loss.
 #[allow(clippy::too_many_arguments)]
 fn accumulate(
@@ -94,7 +84,7 @@ fn results(
     cur: &[Value],
 ) -> Result<Vec<Value>> {
     let ms = layout.metric_state.start;
-    let mut out = vec![mean_result(g, cur[ms], cur[ms + 1])?];
+    let mut out = vec![crate::metrics::ratio(g, cur[ms], cur[ms + 1])?];
     for (m, r) in metrics.iter().zip(&layout.metric_ranges) {
         out.push(m.result(g, &cur[r.clone()])?);
     }
