@@ -306,9 +306,7 @@ fn bad_inputs_are_typed_errors() {
     assert!(matches!(e, Error::DType { .. }), "{e}");
     // Empty data.
     let empty = ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[0, 20]));
-    let e = m
-        .fit(&empty, Array1::<i32>::zeros(0), quiet())
-        .unwrap_err();
+    let e = m.fit(&empty, Array1::<i32>::zeros(0), quiet()).unwrap_err();
     assert!(e.to_string().contains("at least one sample"), "{e}");
     // Mismatched sample counts.
     let e = m

@@ -100,6 +100,7 @@ pub(crate) fn vjp(
 }
 
 /// The float semantics, over slices (one tight loop per function).
+#[inline(always)]
 pub(crate) fn apply_real<T: Real>(op: BinaryOp, a: &[T], b: &[T], out: &mut [T]) {
     macro_rules! each {
         ($f:expr) => {

@@ -75,6 +75,32 @@ pub(crate) fn holds<T: PartialOrd>(cmp: Comparison, x: T, y: T) -> bool {
     }
 }
 
+/// The relation as 1 or 0 in a float type (for fused kernels, which keep booleans in
+/// float registers).
+#[inline(always)]
+pub(crate) fn apply_real<T: crate::ops::real::Real>(
+    cmp: Comparison,
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+) {
+    macro_rules! each {
+        ($c:expr) => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *o = if holds($c, x, y) { T::one() } else { T::zero() };
+            }
+        };
+    }
+    match cmp {
+        Comparison::Eq => each!(Comparison::Eq),
+        Comparison::Ne => each!(Comparison::Ne),
+        Comparison::Lt => each!(Comparison::Lt),
+        Comparison::Le => each!(Comparison::Le),
+        Comparison::Gt => each!(Comparison::Gt),
+        Comparison::Ge => each!(Comparison::Ge),
+    }
+}
+
 fn compare_slices<T: PartialOrd + Copy>(cmp: Comparison, a: &[T], b: &[T], out: &mut [bool]) {
     macro_rules! each {
         ($c:expr) => {

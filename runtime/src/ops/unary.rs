@@ -102,6 +102,7 @@ pub(crate) fn vjp(g: &mut Graph, op: UnaryOp, x: Value, y: Value, ct: Value) -> 
 }
 
 /// The float semantics of every function, over a slice (vectorises per arm).
+#[inline(always)]
 pub(crate) fn apply_real<T: Real>(op: UnaryOp, x: &[T], out: &mut [T]) {
     let one = T::one();
     // A macro, not a helper taking a closure, so every arm is its own tight loop.

@@ -37,9 +37,12 @@ fn is_finite(g: &mut Graph, x: Value) -> Result<Value> {
     g.compare(Comparison::Eq, d, z)
 }
 
-/// Rows `[k·b, (k+1)·b)` of `x`.
+/// Rows `[k·b, (k+1)·b)` of `x` (`x` itself when that is all of it).
 fn rows(g: &mut Graph, x: Value, k: usize, b: usize) -> Result<Value> {
     let dims = g.ty(x).dims().to_vec();
+    if k == 0 && dims[0] == b {
+        return Ok(x);
+    }
     let mut start = vec![0; dims.len()];
     let mut limit = dims.clone();
     start[0] = k * b;
@@ -129,7 +132,11 @@ pub(crate) fn train_graph<A: Architecture>(
             rows(&mut g, y, step, batch)?,
             rows(&mut g, sw, step, batch)?,
         );
-        let lrk = g.slice(lr, &[step], &[step + 1], &[1])?;
+        let lrk = if k == 1 {
+            lr
+        } else {
+            g.slice(lr, &[step], &[step + 1], &[1])?
+        };
         let lrk = g.reshape(lrk, [])?;
         let offset = g.constant(crate::Tensor::from_vec(&[2], vec![step as i32, 0])?);
         let key = g.add(state[layout.key], offset)?;

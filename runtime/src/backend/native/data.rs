@@ -80,6 +80,7 @@ pub(crate) use {with_data, with_same};
 /// A Rust element type of the native backend, with checked access to typed views.
 pub(crate) trait Elem: Copy + Default + Send + Sync + std::fmt::Debug + 'static {
     fn of(d: Data<'_>) -> Option<&[Self]>;
+    fn of_mut(d: DataMut<'_>) -> Option<&mut [Self]>;
 }
 
 macro_rules! elem {
@@ -88,6 +89,12 @@ macro_rules! elem {
             fn of(d: Data<'_>) -> Option<&[Self]> {
                 match d {
                     Data::$v(a) => Some(a),
+                    _ => None,
+                }
+            }
+            fn of_mut(d: DataMut<'_>) -> Option<&mut [Self]> {
+                match d {
+                    DataMut::$v(a) => Some(a),
                     _ => None,
                 }
             }

@@ -1,10 +1,11 @@
 //! Running a plan.
 
-use super::data::{Data, Storage};
-use super::plan::{plan, Loc, OutputPlan, Plan};
+use super::data::{Data, DataMut, Storage};
+use super::fuse::{self, FusedKernel};
+use super::plan::{plan, Loc, OutputPlan, Plan, Step};
 use super::KernelCtx;
 use crate::backend::{check_args, Buffer, CompileOptions, Executable, Repr};
-use crate::ir::{Graph, TensorType};
+use crate::ir::{DType, Graph, TensorType};
 use crate::ops::{self, In};
 use crate::{Error, Result};
 
@@ -19,6 +20,9 @@ pub(crate) struct NativeExecutable {
 impl NativeExecutable {
     pub fn new(g: &Graph, options: &CompileOptions) -> Result<NativeExecutable> {
         let plan = plan(g, options);
+        if std::env::var_os("STRATA_NATIVE_PLAN").is_some() {
+            eprintln!("{}", plan.describe());
+        }
         let arena = plan
             .slots
             .iter()
@@ -87,40 +91,45 @@ impl Executable for NativeExecutable {
         check_args("native", &self.param_types, args)?;
         let plan = &self.plan;
         for step in &plan.steps {
-            let node = &plan.nodes[step.node];
-            let mut out = std::mem::replace(&mut self.arena[step.out], Storage::F32(Vec::new()));
-            let result = {
-                let make = |k: usize| {
-                    let ty = &plan.nodes[step.in_nodes[k]].ty;
-                    In {
-                        data: data_of(step.ins[k], args, &self.arena, &plan.consts, ty.numel()),
-                        ty,
-                    }
-                };
-                let out_view = out.prefix_mut(node.ty.numel());
-                if step.ins.len() <= INLINE_OPERANDS {
-                    let mut ins = [EMPTY_IN; INLINE_OPERANDS];
-                    for (k, x) in ins.iter_mut().enumerate().take(step.ins.len()) {
-                        *x = make(k);
-                    }
-                    ops::native(
-                        &node.op,
-                        &ins[..step.ins.len()],
-                        out_view,
-                        &node.ty,
-                        &mut self.ctx,
-                    )
-                } else {
-                    let ins: Vec<In<'_>> = (0..step.ins.len()).map(make).collect();
-                    ops::native(&node.op, &ins, out_view, &node.ty, &mut self.ctx)
-                }
+            let result = match step {
+                Step::Kernel {
+                    node,
+                    out,
+                    ins,
+                    in_nodes,
+                } => run_kernel(
+                    plan,
+                    &mut self.arena,
+                    args,
+                    &mut self.ctx,
+                    *node,
+                    *out,
+                    ins,
+                    in_nodes,
+                ),
+                Step::Fused { kernel, ins, outs } => run_fused(
+                    plan,
+                    &mut self.arena,
+                    args,
+                    &mut self.ctx,
+                    kernel,
+                    ins,
+                    outs,
+                ),
             };
-            self.arena[step.out] = out;
             result.map_err(|e| match e {
-                Error::Backend { backend, message } => Error::Backend {
-                    backend,
-                    message: format!("node %{} ({}): {message}", step.node, node.op.name()),
-                },
+                Error::Backend { backend, message } => {
+                    let what = match step {
+                        Step::Kernel { node, .. } => {
+                            format!("node %{node} ({})", plan.nodes[*node].op.name())
+                        }
+                        Step::Fused { kernel, .. } => format!("fused nodes {:?}", kernel.members),
+                    };
+                    Error::Backend {
+                        backend,
+                        message: format!("{what}: {message}"),
+                    }
+                }
                 e => e,
             })?;
         }
@@ -164,6 +173,114 @@ impl Executable for NativeExecutable {
         }
         Ok(returned)
     }
+}
+
+/// Runs one node's kernel into its slot.
+#[allow(clippy::too_many_arguments)]
+fn run_kernel(
+    plan: &Plan,
+    arena: &mut [Storage],
+    args: &[Buffer],
+    ctx: &mut KernelCtx,
+    node: usize,
+    out: usize,
+    ins: &[Loc],
+    in_nodes: &[usize],
+) -> Result<()> {
+    let node = &plan.nodes[node];
+    // Take the output out of the arena so the inputs can be borrowed beside it.
+    let mut storage = std::mem::replace(&mut arena[out], Storage::F32(Vec::new()));
+    let result = {
+        let make = |k: usize| {
+            let ty = &plan.nodes[in_nodes[k]].ty;
+            In {
+                data: data_of(ins[k], args, arena, &plan.consts, ty.numel()),
+                ty,
+            }
+        };
+        let out_view = storage.prefix_mut(node.ty.numel());
+        if ins.len() <= INLINE_OPERANDS {
+            let mut v = [EMPTY_IN; INLINE_OPERANDS];
+            for (k, x) in v.iter_mut().enumerate().take(ins.len()) {
+                *x = make(k);
+            }
+            ops::native(&node.op, &v[..ins.len()], out_view, &node.ty, ctx)
+        } else {
+            let v: Vec<In<'_>> = (0..ins.len()).map(make).collect();
+            ops::native(&node.op, &v, out_view, &node.ty, ctx)
+        }
+    };
+    arena[out] = storage;
+    result
+}
+
+/// Fused kernels with at most this many inputs and outputs keep their views on the stack.
+const INLINE_FUSED: usize = 16;
+
+/// Runs a fused elementwise kernel into its output slots.
+fn run_fused(
+    plan: &Plan,
+    arena: &mut [Storage],
+    args: &[Buffer],
+    ctx: &mut KernelCtx,
+    k: &FusedKernel,
+    ins: &[Loc],
+    outs: &[usize],
+) -> Result<()> {
+    let mut taken_inline: [Storage; INLINE_FUSED] =
+        std::array::from_fn(|_| Storage::F32(Vec::new()));
+    let mut taken_heap: Vec<Storage>;
+    let taken: &mut [Storage] = if outs.len() <= INLINE_FUSED {
+        &mut taken_inline[..outs.len()]
+    } else {
+        taken_heap = (0..outs.len()).map(|_| Storage::F32(Vec::new())).collect();
+        &mut taken_heap
+    };
+    for (t, &o) in taken.iter_mut().zip(outs) {
+        *t = std::mem::replace(&mut arena[o], Storage::F32(Vec::new()));
+    }
+    let result = {
+        let data = |i: usize| {
+            data_of(
+                ins[i],
+                args,
+                arena,
+                &plan.consts,
+                plan.nodes[k.inputs[i].0].ty.numel(),
+            )
+        };
+        let mut in_inline = [Data::F32(&[]); INLINE_FUSED];
+        let in_heap: Vec<Data<'_>>;
+        let inputs: &[Data<'_>] = if ins.len() <= INLINE_FUSED {
+            for (i, d) in in_inline.iter_mut().enumerate().take(ins.len()) {
+                *d = data(i);
+            }
+            &in_inline[..ins.len()]
+        } else {
+            in_heap = (0..ins.len()).map(data).collect();
+            &in_heap
+        };
+        let mut out_inline: [DataMut<'_>; INLINE_FUSED] =
+            std::array::from_fn(|_| DataMut::F32(&mut []));
+        let mut out_heap: Vec<DataMut<'_>>;
+        let outputs: &mut [DataMut<'_>] = if taken.len() <= INLINE_FUSED {
+            for (o, s) in out_inline.iter_mut().zip(taken.iter_mut()) {
+                *o = s.prefix_mut(k.n);
+            }
+            &mut out_inline[..outs.len()]
+        } else {
+            out_heap = taken.iter_mut().map(|s| s.prefix_mut(k.n)).collect();
+            &mut out_heap
+        };
+        match k.t {
+            DType::F64 => fuse::run(k, inputs, outputs, &mut ctx.regs_f64),
+            _ => fuse::run(k, inputs, outputs, &mut ctx.regs_f32),
+        }
+    };
+    for (t, &o) in taken.iter_mut().zip(outs) {
+        arena[o] = std::mem::replace(t, Storage::F32(Vec::new()));
+    }
+    result
 }
 
 static EMPTY_TY: TensorType = TensorType {

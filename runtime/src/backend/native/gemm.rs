@@ -33,7 +33,7 @@ impl<T> Mat<'_, T> {
 
 /// Products with at least this many multiply-adds use every core; smaller ones stay on
 /// the calling thread, where a thread hand-off would cost more than it saves.
-pub(crate) const PARALLEL_MIN_FLOPS: usize = 1 << 18;
+pub(crate) const PARALLEL_MIN_FLOPS: usize = 1 << 23;
 
 /// `c = a·b` (or `c += a·b` when `accumulate`) for `a: m×k`, `b: k×n`, `c: m×n` row-major
 /// with row stride `ldc`.

@@ -8,6 +8,7 @@
 
 pub(crate) mod data;
 mod executor;
+mod fuse;
 pub(crate) mod gemm;
 mod plan;
 pub(crate) mod strided;
@@ -86,6 +87,9 @@ impl Backend for NativeBackend {
 pub(crate) struct KernelCtx {
     pub scratch_f32: [Vec<f32>; 2],
     pub scratch_f64: [Vec<f64>; 2],
+    /// Registers of fused kernels.
+    pub regs_f32: Vec<f32>,
+    pub regs_f64: Vec<f64>,
     pub replica: ReplicaCtx,
 }
 

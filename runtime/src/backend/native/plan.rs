@@ -1,6 +1,15 @@
 //! Planning: from a verified graph to an ordered list of kernel calls over an arena.
+//!
+//! 1. Drop dead nodes; parameters, constants, reshapes and stop-gradients need no kernel
+//!    (views share their operand's memory).
+//! 2. Group elementwise nodes into fused kernels (see `fuse`), scheduling each group just
+//!    before the first node outside it that reads it. Broadcasts whose readers are all
+//!    fused become read patterns and are never materialised.
+//! 3. Give every value that some later step reads a slot in an arena, reusing a slot as
+//!    soon as its value is dead.
 
 use super::data::Storage;
+use super::fuse::{self, FusedKernel, Pattern};
 use crate::backend::CompileOptions;
 use crate::ir::{DType, Graph, Node, Op};
 
@@ -15,14 +24,23 @@ pub(crate) enum Loc {
     Const(usize),
 }
 
-/// One kernel call: node `node` writes arena slot `out`, reading `ins` (the values of
-/// nodes `in_nodes`).
+/// One kernel call.
 #[derive(Debug)]
-pub(crate) struct Step {
-    pub node: usize,
-    pub out: usize,
-    pub ins: Vec<Loc>,
-    pub in_nodes: Vec<usize>,
+pub(crate) enum Step {
+    /// Node `node` writes arena slot `out`, reading `ins` (the values of nodes `in_nodes`).
+    Kernel {
+        node: usize,
+        out: usize,
+        ins: Vec<Loc>,
+        in_nodes: Vec<usize>,
+    },
+    /// A fused elementwise kernel: reads `ins` (one per kernel input), writes `outs`
+    /// (one slot per kernel output).
+    Fused {
+        kernel: FusedKernel,
+        ins: Vec<Loc>,
+        outs: Vec<usize>,
+    },
 }
 
 /// How a graph output reaches the caller.
@@ -46,11 +64,24 @@ pub(crate) struct Plan {
     pub outputs: Vec<OutputPlan>,
 }
 
+/// A scheduled unit of work.
+enum Unit {
+    Kernel(usize),
+    Group(usize),
+}
+
+struct Group {
+    members: Vec<usize>,
+    n: usize,
+    t: Option<DType>,
+    open: bool,
+}
+
 pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let nodes = g.nodes().to_vec();
     let n = nodes.len();
 
-    // Live nodes: those the outputs depend on.
+    // Live nodes and their live consumers.
     let mut live = vec![false; n];
     for &o in g.outputs() {
         live[o.index()] = true;
@@ -62,95 +93,295 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             }
         }
     }
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for i in (0..n).filter(|&i| live[i]) {
+        for v in nodes[i].op.operands() {
+            users[v.index()].push(i);
+        }
+    }
 
-    // Reshapes are views of their operand: follow them to the value that owns the data.
+    // Views share their operand's memory.
     let mut root: Vec<usize> = (0..n).collect();
     for i in 0..n {
         if let Op::Reshape { x, .. } | Op::StopGradient { x } = nodes[i].op {
             root[i] = root[x.index()];
         }
     }
+    let is_source = |i: usize| matches!(nodes[i].op, Op::Parameter { .. } | Op::Constant { .. });
+    let is_view = |i: usize| matches!(nodes[i].op, Op::Reshape { .. } | Op::StopGradient { .. });
+    let fusion: Vec<Option<Option<DType>>> = (0..n).map(|i| fuse::fusion_type(&nodes, i)).collect();
+    // A broadcast is a read pattern when everything that reads it (through views) fuses.
+    let mut pattern: Vec<Option<Pattern>> = vec![None; n];
+    for i in (0..n).filter(|&i| live[i]) {
+        if let Some(p) = fuse::broadcast_pattern(&nodes, i) {
+            let mut readers = Vec::new();
+            let mut stack = vec![i];
+            while let Some(v) = stack.pop() {
+                for &u in &users[v] {
+                    if is_view(u) {
+                        stack.push(u);
+                    } else {
+                        readers.push(u);
+                    }
+                }
+            }
+            let x_type = nodes[i].ty.dtype;
+            let fits = x_type == DType::Bool || x_type.is_arith_float();
+            let is_output = g.outputs().iter().any(|o| root[o.index()] == i);
+            if fits
+                && !is_output
+                && !readers.is_empty()
+                && readers.iter().all(|&u| fusion[u].is_some())
+            {
+                pattern[i] = Some(p);
+            }
+        }
+    }
+    // What memory an operand is read from, and how, by a fused kernel of `len` elements.
+    let source = |v: usize, len: usize| -> (usize, Pattern) {
+        let r = root[v];
+        match pattern[r] {
+            Some(p) => match nodes[r].op {
+                Op::BroadcastInDim { x, .. } => (root[x.index()], p),
+                _ => unreachable!("only broadcasts have patterns"),
+            },
+            None if nodes[r].ty.numel() == 1 => (r, Pattern { q: 1, p: 1 }),
+            None => (r, Pattern::full(len)),
+        }
+    };
 
-    // Which step last reads each root; outputs live to the end.
-    let mut step_of = vec![usize::MAX; n];
-    let mut count = 0;
-    for i in 0..n {
-        if live[i] && computes(&nodes[i].op) {
-            step_of[i] = count;
-            count += 1;
+    // ---- schedule
+    let mut groups: Vec<Group> = Vec::new();
+    let mut group_of: Vec<Option<usize>> = vec![None; n];
+    let mut units: Vec<Unit> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    let close =
+        |gid: usize, groups: &mut Vec<Group>, open: &mut Vec<usize>, units: &mut Vec<Unit>| {
+            if groups[gid].open {
+                groups[gid].open = false;
+                open.retain(|&o| o != gid);
+                units.push(Unit::Group(gid));
+            }
+        };
+    for i in (0..n).filter(|&i| live[i]) {
+        if is_source(i) || is_view(i) || pattern[i].is_some() {
+            continue;
+        }
+        let len = nodes[i].ty.numel();
+        match fusion[i] {
+            Some(t) => {
+                // Open groups this node can extend (its operands read whole, same size and
+                // type); open groups it reads any other way must finish first.
+                let mut join: Vec<usize> = Vec::new();
+                let mut to_close = Vec::new();
+                for v in nodes[i].op.operands() {
+                    let (src, pat) = source(v.index(), len);
+                    let Some(gid) = group_of[src].filter(|&gid| groups[gid].open) else {
+                        continue;
+                    };
+                    let compatible = pat == Pattern::full(len)
+                        && groups[gid].n == len
+                        && (t.is_none() || groups[gid].t.is_none() || groups[gid].t == t);
+                    if compatible {
+                        if !join.contains(&gid) {
+                            join.push(gid);
+                        }
+                    } else {
+                        to_close.push(gid);
+                    }
+                }
+                for gid in to_close {
+                    close(gid, &mut groups, &mut open, &mut units);
+                }
+                join.retain(|&g| groups[g].open);
+                // Two open groups never read each other (a read would have closed the one
+                // read), so the node can merge all it extends into one.
+                let types: Vec<Option<DType>> = join.iter().map(|&g| groups[g].t).collect();
+                let mergeable = types
+                    .iter()
+                    .flatten()
+                    .all(|ty| Some(*ty) == types.iter().flatten().next().copied());
+                let gid = match join.first() {
+                    Some(&first) if mergeable => {
+                        for &other in &join[1..] {
+                            let moved = std::mem::take(&mut groups[other].members);
+                            for &m in &moved {
+                                group_of[m] = Some(first);
+                            }
+                            groups[first].members.extend(moved);
+                            groups[first].t = groups[first].t.or(groups[other].t);
+                            groups[other].open = false;
+                            open.retain(|&o| o != other);
+                        }
+                        groups[first].members.sort_unstable();
+                        first
+                    }
+                    _ => {
+                        for gid in join {
+                            close(gid, &mut groups, &mut open, &mut units);
+                        }
+                        groups.push(Group {
+                            members: Vec::new(),
+                            n: len,
+                            t: None,
+                            open: true,
+                        });
+                        open.push(groups.len() - 1);
+                        groups.len() - 1
+                    }
+                };
+                groups[gid].members.push(i);
+                if groups[gid].t.is_none() {
+                    groups[gid].t = t;
+                }
+                group_of[i] = Some(gid);
+            }
+            None => {
+                for v in nodes[i].op.operands() {
+                    if let Some(gid) = group_of[root[v.index()]] {
+                        close(gid, &mut groups, &mut open, &mut units);
+                    }
+                }
+                units.push(Unit::Kernel(i));
+            }
+        }
+    }
+    for gid in open.clone() {
+        close(gid, &mut groups, &mut open, &mut units);
+    }
+
+    // ---- what each unit reads, and which values must be in memory
+    let mut is_output = vec![false; n];
+    for &o in g.outputs() {
+        is_output[root[o.index()]] = true;
+    }
+    let reads: Vec<Vec<usize>> = units
+        .iter()
+        .map(|u| match u {
+            Unit::Kernel(i) => nodes[*i]
+                .op
+                .operands()
+                .iter()
+                .map(|v| root[v.index()])
+                .collect(),
+            Unit::Group(gid) => groups[*gid]
+                .members
+                .iter()
+                .flat_map(|&m| nodes[m].op.operands())
+                .map(|v| source(v.index(), groups[*gid].n).0)
+                .filter(|&src| group_of[src] != Some(*gid))
+                .collect(),
+        })
+        .collect();
+    let mut materialize = is_output.clone();
+    for r in reads.iter().flatten() {
+        materialize[*r] = true;
+    }
+    for u in &units {
+        if let Unit::Kernel(i) = u {
+            materialize[*i] = true;
         }
     }
     let mut last_use = vec![0usize; n];
-    for i in 0..n {
-        if step_of[i] == usize::MAX {
-            continue;
-        }
-        for v in nodes[i].op.operands() {
-            let r = root[v.index()];
-            last_use[r] = last_use[r].max(step_of[i]);
+    for (pos, r) in reads.iter().enumerate() {
+        for &v in r {
+            last_use[v] = last_use[v].max(pos);
         }
     }
-    let mut is_output = vec![false; n];
-    for &o in g.outputs() {
-        let r = root[o.index()];
-        is_output[r] = true;
-        last_use[r] = usize::MAX;
+    for i in 0..n {
+        if is_output[i] {
+            last_use[i] = usize::MAX;
+        }
     }
 
-    // Assign locations and slots in order, reusing slots whose value is dead.
+    // ---- locations, slots and steps
     let mut loc: Vec<Option<Loc>> = vec![None; n];
     let mut consts = Vec::new();
-    let mut slots: Vec<(DType, usize)> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
-    // (slot, root value) pairs still holding a live value.
-    let mut busy: Vec<(usize, usize)> = Vec::new();
-    let mut steps = Vec::with_capacity(count);
-    for i in 0..n {
-        if !live[i] {
-            continue;
-        }
+    for i in (0..n).filter(|&i| live[i]) {
         match &nodes[i].op {
             Op::Parameter { index } => loc[i] = Some(Loc::Param(*index)),
             Op::Constant { value } => {
                 loc[i] = Some(Loc::Const(consts.len()));
                 consts.push(Storage::from_tensor(value));
             }
-            Op::Reshape { x, .. } | Op::StopGradient { x } => loc[i] = loc[x.index()],
-            op => {
-                let s = step_of[i];
-                // Values last read before this step are dead: their slots are free.
-                busy.retain(|&(slot, r)| {
-                    if last_use[r] < s {
-                        free.push(slot);
-                        false
-                    } else {
-                        true
-                    }
-                });
-                let (dtype, len) = (nodes[i].ty.dtype, nodes[i].ty.numel());
-                let slot = pick_slot(&mut slots, &mut free, dtype, len, is_output[i]);
-                busy.push((slot, i));
-                loc[i] = Some(Loc::Slot(slot));
-                let in_nodes: Vec<usize> = op.operands().iter().map(|v| v.index()).collect();
-                let ins = in_nodes
-                    .iter()
-                    .map(|&v| loc[v].expect("operands are planned before their users"))
-                    .collect();
-                steps.push(Step {
-                    node: i,
-                    out: slot,
+            _ => {}
+        }
+    }
+    let mut slots: Vec<(DType, usize)> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut busy: Vec<(usize, usize)> = Vec::new();
+    let mut steps = Vec::with_capacity(units.len());
+    let resolve = |loc: &[Option<Loc>], v: usize| {
+        loc[root[v]].expect("values are placed before they are read")
+    };
+    for (pos, unit) in units.iter().enumerate() {
+        busy.retain(|&(slot, v)| {
+            if last_use[v] < pos {
+                free.push(slot);
+                false
+            } else {
+                true
+            }
+        });
+        let written: Vec<usize> = match unit {
+            Unit::Kernel(i) => vec![*i],
+            Unit::Group(gid) => groups[*gid]
+                .members
+                .iter()
+                .copied()
+                .filter(|&m| materialize[m])
+                .collect(),
+        };
+        let mut outs = Vec::new();
+        for &v in &written {
+            let (dtype, len) = (nodes[v].ty.dtype, nodes[v].ty.numel());
+            let slot = pick_slot(&mut slots, &mut free, dtype, len, is_output[v]);
+            busy.push((slot, v));
+            loc[v] = Some(Loc::Slot(slot));
+            outs.push(slot);
+        }
+        steps.push(match unit {
+            Unit::Kernel(i) => {
+                let in_nodes: Vec<usize> =
+                    nodes[*i].op.operands().iter().map(|v| v.index()).collect();
+                let ins = in_nodes.iter().map(|&v| resolve(&loc, v)).collect();
+                Step::Kernel {
+                    node: *i,
+                    out: outs[0],
                     ins,
                     in_nodes,
-                });
+                }
             }
+            Unit::Group(gid) => {
+                let grp = &groups[*gid];
+                let kernel = fuse::build(
+                    &nodes,
+                    &grp.members,
+                    grp.t.unwrap_or(DType::F32),
+                    |m| materialize[m],
+                    |v| source(v, grp.n),
+                );
+                let ins = kernel
+                    .inputs
+                    .iter()
+                    .map(|&(src, _)| resolve(&loc, src))
+                    .collect();
+                // Outputs in the kernel's order (its members' order) match `written`.
+                Step::Fused { kernel, ins, outs }
+            }
+        });
+    }
+    for i in 0..n {
+        if live[i] && loc[i].is_none() && loc[root[i]].is_some() {
+            loc[i] = loc[root[i]];
         }
     }
 
-    // Outputs.
+    // ---- outputs
     let mut claimed = vec![false; slots.len()];
     let mut outputs = Vec::with_capacity(g.outputs().len());
     for (k, &o) in g.outputs().iter().enumerate() {
-        let l = loc[o.index()].expect("outputs are live");
+        let l = resolve(&loc, o.index());
         let update = options
             .updates
             .iter()
@@ -174,6 +405,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             None => OutputPlan::Return { loc: l },
         });
     }
+
     Plan {
         nodes,
         steps,
@@ -181,14 +413,6 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         consts,
         outputs,
     }
-}
-
-/// Ops that run a kernel (everything but parameters, constants and reshape views).
-fn computes(op: &Op) -> bool {
-    !matches!(
-        op,
-        Op::Parameter { .. } | Op::Constant { .. } | Op::Reshape { .. }
-    )
 }
 
 /// A free slot of the same element type: exactly `len` long for outputs (so they can be
@@ -227,5 +451,35 @@ fn pick_slot(
             slots.push((dtype, len));
             slots.len() - 1
         }
+    }
+}
+
+impl Plan {
+    /// One line per step (set `STRATA_NATIVE_PLAN` to print it when a graph compiles).
+    pub fn describe(&self) -> String {
+        let mut out = format!(
+            "native plan: {} steps, {} slots\n",
+            self.steps.len(),
+            self.slots.len()
+        );
+        for step in &self.steps {
+            match step {
+                Step::Kernel { node, .. } => {
+                    let nd = &self.nodes[*node];
+                    out += &format!("  kernel %{node} {} -> {}\n", nd.op.name(), nd.ty);
+                }
+                Step::Fused { kernel, .. } => {
+                    out += &format!(
+                        "  fused n={} insts={} inputs={} outputs={} members={:?}\n",
+                        kernel.n,
+                        kernel.insts.len(),
+                        kernel.inputs.len(),
+                        kernel.outputs.len(),
+                        kernel.members
+                    );
+                }
+            }
+        }
+        out
     }
 }

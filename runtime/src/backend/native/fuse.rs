@@ -1,0 +1,431 @@
+//! Elementwise fusion: chains of elementwise ops run as one kernel that walks its
+//! elements in chunks of [`CHUNK`], keeping intermediates in small registers (one chunk
+//! each, in L1) instead of full tensors in memory.
+//!
+//! A fused kernel computes in one float type `T` (f32 or f64); booleans live in `T`
+//! registers as 0 and 1. Its inputs are read either in full (same element count) or
+//! through a broadcast pattern (`x[(i / q) % p]`: scalars, rows, columns), so the scalar
+//! constants and bias broadcasts the builders emit never touch memory.
+
+use super::data::{Data, DataMut};
+use crate::ir::{BinaryOp, Comparison, DType, Node, Op, UnaryOp};
+use crate::ops::real::Real;
+use crate::ops::{binary, compare, unary};
+use crate::{Error, Result};
+
+/// Elements per register. Small enough that a kernel's registers stay in L1/L2, large
+/// enough that each instruction's loop amortises its dispatch.
+pub(crate) const CHUNK: usize = 256;
+
+/// How a fused kernel reads an input: element `i` of the kernel is element
+/// `(i / q) % p` of the input. `Full` is `q = 1, p = n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Pattern {
+    pub q: usize,
+    pub p: usize,
+}
+
+impl Pattern {
+    pub fn full(n: usize) -> Pattern {
+        Pattern { q: 1, p: n.max(1) }
+    }
+}
+
+/// Where an instruction's operand comes from: a register, or (for a float input read in
+/// full) the input itself, with no copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Src {
+    Reg(usize),
+    In(usize),
+}
+
+/// One register-producing instruction; register `k` is written by instruction `k`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Inst {
+    /// A patterned or boolean input, converted to `T`.
+    Load {
+        input: usize,
+    },
+    Unary {
+        op: UnaryOp,
+        a: Src,
+    },
+    Binary {
+        op: BinaryOp,
+        a: Src,
+        b: Src,
+    },
+    Compare {
+        cmp: Comparison,
+        a: Src,
+        b: Src,
+    },
+    Select {
+        p: Src,
+        t: Src,
+        f: Src,
+    },
+    /// `x != 0` as 0/1 (a conversion to bool).
+    ToBool {
+        a: Src,
+    },
+    /// `x == 0` as 0/1 (logical not).
+    Not {
+        a: Src,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct FusedKernel {
+    /// Elements computed.
+    pub n: usize,
+    /// The compute type: f32 or f64.
+    pub t: DType,
+    /// For each input: the node whose value is read, and how.
+    pub inputs: Vec<(usize, Pattern)>,
+    pub insts: Vec<Inst>,
+    /// Values written to memory, and the node each one is.
+    pub outputs: Vec<(Src, usize)>,
+    /// The members, for error messages.
+    pub members: Vec<usize>,
+}
+
+/// The compute type a node can be fused under: `Some(Some(t))` for float type `t`,
+/// `Some(None)` for a node that only touches booleans (fits any group), `None` if the
+/// node is not fusible.
+pub(crate) fn fusion_type(nodes: &[Node], i: usize) -> Option<Option<DType>> {
+    let node = &nodes[i];
+    let ty = |v: crate::ir::Value| nodes[v.index()].ty.dtype;
+    let float = |d: DType| d.is_arith_float();
+    // All types involved must be one float type or bool.
+    let mut t: Option<DType> = None;
+    let mut types = vec![node.ty.dtype];
+    match &node.op {
+        Op::Unary { op, x } => {
+            if *op == UnaryOp::Not {
+                types.push(ty(*x));
+            } else if !float(node.ty.dtype) {
+                return None;
+            }
+        }
+        Op::Binary { op, lhs, rhs } => {
+            let logical = matches!(op, BinaryOp::And | BinaryOp::Or);
+            if !logical && !float(node.ty.dtype) {
+                return None;
+            }
+            types.extend([ty(*lhs), ty(*rhs)]);
+        }
+        Op::Compare { lhs, rhs, .. } => types.extend([ty(*lhs), ty(*rhs)]),
+        Op::Select {
+            pred,
+            on_true,
+            on_false,
+        } => types.extend([ty(*pred), ty(*on_true), ty(*on_false)]),
+        Op::Convert { x, .. } => types.push(ty(*x)),
+        _ => return None,
+    }
+    for d in types {
+        match d {
+            DType::Bool => {}
+            d if float(d) => match t {
+                None => t = Some(d),
+                Some(prev) if prev == d => {}
+                Some(_) => return None,
+            },
+            _ => return None,
+        }
+    }
+    Some(t)
+}
+
+/// The broadcast pattern of a `broadcast_in_dim` node, if it has one: the operand's
+/// non-unit dimensions must land on one contiguous block of result dimensions.
+pub(crate) fn broadcast_pattern(nodes: &[Node], i: usize) -> Option<Pattern> {
+    let Op::BroadcastInDim { x, dims, .. } = &nodes[i].op else {
+        return None;
+    };
+    let xd = nodes[x.index()].ty.dims();
+    let od = nodes[i].ty.dims();
+    let active: Vec<usize> = dims
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| xd[*j] > 1)
+        .map(|(_, &d)| d)
+        .collect();
+    let p: usize = xd.iter().product();
+    let Some((&a, &last)) = active.first().zip(active.last()) else {
+        return Some(Pattern { q: 1, p: 1 });
+    };
+    // Every result dimension in [a, last] must come from an active operand dimension.
+    if (a..=last).any(|d| od[d] > 1 && !active.contains(&d)) {
+        return None;
+    }
+    let q: usize = od[last + 1..].iter().product();
+    Some(Pattern { q, p })
+}
+
+/// Builds the kernel for `members` (in order). `read(v)` resolves an operand to the node
+/// whose memory holds it and the pattern to read it with, when it is not a member.
+pub(crate) fn build(
+    nodes: &[Node],
+    members: &[usize],
+    t: DType,
+    is_output: impl Fn(usize) -> bool,
+    read: impl Fn(usize) -> (usize, Pattern),
+) -> FusedKernel {
+    let n = nodes[members[0]].ty.numel();
+    let mut src_of: std::collections::HashMap<usize, Src> = Default::default();
+    let mut inputs: Vec<(usize, Pattern)> = Vec::new();
+    let mut insts: Vec<Inst> = Vec::new();
+    let mut input_of: std::collections::HashMap<(usize, Pattern), Src> = Default::default();
+    for &m in members {
+        let ops = nodes[m].op.operands();
+        let mut a = Vec::with_capacity(ops.len());
+        for v in ops {
+            let (node, pat) = read(v.index());
+            let src = match src_of.get(&node) {
+                Some(&s) if pat == Pattern::full(n) => s,
+                _ => *input_of.entry((node, pat)).or_insert_with(|| {
+                    inputs.push((node, pat));
+                    let input = inputs.len() - 1;
+                    // Float data read in full needs no register: instructions read it in place.
+                    if pat == Pattern::full(n) && nodes[node].ty.dtype == t && n > 1 {
+                        Src::In(input)
+                    } else {
+                        insts.push(Inst::Load { input });
+                        Src::Reg(insts.len() - 1)
+                    }
+                }),
+            };
+            a.push(src);
+        }
+        let inst = match &nodes[m].op {
+            Op::Unary {
+                op: UnaryOp::Not, ..
+            } => Some(Inst::Not { a: a[0] }),
+            Op::Unary { op, .. } => Some(Inst::Unary { op: *op, a: a[0] }),
+            Op::Binary { op, .. } => Some(Inst::Binary {
+                op: *op,
+                a: a[0],
+                b: a[1],
+            }),
+            Op::Compare { cmp, .. } => Some(Inst::Compare {
+                cmp: *cmp,
+                a: a[0],
+                b: a[1],
+            }),
+            Op::Select { .. } => Some(Inst::Select {
+                p: a[0],
+                t: a[1],
+                f: a[2],
+            }),
+            Op::Convert { to, x } => {
+                let from = nodes[x.index()].ty.dtype;
+                if *to == DType::Bool && from != DType::Bool {
+                    Some(Inst::ToBool { a: a[0] })
+                } else {
+                    None // bool -> float, or same type: the value is already right
+                }
+            }
+            _ => None,
+        };
+        let s = match inst {
+            Some(i) => {
+                insts.push(i);
+                Src::Reg(insts.len() - 1)
+            }
+            None => a[0],
+        };
+        src_of.insert(m, s);
+    }
+    let outputs = members
+        .iter()
+        .filter(|&&m| is_output(m))
+        .map(|&m| (src_of[&m], m))
+        .collect();
+    FusedKernel {
+        n,
+        t,
+        inputs,
+        insts,
+        outputs,
+        members: members.to_vec(),
+    }
+}
+
+/// Fills `out` with elements `start..start + out.len()` of an input read with `pat`.
+#[inline(always)]
+fn load<T: Real>(src: Data<'_>, pat: Pattern, start: usize, out: &mut [T]) -> Result<()> {
+    macro_rules! read {
+        ($a:expr, $conv:expr) => {{
+            let a = $a;
+            if pat.p == 1 {
+                out.fill($conv(a[0]));
+            } else if pat.q == 1 && (start % pat.p) + out.len() <= pat.p {
+                let (s, len) = (start % pat.p, out.len());
+                for (o, &v) in out.iter_mut().zip(&a[s..s + len]) {
+                    *o = $conv(v);
+                }
+            } else {
+                let (mut j, mut r) = ((start / pat.q) % pat.p, start % pat.q);
+                for o in out.iter_mut() {
+                    *o = $conv(a[j]);
+                    r += 1;
+                    if r == pat.q {
+                        r = 0;
+                        j += 1;
+                        if j == pat.p {
+                            j = 0;
+                        }
+                    }
+                }
+            }
+        }};
+    }
+    match src {
+        Data::Bool(a) => read!(a, |v: bool| if v { T::one() } else { T::zero() }),
+        d => match T::of(d) {
+            Some(a) => read!(a, |v: T| v),
+            None => return Err(fused_type_error(d.dtype())),
+        },
+    }
+    Ok(())
+}
+
+fn fused_type_error(d: DType) -> Error {
+    Error::Backend {
+        backend: "native",
+        message: format!("internal: fused kernel given {d} data"),
+    }
+}
+
+/// Runs a fused kernel. `regs` is scratch for `insts.len() * CHUNK` elements.
+///
+/// The loops are compiled three times, for AVX-512, AVX2+FMA and the baseline, and the
+/// best the CPU supports is picked at run time: one binary runs everywhere and still uses
+/// the wide vectors where they exist.
+pub(crate) fn run<T: Real>(
+    k: &FusedKernel,
+    inputs: &[Data<'_>],
+    outputs: &mut [DataMut<'_>],
+    regs: &mut Vec<T>,
+) -> Result<()> {
+    let need = k.insts.len() * CHUNK;
+    if regs.len() < need {
+        regs.resize(need, T::zero());
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports the features the function is compiled for.
+            return unsafe { run_avx512(k, inputs, outputs, regs) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: as above.
+            return unsafe { run_avx2(k, inputs, outputs, regs) };
+        }
+    }
+    run_generic(k, inputs, outputs, regs)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+unsafe fn run_avx512<T: Real>(
+    k: &FusedKernel,
+    inputs: &[Data<'_>],
+    outputs: &mut [DataMut<'_>],
+    regs: &mut [T],
+) -> Result<()> {
+    run_generic(k, inputs, outputs, regs)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn run_avx2<T: Real>(
+    k: &FusedKernel,
+    inputs: &[Data<'_>],
+    outputs: &mut [DataMut<'_>],
+    regs: &mut [T],
+) -> Result<()> {
+    run_generic(k, inputs, outputs, regs)
+}
+
+#[inline(always)]
+fn run_generic<T: Real>(
+    k: &FusedKernel,
+    inputs: &[Data<'_>],
+    outputs: &mut [DataMut<'_>],
+    regs: &mut [T],
+) -> Result<()> {
+    let one = T::one();
+    let mut start = 0;
+    while start < k.n {
+        let len = CHUNK.min(k.n - start);
+        for (r, inst) in k.insts.iter().enumerate() {
+            let (before, rest) = regs.split_at_mut(r * CHUNK);
+            let out = &mut rest[..len];
+            let get = |s: Src| -> &[T] {
+                match s {
+                    Src::Reg(i) => &before[i * CHUNK..i * CHUNK + len],
+                    // Checked when the kernel was built: full inputs of type T.
+                    Src::In(i) => T::of(inputs[i])
+                        .map(|a| &a[start..start + len])
+                        .unwrap_or(&[]),
+                }
+            };
+            match *inst {
+                Inst::Load { input } => load(inputs[input], k.inputs[input].1, start, out)?,
+                Inst::Unary { op, a } => unary::apply_real(op, get(a), out),
+                Inst::Binary {
+                    op: BinaryOp::And,
+                    a,
+                    b,
+                } => binary::apply_real(BinaryOp::Mul, get(a), get(b), out),
+                Inst::Binary {
+                    op: BinaryOp::Or,
+                    a,
+                    b,
+                } => binary::apply_real(BinaryOp::Max, get(a), get(b), out),
+                Inst::Binary { op, a, b } => binary::apply_real(op, get(a), get(b), out),
+                Inst::Compare { cmp, a, b } => compare::apply_real(cmp, get(a), get(b), out),
+                Inst::Select { p, t, f } => {
+                    for (((o, &c), &x), &y) in out.iter_mut().zip(get(p)).zip(get(t)).zip(get(f)) {
+                        *o = if c != T::zero() { x } else { y };
+                    }
+                }
+                Inst::ToBool { a } => {
+                    for (o, &x) in out.iter_mut().zip(get(a)) {
+                        *o = if x != T::zero() { one } else { T::zero() };
+                    }
+                }
+                Inst::Not { a } => {
+                    for (o, &x) in out.iter_mut().zip(get(a)) {
+                        *o = if x == T::zero() { one } else { T::zero() };
+                    }
+                }
+            }
+        }
+        for (slot, &(src, _)) in outputs.iter_mut().zip(&k.outputs) {
+            let src: &[T] = match src {
+                Src::Reg(r) => &regs[r * CHUNK..r * CHUNK + len],
+                Src::In(i) => T::of(inputs[i])
+                    .map(|a| &a[start..start + len])
+                    .unwrap_or(&[]),
+            };
+            match slot {
+                DataMut::Bool(o) => {
+                    for (d, &v) in o[start..start + len].iter_mut().zip(src) {
+                        *d = v != T::zero();
+                    }
+                }
+                d => match T::of_mut(d.reborrow()) {
+                    Some(o) => o[start..start + len].copy_from_slice(src),
+                    None => return Err(fused_type_error(d.dtype())),
+                },
+            }
+        }
+        start += len;
+    }
+    Ok(())
+}
