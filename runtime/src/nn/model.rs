@@ -1,6 +1,6 @@
 //! A model: an architecture (its layers, in order) plus its weights.
 
-use super::layer::{Forward, Layer, ParamSpec};
+use super::layer::{Forward, Layer, ParamDecl, ParamSpec};
 use crate::ir::Value;
 use crate::random::Rng;
 use crate::{Error, Result, Tensor};
@@ -15,6 +15,10 @@ pub trait Architecture: Send + Sync + 'static {
     const INPUT_SHAPE: Option<&'static [usize]>;
     /// The output shape without the batch dimension, when known before any data is seen.
     const OUTPUT_SHAPE: Option<&'static [usize]>;
+    /// Every parameter, when its dims are known before any data is seen: `model!` lists
+    /// them, so the expansion shows each weight's dims, and [`Model::build`] checks the
+    /// layers create exactly these.
+    const PARAMS: Option<&'static [ParamDecl]> = None;
 
     /// The model's name in summaries.
     fn name(&self) -> &str {
@@ -157,11 +161,22 @@ impl<A: Architecture> Model<A> {
             shape = layer.output_shape(&shape)?;
             outputs.push(shape.clone());
         }
+        // What the architecture declared at compile time must be what its layers do.
         if let Some(declared) = A::OUTPUT_SHAPE {
             if declared != shape.as_slice() {
                 return Err(Error::invalid(
                     format!("model `{}`", self.arch.name()),
                     format!("declared output shape {declared:?} but the layers give {shape:?}"),
+                ));
+            }
+        }
+        if let Some(declared) = A::PARAMS {
+            let agree = declared.len() == params.len()
+                && declared.iter().zip(&params).all(|(d, p)| d.matches(p));
+            if !agree {
+                return Err(Error::invalid(
+                    format!("model `{}`", self.arch.name()),
+                    format!("declared parameters {declared:?} but the layers create {params:?}"),
                 ));
             }
         }
