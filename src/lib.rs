@@ -81,9 +81,9 @@ pub use strata_runtime::*;
 ///
 /// ```compile_fail
 /// # use strata::model;
-/// // error: `reshape` (Reshape) needs 1568 elements to reshape to (28, 28, 2), but the
-/// //        input is (None, 784)
-/// let model = model![Input(784), Reshape((28, 28, 2))];
+/// // error: `reshape` (Reshape) needs 784 elements to reshape to (28, 28, 1), but
+/// //        `dense` (Dense) outputs (None, 128)
+/// let model = model![Input(784), Dense(128, relu), Reshape((28, 28, 1))];
 /// ```
 pub use strata_macros::model;
 

@@ -219,6 +219,8 @@ fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<
     };
     let mut next_positional = 0;
     let mut keyword_seen = false;
+    // Positional arguments beyond the entry's: one error covering all of them.
+    let mut extra = TokenStream::new();
     for a in &syntax.args {
         let arg_def = match &a.keyword {
             None if keyword_seen => {
@@ -228,7 +230,7 @@ fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<
             }
             None => {
                 let Some(d) = positional.get(next_positional) else {
-                    errors.at(&a.tokens, extra_message(def, &positional));
+                    extra.extend(a.tokens.clone());
                     r.ok = false;
                     continue;
                 };
@@ -267,6 +269,9 @@ fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<
                 r.ok = false;
             }
         }
+    }
+    if !extra.is_empty() {
+        errors.at(extra, extra_message(def, &positional));
     }
     for d in all {
         if r.given.iter().any(|(n, _)| *n == d.name) {

@@ -110,6 +110,10 @@ impl fmt::Display for Shape {
                 None => f.write_str(", ?")?,
             }
         }
+        // A one-element tuple, as Python writes it.
+        if !self.open && self.dims.is_empty() {
+            f.write_str(",")?;
+        }
         f.write_str(")")
     }
 }

@@ -168,14 +168,10 @@ fn sizes(value: &Value, arg: &str, allow_inferred: bool) -> syn::Result<Vec<i64>
     };
     let mut out = Vec::new();
     for item in items {
-        let what = if allow_inferred {
-            "a size >= 1 or -1"
-        } else {
-            "a size >= 1"
-        };
-        let v = int(item, arg, what)?;
+        let what = if allow_inferred { ">= 1 or -1" } else { ">= 1" };
+        let v = int(item, arg, &format!("sizes {what}"))?;
         if v < 1 && !(allow_inferred && v == -1) {
-            return Err(err(item, format!("`{arg}` sizes must be {what}s, got {v}")));
+            return Err(err(item, format!("`{arg}` sizes must be {what}, got {v}")));
         }
         out.push(v);
     }
@@ -205,7 +201,7 @@ impl Kind {
                     _ => (v > 0.0, "> 0"),
                 };
                 if !ok {
-                    return Err(err(value, format!("`{arg}` must be {range}, got {v}")));
+                    return Err(err(value, format!("`{arg}` must be {range}, got {v:?}")));
                 }
                 Val::Float(v)
             }
@@ -226,7 +222,15 @@ impl Kind {
             Kind::Activation => Val::Activation(choice(value, arg, "activation", ACTIVATIONS)?),
             Kind::Initializer => Val::Initializer(choice(value, arg, "initializer", INITIALIZERS)?),
             Kind::Padding => Val::Padding(choice(value, arg, "padding", PADDINGS)?),
-            Kind::DataFormat => Val::DataFormat(choice(value, arg, "data format", DATA_FORMATS)?),
+            Kind::DataFormat => match &value.kind {
+                ValueKind::Name(n) if n == "channels_first" => {
+                    return Err(err(
+                        value,
+                        "`channels_first` is not supported: Strata's image layers take channels_last inputs (height, width, channels)",
+                    ))
+                }
+                _ => Val::DataFormat(choice(value, arg, "data format", DATA_FORMATS)?),
+            },
             Kind::Axis => Val::Axis(int(value, arg, "an axis")?),
             Kind::Shape => Val::Shape(
                 sizes(value, arg, false)?
