@@ -98,6 +98,13 @@ fn tutorial_keras_form_equals_input_form() {
     assert_eq!(keras.summary(), plain.summary());
     assert_eq!(keras.weights(), plain.weights(), "same seed, same weights");
     // Keras' tuple and string spellings.
+    // The spelling: activation by position, input_shape by keyword.
+    let mixed = model![
+        Dense(128, relu, input_shape = 784),
+        Dense(64, relu),
+        Dense(10, softmax)
+    ];
+    assert_eq!(mixed.summary(), plain.summary());
     let quoted = model![
         Dense(128, activation = "relu", input_shape = (784,)),
         Dense(64, activation = "relu"),

@@ -7,7 +7,7 @@
 //! The shape and parameter rules mirror the runtime layers' `output_shape` and `params`;
 //! the workspace's tests build every test model and compare the two.
 
-use crate::shape::Shape;
+use crate::shape::{product, Shape};
 use crate::value::{Kind, Val};
 
 /// A name an argument may take (`relu`) and the runtime enum variant it stands for.
@@ -564,11 +564,12 @@ pub fn layer_names() -> Vec<&'static str> {
 
 fn reshape(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
     let target = a.target_shape();
-    let known: usize = target
+    let sizes: Vec<usize> = target
         .iter()
         .filter(|&&d| d > 0)
         .map(|&d| d as usize)
-        .product();
+        .collect();
+    let known = product(&sizes);
     let inferred = target.contains(&-1);
     let count = x.numel();
     let fill = match count {
@@ -657,7 +658,8 @@ fn conv2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
     }
     let [kh, kw] = a.pair("kernel_size");
     let [dh, dw] = a.pair("dilation_rate");
-    let window = [(kh - 1) * dh + 1, (kw - 1) * dw + 1];
+    let dilated = |k: usize, d: usize| (k - 1).saturating_mul(d).saturating_add(1);
+    let window = [dilated(kh, dh), dilated(kw, dw)];
     let what = if window == [kh, kw] {
         format!("{kh}x{kw} kernel")
     } else {

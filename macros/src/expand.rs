@@ -7,7 +7,7 @@
 
 use crate::check::{Layer, Model};
 use crate::parse::Form;
-use crate::shape::{dims_text, Shape};
+use crate::shape::{dims_text, product, Shape};
 use crate::value::Val;
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
@@ -144,9 +144,10 @@ fn overview(model: &Model) -> String {
 
 /// The element count of all `dims`, when every size is known.
 fn total<'a>(dims: impl Iterator<Item = &'a Vec<Option<usize>>>) -> Option<usize> {
-    let mut n = 0;
+    let mut n: usize = 0;
     for d in dims {
-        n += d.iter().copied().product::<Option<usize>>()?;
+        let known: Vec<usize> = d.iter().copied().collect::<Option<_>>()?;
+        n = n.saturating_add(product(&known));
     }
     Some(n)
 }

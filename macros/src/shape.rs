@@ -36,9 +36,10 @@ impl Shape {
         self.dims.iter().copied().collect()
     }
 
-    /// The element count (without batch), when known.
+    /// The element count (without batch), when known. Sizes come from the user's
+    /// literals, so the product saturates rather than overflow.
     pub fn numel(&self) -> Option<usize> {
-        self.to_known().map(|d| d.iter().product())
+        self.to_known().map(|d| product(&d))
     }
 
     /// The last axis' size; `Err` when the shape has no axis at all.
@@ -125,4 +126,9 @@ pub fn dims_text(dims: &[Option<usize>]) -> String {
         .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
         .collect();
     format!("[{}]", parts.join(", "))
+}
+
+/// The product of sizes, saturating at `usize::MAX` (no size the runtime could allocate).
+pub fn product(dims: &[usize]) -> usize {
+    dims.iter().fold(1, |n, &d| n.saturating_mul(d))
 }

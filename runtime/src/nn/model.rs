@@ -171,13 +171,18 @@ impl<A: Architecture> Model<A> {
             }
         }
         if let Some(declared) = A::PARAMS {
-            let agree = declared.len() == params.len()
-                && declared.iter().zip(&params).all(|(d, p)| d.matches(p));
-            if !agree {
-                return Err(Error::invalid(
-                    format!("model `{}`", self.arch.name()),
-                    format!("declared parameters {declared:?} but the layers create {params:?}"),
-                ));
+            let differ = |m: String| Error::invalid(format!("model `{}`", self.arch.name()), m);
+            if declared.len() != params.len() {
+                return Err(differ(format!(
+                    "declared {} parameters but the layers create {}",
+                    declared.len(),
+                    params.len()
+                )));
+            }
+            if let Some((d, p)) = declared.iter().zip(&params).find(|(d, p)| !d.matches(p)) {
+                return Err(differ(format!(
+                    "declared parameter {d:?} but the layers create {p:?}"
+                )));
             }
         }
         let mut rng = Rng::new(self.seed);
