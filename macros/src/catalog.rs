@@ -59,7 +59,7 @@ pub static DATA_FORMATS: &[Choice] = &[choice("channels_last", "")];
 
 /// An argument's default.
 #[derive(Clone, Copy, Debug)]
-pub enum Default {
+pub enum ArgDefault {
     /// Must be given.
     Required,
     /// The default, written as in a call (and read by the same code as a user's value).
@@ -72,7 +72,7 @@ pub enum Default {
 pub struct ArgDef {
     pub name: &'static str,
     pub kind: Kind,
-    pub default: Default,
+    pub default: ArgDefault,
     /// Whether it may be given by position (the common arguments are keyword-only).
     pub positional: bool,
     /// Whether the runtime struct has a field of this name.
@@ -83,7 +83,7 @@ const fn arg(name: &'static str, kind: Kind, default: &'static str) -> ArgDef {
     ArgDef {
         name,
         kind,
-        default: Default::Is(default),
+        default: ArgDefault::Is(default),
         positional: true,
         field: true,
     }
@@ -93,7 +93,7 @@ const fn required(name: &'static str, kind: Kind) -> ArgDef {
     ArgDef {
         name,
         kind,
-        default: Default::Required,
+        default: ArgDefault::Required,
         positional: true,
         field: true,
     }
@@ -103,7 +103,7 @@ const fn required(name: &'static str, kind: Kind) -> ArgDef {
 const DATA_FORMAT: ArgDef = ArgDef {
     name: "data_format",
     kind: Kind::DataFormat,
-    default: Default::Is("channels_last"),
+    default: ArgDefault::Is("channels_last"),
     positional: true,
     field: false,
 };
@@ -114,14 +114,14 @@ pub static COMMON: &[ArgDef] = &[
     ArgDef {
         name: "name",
         kind: Kind::Name,
-        default: Default::Absent,
+        default: ArgDefault::Absent,
         positional: false,
         field: false,
     },
     ArgDef {
         name: "input_shape",
         kind: Kind::Shape,
-        default: Default::Absent,
+        default: ArgDefault::Absent,
         positional: false,
         field: false,
     },
@@ -278,7 +278,7 @@ fn same_shape(_: &Args, x: &Shape) -> Result<Shape, ShapeError> {
 pub static LAYERS: &[LayerDef] = &[
     LayerDef {
         class: "Input",
-        aliases: &["InputLayer"],
+        aliases: &[],
         base_name: "input_layer",
         runtime: "",
         args: &[required("shape", Kind::Shape)],

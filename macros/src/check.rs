@@ -127,12 +127,8 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
         Some(dims) => Shape::known(dims),
         None => Shape::unknown(),
     };
-    // Who produced `shape`, for messages: `dense` (Dense), or the declared input.
-    let mut producer = if input.is_some() {
-        "the input is".to_string()
-    } else {
-        "its input is".to_string()
-    };
+    // The layer that produced `shape`, for messages; `None`: the model's input.
+    let mut previous: Option<String> = None;
     let mut out = Vec::new();
     for (i, (r, name)) in layers.iter().zip(&names).enumerate() {
         let Some(r) = r else {
@@ -141,17 +137,17 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
         };
         let label = format!("`{name}` ({})", r.def.class);
         if r.def.takes_ids && i > 0 {
+            let after = previous
+                .as_ref()
+                .map_or(String::new(), |p| format!("; here it follows {p}"));
             errors.at(
                 &r.syntax.tokens,
-                format!(
-                    "{label} takes integer ids, so it must be the first layer; here it follows {}",
-                    producer.trim_end_matches(" outputs")
-                ),
+                format!("{label} takes integer ids, so it must be the first layer{after}"),
             );
         }
         if !r.ok {
             shape = Shape::unknown();
-            producer = format!("{label} outputs");
+            previous = Some(label);
             continue;
         }
         for e in (r.def.validate)(&r.args) {
@@ -160,9 +156,13 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
         let output = match (r.def.shape)(&r.args, &shape) {
             Ok(s) => s,
             Err(e) => {
+                let source = match &previous {
+                    Some(p) => format!("{p} outputs {shape}"),
+                    None => format!("the input is {shape}"),
+                };
                 errors.at(
                     r.tokens(e.arg),
-                    format!("{label} needs {}, but {producer} {shape}", e.need),
+                    format!("{label} needs {}, but {source}", e.need),
                 );
                 Shape::unknown()
             }
@@ -178,7 +178,7 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
             output: output.clone(),
         });
         shape = output;
-        producer = format!("{label} outputs");
+        previous = Some(label);
     }
     match errors.0 {
         Some(e) => Err(e),
@@ -278,7 +278,7 @@ fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<
             continue;
         }
         match d.default {
-            catalog::Default::Required => {
+            catalog::ArgDefault::Required => {
                 // An unparsable argument may have been the missing one: say nothing more.
                 if syntax.complete {
                     let names: Vec<&str> = def.args.iter().map(|d| d.name).collect();
@@ -294,14 +294,14 @@ fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<
                 }
                 r.ok = false;
             }
-            catalog::Default::Is(text) => match default_value(d, text) {
+            catalog::ArgDefault::Is(text) => match default_value(d, text) {
                 Ok(v) => r.args.insert(d.name, v),
                 Err(e) => {
                     errors.add(e);
                     r.ok = false;
                 }
             },
-            catalog::Default::Absent => {}
+            catalog::ArgDefault::Absent => {}
         }
     }
     Some(r)

@@ -253,12 +253,8 @@ fn value(v: &Val) -> TokenStream {
             let dims = dims.iter().map(|&d| int(d));
             quote!(::strata::__private::Vec::from([#(#dims),*]))
         }
-        Val::Shape(dims) => {
-            let dims = dims.iter().map(|&d| Literal::usize_unsuffixed(d));
-            quote!(::strata::__private::Vec::from([#(#dims),*]))
-        }
-        // Not runtime fields (`ArgDef::field` is false for them).
-        Val::DataFormat(_) | Val::Name(_) => quote!(),
+        // Never runtime fields: `Input`'s and `input_shape`'s shapes, `data_format`, `name`.
+        Val::Shape(_) | Val::DataFormat(_) | Val::Name(_) => quote!(),
     }
 }
 

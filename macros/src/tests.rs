@@ -1,7 +1,7 @@
 //! The expansion snapshots (what the macro generates, committed for reviewers and
 //! compiled by the workspace's tests) and checks of the catalogue itself.
 
-use crate::catalog::{self, Default, COMMON, LAYERS};
+use crate::catalog::{self, ArgDefault, COMMON, LAYERS};
 use crate::expand_model;
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -85,7 +85,7 @@ fn named_snapshot() {
 fn every_default_is_a_valid_value() {
     for layer in LAYERS {
         for arg in layer.args.iter().chain(COMMON) {
-            if let Default::Is(text) = arg.default {
+            if let ArgDefault::Is(text) = arg.default {
                 let value = syn::parse_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
                 arg.kind
                     .accept(&value, arg.name)
