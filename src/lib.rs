@@ -1,5 +1,115 @@
 //! Strata: neural networks declared inline, checked at compile time, trained anywhere.
 //!
-//! This facade re-exports the runtime (graph IR, autodiff, backends) and the `model!` macro.
+//! This facade re-exports the runtime (graph IR, autodiff, backends, layers) and the
+//! [`model!`] macro.
+//!
+//! ```
+//! use strata::model;
+//!
+//! let model = model![Input(784), Dense(128, relu), Dense(64, relu), Dense(10, softmax)];
+//! assert_eq!(model.output_shape(), Some(&[10][..]));
+//! assert!(model.summary().contains("Total params: 109,386"));
+//! ```
 
 pub use strata_runtime::*;
+
+/// Declares a model: a stack of Keras layers, every argument and shape checked at
+/// compile time.
+///
+/// # Forms
+///
+/// An expression giving a [`nn::Model`]:
+///
+/// ```
+/// # use strata::model;
+/// let model = model![Input(784), Dense(128, relu), Dense(64, relu), Dense(10, softmax)];
+/// // Keras' form: the input shape on the first layer, keyword arguments.
+/// let same = model![
+///     Dense(128, activation = relu, input_shape = 784),
+///     Dense(64, activation = relu),
+///     Dense(10, activation = softmax),
+/// ];
+/// assert_eq!(model.summary(), same.summary());
+/// ```
+///
+/// Without `Input` (or `input_shape`) the input comes from the first data, as in Keras'
+/// deferred build; everything after it is still checked:
+///
+/// ```
+/// # use strata::model;
+/// let mut model = model![Dense(128, relu), Dense(10, softmax)];
+/// assert!(!model.is_built());
+/// model.build(&[784]).unwrap();
+/// ```
+///
+/// A named, reusable type (its doc comments and visibility are yours; `///` lines above a
+/// layer document its field):
+///
+/// ```
+/// strata::model! {
+///     /// A small convolutional classifier for 28x28 greyscale images.
+///     pub struct Mnist {
+///         Input((28, 28, 1)),
+///         Conv2D(32, kernel_size = 3, padding = same, activation = relu),
+///         MaxPooling2D(2),
+///         Flatten,
+///         Dropout(0.2),
+///         /// The classifier head.
+///         Dense(10, softmax),
+///     }
+/// }
+///
+/// let model = Mnist::model();
+/// assert_eq!(<Mnist as strata::nn::Architecture>::OUTPUT_SHAPE, Some(&[10][..]));
+/// assert_eq!(model.name(), "mnist");
+/// ```
+///
+/// # Layers
+///
+/// `Input`, `Dense`, `Flatten`, `Reshape`, `Dropout`, `Conv2D`, `MaxPooling2D` (alias
+/// `MaxPool2D`), `AveragePooling2D` (`AvgPool2D`), `GlobalAveragePooling2D`,
+/// `BatchNormalization`, `LayerNormalization`, `Embedding` and `Activation`, with Keras'
+/// arguments, positional order and defaults. Every layer also takes `name = "..."`.
+/// Activations, initializers and paddings are written by name, bare (`relu`) or quoted
+/// (`"relu"`); sizes must be literals, since they are checked at compile time.
+///
+/// # Mistakes
+///
+/// Every mistake is a compile error on the token that caused it, all of them at once:
+/// unknown layers, arguments and names (with a "did you mean"), missing, repeated or
+/// mistyped arguments, values out of range, and shapes a layer cannot take:
+///
+/// ```compile_fail
+/// # use strata::model;
+/// // error: `reshape` (Reshape) needs 784 elements to reshape to (28, 28, 1), but
+/// //        `dense` (Dense) outputs (None, 128)
+/// let model = model![Input(784), Dense(128, relu), Reshape((28, 28, 1))];
+/// ```
+pub use strata_macros::model;
+
+/// What `model!`'s expansion refers to, by absolute path, so user code can shadow
+/// nothing it needs. Not public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use std::default::Default;
+    pub use std::option::Option::{self, None, Some};
+    pub use std::result::Result::{Err, Ok};
+    pub use std::string::String;
+    pub use std::vec::Vec;
+
+    use crate::nn::{Model, Sequential};
+
+    /// The error of a generated `forward` given parameter groups for another model.
+    pub fn param_groups(expected: usize, got: usize) -> crate::Error {
+        crate::Error::InvalidArgument {
+            what: "forward".into(),
+            message: format!("{got} parameter groups for a model of {expected} layers"),
+        }
+    }
+
+    /// The stand-in `model![...]` evaluates to when it has errors, so the code around it
+    /// still type-checks and only the model's own errors are reported.
+    pub fn stub_model() -> Model<Sequential> {
+        Model::new(Sequential::default())
+    }
+}

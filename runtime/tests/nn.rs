@@ -214,3 +214,39 @@ fn activations_by_hand() {
     assert_eq!(Activation::from_name("silu"), Some(Activation::Swish));
     assert_eq!(Activation::from_name("relu6"), None);
 }
+
+/// A hand-written architecture declaring what `model!` would; `WRONG` flips one dim.
+struct Declared<const WRONG: bool>(Dense);
+
+impl<const WRONG: bool> strata_runtime::nn::Architecture for Declared<WRONG> {
+    const INPUT_SHAPE: Option<&'static [usize]> = Some(&[3]);
+    const OUTPUT_SHAPE: Option<&'static [usize]> = Some(&[2]);
+    const PARAMS: Option<&'static [strata_runtime::nn::ParamDecl]> = Some(&[
+        strata_runtime::nn::ParamDecl {
+            name: "dense/kernel",
+            dims: if WRONG { &[2, 3] } else { &[3, 2] },
+            init: strata_runtime::nn::Initializer::GlorotUniform,
+            trainable: true,
+        },
+        strata_runtime::nn::ParamDecl {
+            name: "dense/bias",
+            dims: &[2],
+            init: strata_runtime::nn::Initializer::Zeros,
+            trainable: true,
+        },
+    ]);
+
+    fn layers(&self) -> Vec<&dyn Layer> {
+        vec![&self.0]
+    }
+}
+
+#[test]
+fn build_checks_the_declared_parameters() {
+    let dense = || Dense::new("dense", 2, Activation::Linear);
+    assert!(Model::new(Declared::<false>(dense())).is_built());
+    let mut wrong = Model::new(Declared::<true>(dense()));
+    assert!(!wrong.is_built());
+    let e = wrong.build(&[3]).unwrap_err().to_string();
+    assert!(e.contains("dense/kernel") && e.contains("[2, 3]"), "{e}");
+}

@@ -19,6 +19,8 @@ pub enum Initializer {
     LecunNormal,
     Zeros,
     Ones,
+    /// Uniform in `[-0.05, 0.05)`: Keras' `"uniform"`, the default for embeddings.
+    RandomUniform,
 }
 
 /// The stddev of a unit normal truncated to ±2, by which Keras divides so the truncated
@@ -26,7 +28,7 @@ pub enum Initializer {
 const TRUNCATED_STDDEV: f64 = 0.879_625_661_034_239_8;
 
 impl Initializer {
-    pub const ALL: [Initializer; 7] = [
+    pub const ALL: [Initializer; 8] = [
         Initializer::GlorotUniform,
         Initializer::GlorotNormal,
         Initializer::HeNormal,
@@ -34,6 +36,7 @@ impl Initializer {
         Initializer::LecunNormal,
         Initializer::Zeros,
         Initializer::Ones,
+        Initializer::RandomUniform,
     ];
 
     /// The Keras name.
@@ -46,10 +49,15 @@ impl Initializer {
             Initializer::LecunNormal => "lecun_normal",
             Initializer::Zeros => "zeros",
             Initializer::Ones => "ones",
+            Initializer::RandomUniform => "random_uniform",
         }
     }
 
+    /// Looks an initializer up by its Keras name (`uniform` is an alias of `random_uniform`).
     pub fn from_name(name: &str) -> Option<Initializer> {
+        if name == "uniform" {
+            return Some(Initializer::RandomUniform);
+        }
         Initializer::ALL.into_iter().find(|i| i.name() == name)
     }
 
@@ -84,6 +92,7 @@ impl Initializer {
             Initializer::LecunNormal => truncated((1.0 / fi).sqrt(), rng),
             Initializer::Zeros => ArrayD::zeros(d),
             Initializer::Ones => ArrayD::ones(d),
+            Initializer::RandomUniform => uniform(0.05, rng),
         }
     }
 }

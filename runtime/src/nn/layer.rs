@@ -1,7 +1,7 @@
 //! What a layer is to the runtime: a shape rule, its parameters, and a forward pass that
 //! emits primitives.
 
-use super::Initializer;
+use super::{Activation, Initializer};
 use crate::ir::{DType, Graph, TensorType, Value};
 use crate::{Error, Result};
 use std::fmt;
@@ -91,6 +91,16 @@ impl<'g> Forward<'g> {
         self.logits = Some((output, logits));
     }
 
+    /// Applies `activation` to `x`, recording the logits when it is a softmax (every layer
+    /// with an `activation` argument goes through here, so losses always find them).
+    pub fn activate(&mut self, activation: Activation, x: Value) -> Result<Value> {
+        let out = activation.apply(self.g, x)?;
+        if activation == Activation::Softmax {
+            self.mark_softmax(out, x);
+        }
+        Ok(out)
+    }
+
     /// The logits behind `output`, if it was produced by a softmax.
     pub fn logits_of(&self, output: Value) -> Option<Value> {
         self.logits.filter(|(o, _)| *o == output).map(|(_, l)| l)
@@ -118,6 +128,26 @@ pub trait Layer: Send + Sync + fmt::Debug {
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value>;
 }
 
+/// A parameter as `model!` declares it at compile time: the expansion lists these in an
+/// associated const, so the dims of every weight are visible in the generated code.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ParamDecl {
+    pub name: &'static str,
+    pub dims: &'static [usize],
+    pub init: Initializer,
+    pub trainable: bool,
+}
+
+impl ParamDecl {
+    /// Whether `spec` (what the runtime layer creates) is this declared parameter.
+    pub fn matches(&self, spec: &ParamSpec) -> bool {
+        self.name == spec.name
+            && self.dims == spec.dims.as_slice()
+            && self.init == spec.init
+            && self.trainable == spec.trainable
+    }
+}
+
 /// The error for an input shape a layer cannot take.
 pub fn bad_input(layer: &dyn Layer, input: &[usize], expected: &str) -> Error {
     Error::invalid(
@@ -127,4 +157,39 @@ pub fn bad_input(layer: &dyn Layer, input: &[usize], expected: &str) -> Error {
             crate::ir::Shape::from(input)
         ),
     )
+}
+
+/// The error for a layer configured with values it cannot use (zero units, a rate out of
+/// range): layers built by hand are not checked at compile time as `model!` layers are.
+pub fn bad_config(layer: &dyn Layer, message: impl Into<String>) -> Error {
+    Error::invalid(format!("{} ({})", layer.name(), layer.class()), message)
+}
+
+/// The `N` parameter values a layer's forward pass expects, or an error naming the layer
+/// (never an out-of-bounds panic when a caller passes the wrong number).
+pub fn expect_params<const N: usize>(layer: &dyn Layer, params: &[Value]) -> Result<[Value; N]> {
+    params.try_into().map_err(|_| {
+        bad_config(
+            layer,
+            format!(
+                "forward expects {N} parameter value(s), got {}",
+                params.len()
+            ),
+        )
+    })
+}
+
+/// The kernel and, when the layer has one, the bias among a layer's parameter values.
+pub fn kernel_and_bias(
+    layer: &dyn Layer,
+    use_bias: bool,
+    params: &[Value],
+) -> Result<(Value, Option<Value>)> {
+    if use_bias {
+        let [k, b] = expect_params(layer, params)?;
+        Ok((k, Some(b)))
+    } else {
+        let [k] = expect_params(layer, params)?;
+        Ok((k, None))
+    }
 }

@@ -8,6 +8,6 @@ mod model;
 
 pub use activation::{log_softmax, softmax, Activation};
 pub use initializer::Initializer;
-pub use layer::{Forward, Layer, ParamSpec};
+pub use layer::{Forward, Layer, ParamDecl, ParamSpec};
 pub use layers::*;
 pub use model::{Architecture, Model, Sequential};

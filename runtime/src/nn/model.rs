@@ -1,6 +1,6 @@
 //! A model: an architecture (its layers, in order) plus its weights.
 
-use super::layer::{Forward, Layer, ParamSpec};
+use super::layer::{Forward, Layer, ParamDecl, ParamSpec};
 use crate::backend::native::NativeBackend;
 use crate::backend::Backend;
 use crate::ir::Value;
@@ -19,6 +19,10 @@ pub trait Architecture: Send + Sync + 'static {
     const INPUT_SHAPE: Option<&'static [usize]>;
     /// The output shape without the batch dimension, when known before any data is seen.
     const OUTPUT_SHAPE: Option<&'static [usize]>;
+    /// Every parameter, when its dims are known before any data is seen: `model!` lists
+    /// them, so the expansion shows each weight's dims, and [`Model::build`] checks the
+    /// layers create exactly these.
+    const PARAMS: Option<&'static [ParamDecl]> = None;
 
     /// The model's name in summaries.
     fn name(&self) -> &str {
@@ -187,12 +191,28 @@ impl<A: Architecture> Model<A> {
             shape = layer.output_shape(&shape)?;
             outputs.push(shape.clone());
         }
+        // What the architecture declared at compile time must be what its layers do.
         if let Some(declared) = A::OUTPUT_SHAPE {
             if declared != shape.as_slice() {
                 return Err(Error::invalid(
                     format!("model `{}`", self.arch.name()),
                     format!("declared output shape {declared:?} but the layers give {shape:?}"),
                 ));
+            }
+        }
+        if let Some(declared) = A::PARAMS {
+            let differ = |m: String| Error::invalid(format!("model `{}`", self.arch.name()), m);
+            if declared.len() != params.len() {
+                return Err(differ(format!(
+                    "declared {} parameters but the layers create {}",
+                    declared.len(),
+                    params.len()
+                )));
+            }
+            if let Some((d, p)) = declared.iter().zip(&params).find(|(d, p)| !d.matches(p)) {
+                return Err(differ(format!(
+                    "declared parameter {d:?} but the layers create {p:?}"
+                )));
             }
         }
         let mut rng = Rng::new(self.seed);

@@ -1,7 +1,7 @@
 //! `Dense`: `activation(x · kernel + bias)` over the last axis (as Keras, any input rank).
 
 use crate::ir::{DotDims, Value};
-use crate::nn::layer::{bad_input, Forward, Layer, ParamSpec};
+use crate::nn::layer::{bad_config, bad_input, kernel_and_bias, Forward, Layer, ParamSpec};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
 
@@ -39,6 +39,9 @@ impl Layer for Dense {
     }
 
     fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
+        if self.units == 0 {
+            return Err(bad_config(self, "units must be at least 1"));
+        }
         let Some((_, lead)) = input.split_last() else {
             return Err(bad_input(self, input, "[..., features] (rank >= 1)"));
         };
@@ -73,25 +76,22 @@ impl Layer for Dense {
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
-        let r = cx.g.ty(x).rank();
+        let (kernel, bias) = kernel_and_bias(self, self.use_bias, params)?;
+        let r = cx.g.try_ty("dense", x)?.rank();
         let g = &mut *cx.g;
         let mut y = g.dot_general(
             x,
-            params[0],
+            kernel,
             DotDims {
                 lhs_batch: vec![],
                 rhs_batch: vec![],
-                lhs_contract: vec![r - 1],
+                lhs_contract: vec![r.saturating_sub(1)],
                 rhs_contract: vec![0],
             },
         )?;
-        if self.use_bias {
-            y = g.add(y, params[1])?;
+        if let Some(b) = bias {
+            y = g.add(y, b)?;
         }
-        let out = self.activation.apply(g, y)?;
-        if self.activation == Activation::Softmax {
-            cx.mark_softmax(out, y);
-        }
-        Ok(out)
+        cx.activate(self.activation, y)
     }
 }

@@ -1,5 +1,30 @@
 //! The layer catalogue's runtime side: each layer composes IR primitives.
 
+mod activation;
+mod average_pooling2d;
+mod axis;
+mod batch_normalization;
+mod conv2d;
 mod dense;
+mod dropout;
+mod embedding;
+mod flatten;
+mod global_average_pooling2d;
+mod layer_normalization;
+mod max_pooling2d;
+mod reshape;
+mod spatial;
 
+pub use activation::ActivationLayer;
+pub use average_pooling2d::AveragePooling2D;
+pub use batch_normalization::BatchNormalization;
+pub use conv2d::Conv2D;
 pub use dense::Dense;
+pub use dropout::Dropout;
+pub use embedding::Embedding;
+pub use flatten::Flatten;
+pub use global_average_pooling2d::GlobalAveragePooling2D;
+pub use layer_normalization::LayerNormalization;
+pub use max_pooling2d::MaxPooling2D;
+pub use reshape::Reshape;
+pub use spatial::Padding;

@@ -1,0 +1,418 @@
+//! Meaning: every layer looked up in the catalogue, its arguments read and checked, every
+//! layer's shape worked out from the one before. All mistakes of an invocation are
+//! collected, each spanned on the user's token; a mistake makes the shapes after it
+//! unknown rather than wrong, so it causes no further errors.
+
+use crate::catalog::{self, ArgDef, Args, LayerDef, Param, COMMON};
+use crate::parse::{ArgSyntax, LayerSyntax, ModelSyntax, Value};
+use crate::shape::Shape;
+use crate::suggest::did_you_mean;
+use crate::value::Val;
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+use std::collections::HashMap;
+use syn::Attribute;
+
+/// A model that passed every check: what `expand.rs` writes out.
+pub struct Model {
+    /// The declared input shape (`Input(...)` or `input_shape`); `None`: deferred.
+    pub input: Option<Vec<usize>>,
+    pub layers: Vec<Layer>,
+}
+
+impl Model {
+    pub fn output(&self) -> Shape {
+        self.layers
+            .last()
+            .map(|l| l.output.clone())
+            .unwrap_or_else(Shape::unknown)
+    }
+}
+
+pub struct Layer {
+    pub def: &'static LayerDef,
+    /// Keras' name: `dense`, `dense_1`, … or the `name` argument.
+    pub name: String,
+    pub args: Args,
+    /// The call as written, normalised (`Dense(128, activation = relu)`), for docs.
+    pub written: String,
+    pub docs: Vec<Attribute>,
+    pub input: Shape,
+    pub output: Shape,
+    pub params: Vec<Param>,
+}
+
+/// A layer whose entry and arguments were read; `given` maps each argument the user
+/// wrote to its tokens, so later errors can point at it.
+struct Resolved<'s> {
+    def: &'static LayerDef,
+    syntax: &'s LayerSyntax,
+    args: Args,
+    given: Vec<(&'static str, &'s ArgSyntax)>,
+    /// All arguments were read without error.
+    ok: bool,
+}
+
+impl Resolved<'_> {
+    /// Tokens of the argument `arg` if written, else of the whole layer.
+    fn tokens(&self, arg: Option<&str>) -> TokenStream {
+        arg.and_then(|a| self.given.iter().find(|(n, _)| *n == a))
+            .map(|(_, s)| s.tokens.clone())
+            .unwrap_or_else(|| self.syntax.tokens.clone())
+    }
+
+    fn written(&self) -> String {
+        let parts: Vec<String> = self
+            .given
+            .iter()
+            .map(|(name, a)| {
+                let v = self
+                    .args
+                    .get(name)
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                match a.keyword {
+                    Some(_) => format!("{name} = {v}"),
+                    None => v,
+                }
+            })
+            .collect();
+        format!("{}({})", self.def.class, parts.join(", "))
+    }
+}
+
+#[derive(Default)]
+struct Errors(Option<syn::Error>);
+
+impl Errors {
+    fn add(&mut self, e: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(e),
+            None => self.0 = Some(e),
+        }
+    }
+
+    fn at(&mut self, tokens: impl ToTokens, message: impl std::fmt::Display) {
+        self.add(syn::Error::new_spanned(tokens, message));
+    }
+}
+
+/// Checks a parsed invocation; `Err` holds every mistake found, combined.
+pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
+    let mut errors = Errors::default();
+    let resolved: Vec<Option<Resolved>> = syntax
+        .layers
+        .iter()
+        .map(|l| l.as_ref().and_then(|l| resolve(l, &mut errors)))
+        .collect();
+    let input = declared_input(&resolved, &mut errors);
+    let layers: Vec<&Option<Resolved>> = resolved
+        .iter()
+        .filter(|r| !r.as_ref().is_some_and(|r| r.def.is_input()))
+        .collect();
+    if layers.is_empty() {
+        let message =
+            "a model needs at least one layer, e.g. `model![Input(784), Dense(10, softmax)]`";
+        match syntax.layers.first().and_then(|l| l.as_ref()) {
+            Some(first) => errors.at(&first.tokens, message),
+            None if syntax.layers.is_empty() => {
+                errors.add(syn::Error::new(Span::call_site(), message))
+            }
+            None => {}
+        }
+    }
+    let names = names(&layers, &mut errors);
+
+    let mut shape = match &input {
+        Some(dims) => Shape::known(dims),
+        None => Shape::unknown(),
+    };
+    // The layer that produced `shape`, for messages; `None`: the model's input.
+    let mut previous: Option<String> = None;
+    let mut out = Vec::new();
+    for (i, (r, name)) in layers.iter().zip(&names).enumerate() {
+        let Some(r) = r else {
+            shape = Shape::unknown();
+            continue;
+        };
+        let label = format!("`{name}` ({})", r.def.class);
+        if r.def.takes_ids && i > 0 {
+            let after = previous
+                .as_ref()
+                .map_or(String::new(), |p| format!("; here it follows {p}"));
+            errors.at(
+                &r.syntax.tokens,
+                format!("{label} takes integer ids, so it must be the first layer{after}"),
+            );
+        }
+        if !r.ok {
+            shape = Shape::unknown();
+            previous = Some(label);
+            continue;
+        }
+        for e in (r.def.validate)(&r.args) {
+            errors.at(r.tokens(Some(e.arg)), format!("{label}: {}", e.message));
+        }
+        let output = match (r.def.shape)(&r.args, &shape) {
+            Ok(s) => s,
+            Err(e) => {
+                let source = match &previous {
+                    Some(p) => format!("{p} outputs {shape}"),
+                    None => format!("the input is {shape}"),
+                };
+                errors.at(
+                    r.tokens(e.arg),
+                    format!("{label} needs {}, but {source}", e.need),
+                );
+                Shape::unknown()
+            }
+        };
+        out.push(Layer {
+            def: r.def,
+            name: name.clone(),
+            args: r.args.clone(),
+            written: r.written(),
+            docs: r.syntax.docs.clone(),
+            params: (r.def.params)(&r.args, &shape),
+            input: shape,
+            output: output.clone(),
+        });
+        shape = output;
+        previous = Some(label);
+    }
+    match errors.0 {
+        Some(e) => Err(e),
+        None => Ok(Model { input, layers: out }),
+    }
+}
+
+/// Looks the layer up and reads its arguments against its entry.
+fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<'s>> {
+    let written = syntax.name.to_string();
+    let Some(def) = catalog::layer(&written) else {
+        let hint = match did_you_mean(&written, &catalog::layer_names()) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => format!(
+                "the layers model! knows are: {}",
+                catalog::LAYERS
+                    .iter()
+                    .map(|l| l.class)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        errors.at(&syntax.name, format!("unknown layer `{written}`; {hint}"));
+        return None;
+    };
+    let all: Vec<&'static ArgDef> = if def.is_input() {
+        def.args.iter().collect()
+    } else {
+        def.args.iter().chain(COMMON).collect()
+    };
+    let positional: Vec<&'static ArgDef> = def.args.iter().filter(|a| a.positional).collect();
+    let mut r = Resolved {
+        def,
+        syntax,
+        args: Args::default(),
+        given: Vec::new(),
+        ok: syntax.complete,
+    };
+    let mut next_positional = 0;
+    let mut keyword_seen = false;
+    // Positional arguments beyond the entry's: one error covering all of them.
+    let mut extra = TokenStream::new();
+    for a in &syntax.args {
+        let arg_def = match &a.keyword {
+            None if keyword_seen => {
+                errors.at(&a.tokens, "positional argument after keyword arguments");
+                r.ok = false;
+                continue;
+            }
+            None => {
+                let Some(d) = positional.get(next_positional) else {
+                    extra.extend(a.tokens.clone());
+                    r.ok = false;
+                    continue;
+                };
+                next_positional += 1;
+                *d
+            }
+            Some(k) => {
+                keyword_seen = true;
+                let key = k.to_string();
+                let Some(d) = all.iter().find(|d| d.name == key) else {
+                    let names: Vec<&str> = all.iter().map(|d| d.name).collect();
+                    let hint = match did_you_mean(&key, &names) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => format!("its arguments are: {}", names.join(", ")),
+                    };
+                    errors.at(
+                        k,
+                        format!("`{}` has no argument `{key}`; {hint}", def.class),
+                    );
+                    r.ok = false;
+                    continue;
+                };
+                *d
+            }
+        };
+        if r.given.iter().any(|(n, _)| *n == arg_def.name) {
+            errors.at(&a.tokens, format!("`{}` is given twice", arg_def.name));
+            r.ok = false;
+            continue;
+        }
+        r.given.push((arg_def.name, a));
+        match arg_def.kind.accept(&a.value, arg_def.name) {
+            Ok(v) => r.args.insert(arg_def.name, v),
+            Err(e) => {
+                errors.add(e);
+                r.ok = false;
+            }
+        }
+    }
+    if !extra.is_empty() {
+        errors.at(extra, extra_message(def, &positional));
+    }
+    for d in all {
+        if r.given.iter().any(|(n, _)| *n == d.name) {
+            continue;
+        }
+        match d.default {
+            catalog::ArgDefault::Required => {
+                // An unparsable argument may have been the missing one: say nothing more.
+                if syntax.complete {
+                    let names: Vec<&str> = def.args.iter().map(|d| d.name).collect();
+                    errors.at(
+                        &syntax.tokens,
+                        format!(
+                            "`{}` is missing its argument `{}` (its arguments: {})",
+                            def.class,
+                            d.name,
+                            names.join(", ")
+                        ),
+                    );
+                }
+                r.ok = false;
+            }
+            catalog::ArgDefault::Is(text) => match default_value(d, text) {
+                Ok(v) => r.args.insert(d.name, v),
+                Err(e) => {
+                    errors.add(e);
+                    r.ok = false;
+                }
+            },
+            catalog::ArgDefault::Absent => {}
+        }
+    }
+    Some(r)
+}
+
+/// The default of `d`, read by the same code as a user's value.
+fn default_value(d: &ArgDef, text: &str) -> syn::Result<Val> {
+    let value = syn::parse_str::<Value>(text)?;
+    d.kind.accept(&value, d.name)
+}
+
+fn extra_message(def: &LayerDef, positional: &[&ArgDef]) -> String {
+    let names: Vec<&str> = positional.iter().map(|d| d.name).collect();
+    let mut m = format!(
+        "extra argument: `{}` takes at most {} positional argument{} ({})",
+        def.class,
+        names.len(),
+        if names.len() == 1 { "" } else { "s" },
+        names.join(", ")
+    );
+    if def.is_input() {
+        m += "; write a shape of several axes as a tuple, e.g. `Input((28, 28, 1))`";
+    }
+    m
+}
+
+/// The input shape declared by a leading `Input(...)` or by `input_shape` on the first
+/// layer, with the errors for either written anywhere else, or both.
+fn declared_input(resolved: &[Option<Resolved>], errors: &mut Errors) -> Option<Vec<usize>> {
+    let mut input: Option<(Vec<usize>, &str)> = None;
+    let mut first_layer = true;
+    for (i, r) in resolved.iter().enumerate() {
+        let Some(r) = r else {
+            first_layer = false;
+            continue;
+        };
+        if r.def.is_input() {
+            if i > 0 {
+                errors.at(
+                    &r.syntax.tokens,
+                    "`Input` declares the model's input, so it must come first",
+                );
+            } else if let Some(shape) = r.args.shape("shape") {
+                input = Some((shape.to_vec(), "Input(...)"));
+            }
+            continue;
+        }
+        if let Some(shape) = r.args.shape("input_shape") {
+            let tokens = r.tokens(Some("input_shape"));
+            if !first_layer {
+                errors.at(
+                    tokens,
+                    "`input_shape` declares the model's input, so it only belongs on the first layer",
+                );
+            } else if let Some((_, by)) = &input {
+                errors.at(
+                    tokens,
+                    format!("the input shape is declared twice: by {by} and by `input_shape`"),
+                );
+            } else {
+                input = Some((shape.to_vec(), "input_shape"));
+            }
+        }
+        first_layer = false;
+    }
+    input.map(|(shape, _)| shape)
+}
+
+/// Keras' layer names: `name = "..."` where given (unique), else the class' base name
+/// numbered per class (`dense`, `dense_1`, …), skipping names already taken.
+fn names(layers: &[&Option<Resolved>], errors: &mut Errors) -> Vec<String> {
+    let explicit = |r: &Resolved| match r.args.get("name") {
+        Some(Val::Name(n)) => Some(n.clone()),
+        _ => None,
+    };
+    let mut taken: Vec<String> = Vec::new();
+    for r in layers.iter().filter_map(|r| r.as_ref()) {
+        if let Some(n) = explicit(r) {
+            if taken.contains(&n) {
+                errors.at(
+                    r.tokens(Some("name")),
+                    format!("two layers are named `{n}`; layer names must be unique"),
+                );
+            }
+            taken.push(n);
+        }
+    }
+    let mut counters: HashMap<&str, usize> = HashMap::new();
+    layers
+        .iter()
+        .map(|r| {
+            let Some(r) = r else {
+                return String::new();
+            };
+            if let Some(n) = explicit(r) {
+                return n;
+            }
+            let base = r.def.base_name;
+            let i = counters.entry(base).or_insert(0);
+            loop {
+                let candidate = if *i == 0 {
+                    base.to_string()
+                } else {
+                    format!("{base}_{i}")
+                };
+                *i += 1;
+                if !taken.contains(&candidate) {
+                    taken.push(candidate.clone());
+                    return candidate;
+                }
+            }
+        })
+        .collect()
+}

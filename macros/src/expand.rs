@@ -1,0 +1,337 @@
+//! Writes a checked model out as Rust: a struct with one field per layer, its `Default`,
+//! and its `strata::nn::Architecture` impl with one `forward` statement per layer. Nothing
+//! here can fail: every decision was made by `check.rs`.
+//!
+//! Paths are absolute (`::strata::...`), and the locals `forward` needs for itself are
+//! mixed-site, so layer names (`name = "cx"`) cannot capture them.
+
+use crate::check::{Layer, Model};
+use crate::parse::Form;
+use crate::shape::{dims_text, product, Shape};
+use crate::value::Val;
+use proc_macro2::{Ident, Literal, Span, TokenStream};
+use quote::{format_ident, quote};
+
+pub fn expand(form: &Form, model: &Model) -> TokenStream {
+    let (ty, attrs, vis, name) = match form {
+        Form::Expr => (
+            Ident::new("Sequential", Span::call_site()),
+            vec![quote!(#[doc = " The architecture declared by `model![...]`."])],
+            quote!(),
+            None,
+        ),
+        Form::Named { attrs, vis, ident } => (
+            ident.clone(),
+            attrs.iter().map(|a| quote!(#a)).collect(),
+            quote!(#vis),
+            Some(snake_case(&ident.to_string())),
+        ),
+    };
+    let summary = format!(" Declared with `model!`: {}.", overview(model));
+    let fields = model.layers.iter().map(|l| {
+        let field = field(l);
+        let runtime = format_ident!("{}", l.def.runtime);
+        let doc = field_doc(l);
+        // The user's own `///` lines above the layer come first, then what model! knows.
+        let user = &l.docs;
+        let separator = (!user.is_empty()).then(|| quote!(#[doc = ""]));
+        quote! {
+            #(#user)*
+            #separator
+            #[doc = #doc]
+            pub #field: ::strata::nn::#runtime
+        }
+    });
+    let inits = model.layers.iter().map(init);
+    let name_fn = name.map(|n| {
+        quote! {
+            fn name(&self) -> &str {
+                #n
+            }
+        }
+    });
+    let input_shape = option_dims(model.input.as_deref());
+    let output_shape = option_dims(model.output().to_known().as_deref());
+    let params = params_const(model);
+    let layer_refs = model.layers.iter().map(|l| {
+        let f = field(l);
+        quote!(&self.#f)
+    });
+    let forward = forward(model);
+    let count = Literal::usize_unsuffixed(model.layers.len());
+    let constructor = match form {
+        Form::Expr => quote! {
+            ::strata::nn::Model::new(<#ty as ::strata::__private::Default>::default())
+        },
+        Form::Named { .. } => quote! {
+            impl #ty {
+                /// A model of this architecture, its weights initialised from seed 0
+                /// (`with_seed` picks another).
+                #vis fn model() -> ::strata::nn::Model<#ty> {
+                    ::strata::nn::Model::new(<#ty as ::strata::__private::Default>::default())
+                }
+            }
+        },
+    };
+    let items = quote! {
+        #(#attrs)*
+        #[doc = ""]
+        #[doc = #summary]
+        #[derive(Clone, Debug)]
+        #vis struct #ty {
+            #(#fields,)*
+        }
+
+        impl ::strata::__private::Default for #ty {
+            fn default() -> Self {
+                #ty {
+                    #(#inits,)*
+                }
+            }
+        }
+
+        impl ::strata::nn::Architecture for #ty {
+            const INPUT_SHAPE: ::strata::__private::Option<&'static [usize]> = #input_shape;
+            const OUTPUT_SHAPE: ::strata::__private::Option<&'static [usize]> = #output_shape;
+            #params
+
+            #name_fn
+
+            fn layers(&self) -> ::strata::__private::Vec<&dyn ::strata::nn::Layer> {
+                let layers: [&dyn ::strata::nn::Layer; #count] = [#(#layer_refs),*];
+                ::strata::__private::Vec::from(layers)
+            }
+
+            #forward
+        }
+
+        #constructor
+    };
+    match form {
+        Form::Expr => quote!({ #items }),
+        Form::Named { .. } => items,
+    }
+}
+
+/// `MnistClassifier` → `mnist_classifier`, the model's name in summaries.
+fn snake_case(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+fn field(l: &Layer) -> Ident {
+    Ident::new(&l.name, Span::call_site())
+}
+
+/// `(None, 784) → (None, 10), 109,386 parameters`.
+fn overview(model: &Model) -> String {
+    let input = match &model.input {
+        Some(dims) => Shape::known(dims).to_string(),
+        None => "(taken from the first data)".to_string(),
+    };
+    let mut s = format!("input {input} → output {}", model.output());
+    if let Some(n) = total(model.layers.iter().flat_map(|l| &l.params).map(|p| &p.dims)) {
+        s += &format!(", {} parameters", thousands(n));
+    }
+    s
+}
+
+/// The element count of all `dims`, when every size is known.
+fn total<'a>(dims: impl Iterator<Item = &'a Vec<Option<usize>>>) -> Option<usize> {
+    let mut n: usize = 0;
+    for d in dims {
+        let known: Vec<usize> = d.iter().copied().collect::<Option<_>>()?;
+        n = n.saturating_add(product(&known));
+    }
+    Some(n)
+}
+
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `` `dense_1`: Dense(64, activation = relu), (None, 128) → (None, 64); kernel [128, 64],
+/// bias [64]: 8,256 parameters.``
+fn field_doc(l: &Layer) -> String {
+    let mut s = format!(" `{}`: {}, {} → {}", l.name, l.written, l.input, l.output);
+    if l.params.is_empty() {
+        s += "; no parameters.";
+    } else {
+        let list: Vec<String> = l
+            .params
+            .iter()
+            .map(|p| {
+                let state = if p.trainable { "" } else { " (non-trainable)" };
+                format!("{} {}{state}", p.suffix, dims_text(&p.dims))
+            })
+            .collect();
+        s += &format!("; {}", list.join(", "));
+        if let Some(n) = total(l.params.iter().map(|p| &p.dims)) {
+            s += &format!(": {} parameters.", thousands(n));
+        }
+    }
+    s
+}
+
+/// `dense: ::strata::nn::Dense { name: ..., units: 128, ... }`: every argument written
+/// out, defaults included, so the expansion shows the whole configuration.
+fn init(l: &Layer) -> TokenStream {
+    let f = field(l);
+    let runtime = format_ident!("{}", l.def.runtime);
+    let name = &l.name;
+    let args = l.def.args.iter().filter(|a| a.field).filter_map(|a| {
+        let v = value(l.args.get(a.name)?);
+        let field = format_ident!("{}", a.name);
+        Some(quote!(#field: #v))
+    });
+    quote! {
+        #f: ::strata::nn::#runtime {
+            name: ::strata::__private::String::from(#name),
+            #(#args,)*
+        }
+    }
+}
+
+/// A checked value as the runtime field's Rust value.
+fn value(v: &Val) -> TokenStream {
+    let pair = |[a, b]: [usize; 2]| {
+        let (a, b) = (Literal::usize_unsuffixed(a), Literal::usize_unsuffixed(b));
+        quote!([#a, #b])
+    };
+    let int = |i: i64| {
+        let abs = Literal::u64_unsuffixed(i.unsigned_abs());
+        if i < 0 {
+            quote!(-#abs)
+        } else {
+            quote!(#abs)
+        }
+    };
+    match v {
+        Val::Usize(n) => {
+            let n = Literal::usize_unsuffixed(*n);
+            quote!(#n)
+        }
+        Val::Pair(p) => pair(*p),
+        Val::OptionalPair(Some(p)) => {
+            let p = pair(*p);
+            quote!(::strata::__private::Some(#p))
+        }
+        Val::OptionalPair(None) => quote!(::strata::__private::None),
+        Val::Float(f) => {
+            let f = Literal::f64_unsuffixed(*f);
+            quote!(#f)
+        }
+        Val::Bool(b) => quote!(#b),
+        Val::Activation(c) => {
+            let v = format_ident!("{}", c.variant);
+            quote!(::strata::nn::Activation::#v)
+        }
+        Val::Initializer(c) => {
+            let v = format_ident!("{}", c.variant);
+            quote!(::strata::nn::Initializer::#v)
+        }
+        Val::Padding(c) => {
+            let v = format_ident!("{}", c.variant);
+            quote!(::strata::nn::Padding::#v)
+        }
+        Val::Axis(a) => int(*a),
+        Val::TargetShape(dims) => {
+            let dims = dims.iter().map(|&d| int(d));
+            quote!(::strata::__private::Vec::from([#(#dims),*]))
+        }
+        // Never runtime fields: `Input`'s and `input_shape`'s shapes, `data_format`, `name`.
+        Val::Shape(_) | Val::DataFormat(_) | Val::Name(_) => quote!(),
+    }
+}
+
+fn option_dims(dims: Option<&[usize]>) -> TokenStream {
+    match dims {
+        Some(dims) => {
+            let dims = dims.iter().map(|&d| Literal::usize_unsuffixed(d));
+            quote!(::strata::__private::Some(&[#(#dims),*]))
+        }
+        None => quote!(::strata::__private::None),
+    }
+}
+
+/// `const PARAMS`: every parameter's name, dims, initializer and trainability, when all
+/// dims are known (`Model::build` checks the runtime layers create exactly these).
+fn params_const(model: &Model) -> TokenStream {
+    let mut decls = Vec::new();
+    for l in &model.layers {
+        for p in &l.params {
+            let Some(dims) = p.dims.iter().copied().collect::<Option<Vec<usize>>>() else {
+                return quote!();
+            };
+            let name = format!("{}/{}", l.name, p.suffix);
+            let dims = dims.iter().map(|&d| Literal::usize_unsuffixed(d));
+            let init = l.args.get(p.init_arg).map(value).unwrap_or_default();
+            let trainable = p.trainable;
+            decls.push(quote! {
+                ::strata::nn::ParamDecl {
+                    name: #name,
+                    dims: &[#(#dims),*],
+                    init: #init,
+                    trainable: #trainable,
+                }
+            });
+        }
+    }
+    quote! {
+        const PARAMS: ::strata::__private::Option<&'static [::strata::nn::ParamDecl]> =
+            ::strata::__private::Some(&[#(#decls),*]);
+    }
+}
+
+/// One statement per layer, each under a doc line with its shapes:
+/// `let dense_1 = Layer::forward(&self.dense_1, cx, dense, dense_1_params)?;`.
+fn forward(model: &Model) -> TokenStream {
+    let hygienic = |s: &str| Ident::new(s, Span::mixed_site());
+    let (cx, input, params) = (hygienic("cx"), hygienic("input"), hygienic("params"));
+    let groups: Vec<Ident> = model
+        .layers
+        .iter()
+        .map(|l| hygienic(&format!("{}_params", l.name)))
+        .collect();
+    let count = Literal::usize_unsuffixed(model.layers.len());
+    let mut previous = quote!(#input);
+    let mut statements = Vec::new();
+    for (l, group) in model.layers.iter().zip(&groups) {
+        let f = field(l);
+        let doc = format!(" {}: {} → {}", l.written, l.input, l.output);
+        statements.push(quote! {
+            #[doc = #doc]
+            let #f = ::strata::nn::Layer::forward(&self.#f, #cx, #previous, #group)?;
+        });
+        previous = quote!(#f);
+    }
+    quote! {
+        #[allow(unused_doc_comments)]
+        fn forward(
+            &self,
+            #cx: &mut ::strata::nn::Forward<'_>,
+            #input: ::strata::ir::Value,
+            #params: &[&[::strata::ir::Value]],
+        ) -> ::strata::Result<::strata::ir::Value> {
+            let [#(#groups),*] = #params else {
+                return ::strata::__private::Err(::strata::__private::param_groups(#count, #params.len()));
+            };
+            #(#statements)*
+            ::strata::__private::Ok(#previous)
+        }
+    }
+}

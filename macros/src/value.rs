@@ -1,0 +1,290 @@
+//! Argument types: what each accepts as written, the value it gives, and the error for
+//! anything else (spanned on the value).
+
+use crate::catalog::{Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, PADDINGS};
+use crate::parse::{Value, ValueKind};
+use crate::suggest::did_you_mean;
+use std::fmt;
+
+/// The type of a layer argument.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    /// A whole number >= 1 (units, filters).
+    Count,
+    /// A size >= 1 for both spatial axes, or a `(height, width)` pair (kernel_size).
+    Pair,
+    /// `None` or a [`Kind::Pair`] (pooling strides, which default to the pool size).
+    OptionalPair,
+    /// A fraction in `[0, 1)` (dropout rate).
+    Rate,
+    /// A fraction in `[0, 1]` (momentum).
+    Fraction,
+    /// A number > 0 (epsilon).
+    Positive,
+    Bool,
+    Activation,
+    Initializer,
+    Padding,
+    DataFormat,
+    /// An axis, counting the batch axis as Keras does (`-1` is the last).
+    Axis,
+    /// Sizes >= 1: `784` or `(28, 28, 1)`.
+    Shape,
+    /// Sizes >= 1, at most one of them `-1` (inferred).
+    TargetShape,
+    /// A layer name, used as a field name: a snake_case identifier.
+    Name,
+}
+
+/// A checked argument value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Val {
+    Usize(usize),
+    Pair([usize; 2]),
+    OptionalPair(Option<[usize; 2]>),
+    Float(f64),
+    Bool(bool),
+    Activation(&'static Choice),
+    Initializer(&'static Choice),
+    Padding(&'static Choice),
+    DataFormat(&'static Choice),
+    Axis(i64),
+    Shape(Vec<usize>),
+    TargetShape(Vec<i64>),
+    Name(String),
+}
+
+fn err(value: &Value, message: impl fmt::Display) -> syn::Error {
+    syn::Error::new_spanned(value, message)
+}
+
+/// The written form of a value, for messages.
+fn written(value: &Value) -> String {
+    match &value.kind {
+        ValueKind::Int(v) => v.to_string(),
+        ValueKind::Float(v) => format!("{v:?}"),
+        ValueKind::Bool(v) => v.to_string(),
+        ValueKind::Name(n) => n.clone(),
+        ValueKind::Tuple(items) => {
+            let parts: Vec<String> = items.iter().map(written).collect();
+            format!("({})", parts.join(", "))
+        }
+    }
+}
+
+/// Whether `name` is one of the names arguments take (`relu`, `same`, ...), as opposed to
+/// what looks like a variable.
+fn is_choice(name: &str) -> bool {
+    [ACTIVATIONS, INITIALIZERS, PADDINGS, DATA_FORMATS]
+        .iter()
+        .any(|t| t.iter().any(|c| c.name == name))
+        || name == "None"
+}
+
+fn int(value: &Value, arg: &str, what: &str) -> syn::Result<i64> {
+    match &value.kind {
+        ValueKind::Int(v) => Ok(*v),
+        ValueKind::Name(n) if !is_choice(n) => Err(err(
+            value,
+            format!(
+                "`{arg}` must be {what} written as a literal, found `{n}`: model! checks sizes at compile time, so it cannot read variables or constants"
+            ),
+        )),
+        _ => Err(err(
+            value,
+            format!("`{arg}` must be {what}, found `{}`", written(value)),
+        )),
+    }
+}
+
+fn count(value: &Value, arg: &str) -> syn::Result<usize> {
+    let v = int(value, arg, "a whole number >= 1")?;
+    if v < 1 {
+        return Err(err(value, format!("`{arg}` must be at least 1, got {v}")));
+    }
+    usize::try_from(v).map_err(|_| err(value, format!("`{arg}` is too large")))
+}
+
+fn pair(value: &Value, arg: &str) -> syn::Result<[usize; 2]> {
+    match &value.kind {
+        ValueKind::Tuple(items) if items.len() == 2 => {
+            Ok([count(&items[0], arg)?, count(&items[1], arg)?])
+        }
+        ValueKind::Tuple(items) => Err(err(
+            value,
+            format!(
+                "`{arg}` must be one size or a (height, width) pair, found {} values",
+                items.len()
+            ),
+        )),
+        _ => {
+            let n = count(value, arg)?;
+            Ok([n, n])
+        }
+    }
+}
+
+fn float(value: &Value, arg: &str) -> syn::Result<f64> {
+    match &value.kind {
+        ValueKind::Float(v) => Ok(*v),
+        ValueKind::Int(v) => Ok(*v as f64),
+        _ => Err(err(
+            value,
+            format!("`{arg}` must be a number, found `{}`", written(value)),
+        )),
+    }
+}
+
+fn choice(
+    value: &Value,
+    arg: &str,
+    what: &str,
+    table: &'static [Choice],
+) -> syn::Result<&'static Choice> {
+    let ValueKind::Name(name) = &value.kind else {
+        return Err(err(
+            value,
+            format!(
+                "`{arg}` must be the name of {what}, found `{}`",
+                written(value)
+            ),
+        ));
+    };
+    if let Some(c) = table.iter().find(|c| c.name == name) {
+        return Ok(c);
+    }
+    let names: Vec<&str> = table.iter().map(|c| c.name).collect();
+    let hint = match did_you_mean(name, &names) {
+        Some(s) => format!("did you mean `{s}`?"),
+        None => format!("expected one of: {}", names.join(", ")),
+    };
+    Err(err(value, format!("unknown {what} `{name}`; {hint}")))
+}
+
+fn sizes(value: &Value, arg: &str, allow_inferred: bool) -> syn::Result<Vec<i64>> {
+    let items: Vec<&Value> = match &value.kind {
+        ValueKind::Tuple(items) => items.iter().collect(),
+        _ => vec![value],
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let what = if allow_inferred { ">= 1 or -1" } else { ">= 1" };
+        let v = int(item, arg, &format!("sizes {what}"))?;
+        if v < 1 && !(allow_inferred && v == -1) {
+            return Err(err(item, format!("`{arg}` sizes must be {what}, got {v}")));
+        }
+        out.push(v);
+    }
+    if out.iter().filter(|&&d| d == -1).count() > 1 {
+        return Err(err(
+            value,
+            format!("`{arg}` may infer only one size: at most one -1"),
+        ));
+    }
+    Ok(out)
+}
+
+impl Kind {
+    /// Reads `value` as an argument `arg` of this kind.
+    pub fn accept(self, value: &Value, arg: &str) -> syn::Result<Val> {
+        let is_none = matches!(&value.kind, ValueKind::Name(n) if n == "None");
+        Ok(match self {
+            Kind::Count => Val::Usize(count(value, arg)?),
+            Kind::Pair => Val::Pair(pair(value, arg)?),
+            Kind::OptionalPair if is_none => Val::OptionalPair(None),
+            Kind::OptionalPair => Val::OptionalPair(Some(pair(value, arg)?)),
+            Kind::Rate | Kind::Fraction | Kind::Positive => {
+                let v = float(value, arg)?;
+                let (ok, range) = match self {
+                    Kind::Rate => ((0.0..1.0).contains(&v), "in [0, 1)"),
+                    Kind::Fraction => ((0.0..=1.0).contains(&v), "in [0, 1]"),
+                    _ => (v > 0.0, "> 0"),
+                };
+                if !ok {
+                    return Err(err(value, format!("`{arg}` must be {range}, got {v:?}")));
+                }
+                Val::Float(v)
+            }
+            Kind::Bool => match &value.kind {
+                ValueKind::Bool(b) => Val::Bool(*b),
+                _ => {
+                    return Err(err(
+                        value,
+                        format!(
+                            "`{arg}` must be `true` or `false`, found `{}`",
+                            written(value)
+                        ),
+                    ))
+                }
+            },
+            // Keras reads `activation=None` as no activation.
+            Kind::Activation if is_none => Val::Activation(&ACTIVATIONS[0]),
+            Kind::Activation => Val::Activation(choice(value, arg, "activation", ACTIVATIONS)?),
+            Kind::Initializer => Val::Initializer(choice(value, arg, "initializer", INITIALIZERS)?),
+            Kind::Padding => Val::Padding(choice(value, arg, "padding", PADDINGS)?),
+            Kind::DataFormat => match &value.kind {
+                ValueKind::Name(n) if n == "channels_first" => {
+                    return Err(err(
+                        value,
+                        "`channels_first` is not supported: Strata's image layers take channels_last inputs (height, width, channels)",
+                    ))
+                }
+                _ => Val::DataFormat(choice(value, arg, "data format", DATA_FORMATS)?),
+            },
+            Kind::Axis => Val::Axis(int(value, arg, "an axis")?),
+            Kind::Shape => Val::Shape(
+                sizes(value, arg, false)?
+                    .into_iter()
+                    .map(|d| d as usize)
+                    .collect(),
+            ),
+            Kind::TargetShape => Val::TargetShape(sizes(value, arg, true)?),
+            Kind::Name => {
+                let ValueKind::Name(name) = &value.kind else {
+                    return Err(err(
+                        value,
+                        format!("`{arg}` must be a name, such as \"hidden\""),
+                    ));
+                };
+                let snake = name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                if !snake || syn::parse_str::<syn::Ident>(name).is_err() {
+                    return Err(err(
+                        value,
+                        format!("layer name `{name}` must be a snake_case identifier (it names a field of the model)"),
+                    ));
+                }
+                Val::Name(name.clone())
+            }
+        })
+    }
+}
+
+/// Keras' notation, for docs: `(3, 3)`, `relu`, `0.2`.
+impl fmt::Display for Val {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tuple = |f: &mut fmt::Formatter<'_>, items: Vec<String>| {
+            if items.len() == 1 {
+                write!(f, "({},)", items[0])
+            } else {
+                write!(f, "({})", items.join(", "))
+            }
+        };
+        match self {
+            Val::Usize(n) => write!(f, "{n}"),
+            Val::Pair([a, b]) | Val::OptionalPair(Some([a, b])) => write!(f, "({a}, {b})"),
+            Val::OptionalPair(None) => f.write_str("None"),
+            Val::Float(v) => write!(f, "{v:?}"),
+            Val::Bool(b) => write!(f, "{b}"),
+            Val::Activation(c) | Val::Initializer(c) | Val::Padding(c) | Val::DataFormat(c) => {
+                f.write_str(c.name)
+            }
+            Val::Axis(a) => write!(f, "{a}"),
+            Val::Shape(d) => tuple(f, d.iter().map(|d| d.to_string()).collect()),
+            Val::TargetShape(d) => tuple(f, d.iter().map(|d| d.to_string()).collect()),
+            Val::Name(n) => write!(f, "{n:?}"),
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! `AveragePooling2D` (alias `AvgPool2D`): the mean of each window of an image.
+
+use super::spatial::{pool, Padding};
+use crate::ir::{DType, ReduceOp, Value};
+use crate::nn::layer::{expect_params, Forward, Layer, ParamSpec};
+use crate::{Result, Tensor};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AveragePooling2D {
+    pub name: String,
+    pub pool_size: [usize; 2],
+    /// `None`: the pool size (Keras' default).
+    pub strides: Option<[usize; 2]>,
+    pub padding: Padding,
+}
+
+impl AveragePooling2D {
+    /// Keras' defaults: strides equal to the pool size, valid padding.
+    pub fn new(name: impl Into<String>, pool_size: [usize; 2]) -> AveragePooling2D {
+        AveragePooling2D {
+            name: name.into(),
+            pool_size,
+            strides: None,
+            padding: Padding::Valid,
+        }
+    }
+}
+
+/// How many of the window's `size` positions starting at `start` (in padded coordinates,
+/// `lo` of them padding) fall on the `len` real elements.
+fn overlap(start: usize, size: usize, lo: usize, len: usize) -> usize {
+    let (a, b) = (start.max(lo), (start + size).min(lo + len));
+    b.saturating_sub(a)
+}
+
+impl Layer for AveragePooling2D {
+    fn class(&self) -> &'static str {
+        "AveragePooling2D"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
+        Ok(pool(self, input, self.pool_size, self.strides, self.padding)?.0)
+    }
+
+    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
+        Ok(Vec::new())
+    }
+
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        expect_params::<0>(self, params)?;
+        let dims = cx.g.try_ty("average_pooling2d", x)?.dims().to_vec();
+        let input = dims.get(1..).unwrap_or(&[]);
+        let (out, window) = pool(self, input, self.pool_size, self.strides, self.padding)?;
+        let sum = cx.g.reduce_window(ReduceOp::Sum, x, window.clone())?;
+        // Keras divides by the number of real (unpadded) elements in each window, which
+        // varies along the border under same padding: a constant `[h, w, 1]` of counts,
+        // known when the graph is built.
+        let (h, w) = (out[0], out[1]);
+        let mut counts = Vec::with_capacity(h * w);
+        for i in 0..h {
+            let rows = overlap(
+                i * window.strides[1],
+                window.dims[1],
+                window.padding[1].0,
+                input[0],
+            );
+            for j in 0..w {
+                let cols = overlap(
+                    j * window.strides[2],
+                    window.dims[2],
+                    window.padding[2].0,
+                    input[1],
+                );
+                counts.push((rows * cols).max(1) as f32);
+            }
+        }
+        let mut counts = cx.g.constant(Tensor::from_vec(&[h, w, 1], counts)?);
+        let dtype = cx.g.ty(x).dtype;
+        if dtype != DType::F32 {
+            counts = cx.g.convert(counts, dtype)?;
+        }
+        cx.g.div(sum, counts)
+    }
+}

@@ -1,0 +1,185 @@
+//! `BatchNormalization`: normalises each feature by the batch's statistics in training
+//! (and folds them into moving averages), by the moving averages in inference.
+
+use super::axis::feature_axis;
+use crate::ir::{Graph, Value};
+use crate::nn::layer::{bad_config, Forward, Layer, ParamSpec};
+use crate::nn::Initializer;
+use crate::Result;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchNormalization {
+    pub name: String,
+    /// The feature axis, counting the batch axis (Keras' `axis`; `-1` is the last).
+    pub axis: isize,
+    /// The moving averages keep this fraction of their value at each training step.
+    pub momentum: f64,
+    pub epsilon: f64,
+    /// Learn an offset `beta`.
+    pub center: bool,
+    /// Learn a scale `gamma`.
+    pub scale: bool,
+    pub beta_initializer: Initializer,
+    pub gamma_initializer: Initializer,
+    pub moving_mean_initializer: Initializer,
+    pub moving_variance_initializer: Initializer,
+}
+
+impl BatchNormalization {
+    /// Keras' defaults: last axis, momentum 0.99, epsilon 1e-3, learned offset and scale.
+    pub fn new(name: impl Into<String>) -> BatchNormalization {
+        BatchNormalization {
+            name: name.into(),
+            axis: -1,
+            momentum: 0.99,
+            epsilon: 1e-3,
+            center: true,
+            scale: true,
+            beta_initializer: Initializer::Zeros,
+            gamma_initializer: Initializer::Ones,
+            moving_mean_initializer: Initializer::Zeros,
+            moving_variance_initializer: Initializer::Ones,
+        }
+    }
+
+    fn features(&self, input: &[usize]) -> Result<(usize, usize)> {
+        if !(0.0..=1.0).contains(&self.momentum) || self.epsilon <= 0.0 {
+            return Err(bad_config(
+                self,
+                format!(
+                    "momentum must be in [0, 1] and epsilon > 0, got {} and {}",
+                    self.momentum, self.epsilon
+                ),
+            ));
+        }
+        let a = feature_axis(self, self.axis, input)?;
+        Ok((a, input[a - 1]))
+    }
+}
+
+/// `x`'s values along `axis` (`v` has one value per feature) broadcast to x's shape.
+fn along(g: &mut Graph, v: Value, x: Value, axis: usize) -> Result<Value> {
+    let shape = g.ty(x).shape.clone();
+    g.broadcast_in_dim(v, shape, &[axis])
+}
+
+/// `(x - mean) / sqrt(var + epsilon) · gamma + beta`, statistics and weights per feature.
+fn normalize(
+    g: &mut Graph,
+    x: Value,
+    axis: usize,
+    (mean, var): (Value, Value),
+    epsilon: f64,
+    (gamma, beta): (Option<Value>, Option<Value>),
+) -> Result<Value> {
+    let m = along(g, mean, x, axis)?;
+    let centered = g.sub(x, m)?;
+    let ve = g.add_scalar(var, epsilon)?;
+    let mut inv = g.unary(crate::ir::UnaryOp::Rsqrt, ve)?;
+    if let Some(gamma) = gamma {
+        inv = g.mul(inv, gamma)?;
+    }
+    let inv = along(g, inv, x, axis)?;
+    let mut y = g.mul(centered, inv)?;
+    if let Some(beta) = beta {
+        let b = along(g, beta, x, axis)?;
+        y = g.add(y, b)?;
+    }
+    Ok(y)
+}
+
+/// Mean and (biased, as Keras) variance over `axes`, every axis of `x` but `axis`.
+fn moments(g: &mut Graph, x: Value, axes: &[usize], axis: usize) -> Result<(Value, Value)> {
+    let mean = g.mean(x, axes)?;
+    let m = along(g, mean, x, axis)?;
+    let d = g.sub(x, m)?;
+    let d2 = g.mul(d, d)?;
+    let var = g.mean(d2, axes)?;
+    Ok((mean, var))
+}
+
+impl Layer for BatchNormalization {
+    fn class(&self) -> &'static str {
+        "BatchNormalization"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
+        self.features(input)?;
+        Ok(input.to_vec())
+    }
+
+    /// `gamma`, `beta` (when scaled / centred), then the non-trainable `moving_mean` and
+    /// `moving_variance`, in Keras' order.
+    fn params(&self, input: &[usize]) -> Result<Vec<ParamSpec>> {
+        let (_, c) = self.features(input)?;
+        let spec = |suffix: &str, init, trainable| ParamSpec {
+            name: format!("{}/{suffix}", self.name),
+            dims: vec![c],
+            init,
+            fan_in: c,
+            fan_out: c,
+            trainable,
+        };
+        let mut p = Vec::new();
+        if self.scale {
+            p.push(spec("gamma", self.gamma_initializer, true));
+        }
+        if self.center {
+            p.push(spec("beta", self.beta_initializer, true));
+        }
+        p.push(spec("moving_mean", self.moving_mean_initializer, false));
+        p.push(spec(
+            "moving_variance",
+            self.moving_variance_initializer,
+            false,
+        ));
+        Ok(p)
+    }
+
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        let dims = cx.g.try_ty("batch_normalization", x)?.dims().to_vec();
+        let (axis, _) = self.features(dims.get(1..).unwrap_or(&[]))?;
+        let (gamma, beta, moving_mean, moving_var) = match (self.scale, self.center, params) {
+            (true, true, &[g, b, m, v]) => (Some(g), Some(b), m, v),
+            (true, false, &[g, m, v]) => (Some(g), None, m, v),
+            (false, true, &[b, m, v]) => (None, Some(b), m, v),
+            (false, false, &[m, v]) => (None, None, m, v),
+            _ => {
+                return Err(bad_config(
+                    self,
+                    format!("forward got {} parameter value(s)", params.len()),
+                ))
+            }
+        };
+        let g = &mut *cx.g;
+        if !cx.training {
+            return normalize(
+                g,
+                x,
+                axis,
+                (moving_mean, moving_var),
+                self.epsilon,
+                (gamma, beta),
+            );
+        }
+        let axes: Vec<usize> = (0..dims.len()).filter(|&a| a != axis).collect();
+        let (mean, var) = moments(g, x, &axes, axis)?;
+        let y = normalize(g, x, axis, (mean, var), self.epsilon, (gamma, beta))?;
+        // The moving averages are state, not part of the loss: no gradient flows into them.
+        let mut averaged = |old: Value, batch: Value| -> Result<Value> {
+            let batch = g.stop_gradient(batch)?;
+            let kept = g.mul_scalar(old, self.momentum)?;
+            let new = g.mul_scalar(batch, 1.0 - self.momentum)?;
+            g.add(kept, new)
+        };
+        let new_mean = averaged(moving_mean, mean)?;
+        let new_var = averaged(moving_var, var)?;
+        cx.update(moving_mean, new_mean);
+        cx.update(moving_var, new_var);
+        Ok(y)
+    }
+}

@@ -1,0 +1,44 @@
+//! `Flatten`: every non-batch axis folded into one.
+
+use crate::ir::Value;
+use crate::nn::layer::{expect_params, Forward, Layer, ParamSpec};
+use crate::Result;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flatten {
+    pub name: String,
+}
+
+impl Flatten {
+    pub fn new(name: impl Into<String>) -> Flatten {
+        Flatten { name: name.into() }
+    }
+}
+
+impl Layer for Flatten {
+    fn class(&self) -> &'static str {
+        "Flatten"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `(a, b, c)` → `(a·b·c,)`; a scalar input becomes `(1,)`, as in Keras.
+    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
+        Ok(vec![input.iter().product()])
+    }
+
+    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
+        Ok(Vec::new())
+    }
+
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        expect_params::<0>(self, params)?;
+        let dims = cx.g.try_ty("flatten", x)?.dims().to_vec();
+        let (batch, rest) = dims.split_first().unwrap_or((&1, &[]));
+        let mut shape = vec![*batch];
+        shape.extend(self.output_shape(rest)?);
+        cx.g.reshape(x, shape)
+    }
+}

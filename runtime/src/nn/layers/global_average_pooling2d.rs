@@ -1,0 +1,59 @@
+//! `GlobalAveragePooling2D` (alias `GlobalAvgPool2D`): the mean of each channel over the
+//! whole image.
+
+use super::spatial::image;
+use crate::ir::Value;
+use crate::nn::layer::{expect_params, Forward, Layer, ParamSpec};
+use crate::Result;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct GlobalAveragePooling2D {
+    pub name: String,
+    /// Keep the pooled axes as size 1: `(1, 1, channels)` instead of `(channels,)`.
+    pub keepdims: bool,
+}
+
+impl GlobalAveragePooling2D {
+    pub fn new(name: impl Into<String>) -> GlobalAveragePooling2D {
+        GlobalAveragePooling2D {
+            name: name.into(),
+            keepdims: false,
+        }
+    }
+}
+
+impl Layer for GlobalAveragePooling2D {
+    fn class(&self) -> &'static str {
+        "GlobalAveragePooling2D"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
+        let [_, _, c] = image(self, input)?;
+        Ok(if self.keepdims {
+            vec![1, 1, c]
+        } else {
+            vec![c]
+        })
+    }
+
+    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
+        Ok(Vec::new())
+    }
+
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        expect_params::<0>(self, params)?;
+        let dims = cx.g.try_ty("global_average_pooling2d", x)?.dims().to_vec();
+        let out = self.output_shape(dims.get(1..).unwrap_or(&[]))?;
+        let m = cx.g.mean(x, &[1, 2])?;
+        if self.keepdims {
+            let mut shape = vec![dims[0]];
+            shape.extend(out);
+            return cx.g.reshape(m, shape);
+        }
+        Ok(m)
+    }
+}

@@ -1,0 +1,54 @@
+//! `MaxPooling2D` (alias `MaxPool2D`): the maximum of each window of an image.
+
+use super::spatial::{pool, Padding};
+use crate::ir::{ReduceOp, Value};
+use crate::nn::layer::{expect_params, Forward, Layer, ParamSpec};
+use crate::Result;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MaxPooling2D {
+    pub name: String,
+    pub pool_size: [usize; 2],
+    /// `None`: the pool size (Keras' default).
+    pub strides: Option<[usize; 2]>,
+    pub padding: Padding,
+}
+
+impl MaxPooling2D {
+    /// Keras' defaults: strides equal to the pool size, valid padding.
+    pub fn new(name: impl Into<String>, pool_size: [usize; 2]) -> MaxPooling2D {
+        MaxPooling2D {
+            name: name.into(),
+            pool_size,
+            strides: None,
+            padding: Padding::Valid,
+        }
+    }
+}
+
+impl Layer for MaxPooling2D {
+    fn class(&self) -> &'static str {
+        "MaxPooling2D"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
+        Ok(pool(self, input, self.pool_size, self.strides, self.padding)?.0)
+    }
+
+    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
+        Ok(Vec::new())
+    }
+
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        expect_params::<0>(self, params)?;
+        let dims = cx.g.try_ty("max_pooling2d", x)?.dims().to_vec();
+        let input = dims.get(1..).unwrap_or(&[]);
+        // Same-padding positions hold the reduction's identity (-inf), so they never win.
+        let (_, window) = pool(self, input, self.pool_size, self.strides, self.padding)?;
+        cx.g.reduce_window(ReduceOp::Max, x, window)
+    }
+}

@@ -1,0 +1,496 @@
+//! The layer catalogue on the native backend: every layer's forward pass against outputs
+//! computed by hand, training against inference behaviour, and the typed errors of shape
+//! rules given inputs they cannot take.
+
+use strata_runtime::backend::native::NativeBackend;
+use strata_runtime::backend::Backend;
+use strata_runtime::ir::{DType, Graph, TensorType};
+use strata_runtime::nn::*;
+use strata_runtime::Tensor;
+
+fn t(dims: &[usize], v: &[f32]) -> Tensor {
+    Tensor::from_vec(dims, v.to_vec()).unwrap()
+}
+
+fn iota(dims: &[usize]) -> Tensor {
+    let n: usize = dims.iter().product();
+    t(dims, &(1..=n).map(|v| v as f32).collect::<Vec<_>>())
+}
+
+/// One forward pass of `layer`: the output, then the new value of each updated state
+/// parameter (in the order the layer recorded them).
+fn run(layer: &dyn Layer, training: bool, x: Tensor, params: Vec<Tensor>) -> Vec<Tensor> {
+    let mut g = Graph::new("layer");
+    let xv = g.parameter(x.ty());
+    let pv: Vec<_> = params.iter().map(|p| g.parameter(p.ty())).collect();
+    let key = g.parameter(TensorType::new(DType::I32, [2]));
+    let mut cx = Forward::new(&mut g, training, Some(key));
+    let y = layer.forward(&mut cx, xv, &pv).unwrap();
+    let mut outputs = vec![y];
+    for &(param, new) in cx.updates() {
+        assert!(pv.contains(&param), "updates must target parameters");
+        outputs.push(new);
+    }
+    g.set_outputs(outputs).unwrap();
+    // The layer's shape rule must give the shape its forward pass produces.
+    let rule = layer.output_shape(&x.dims()[1..]).unwrap();
+    assert_eq!(&g.ty(y).dims()[1..], rule.as_slice(), "{layer:?}");
+    let mut inputs = vec![x];
+    inputs.extend(params);
+    inputs.push(Tensor::from_vec(&[2], vec![7i32, 11]).unwrap());
+    NativeBackend::new().run(&g, &inputs).unwrap()
+}
+
+fn infer(layer: &dyn Layer, x: Tensor, params: Vec<Tensor>) -> Tensor {
+    run(layer, false, x, params).remove(0)
+}
+
+#[track_caller]
+fn assert_close(got: &Tensor, want: &Tensor) {
+    assert_eq!(got.dims(), want.dims(), "shape of {got:?}");
+    let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+    for (a, b) in g.iter().zip(&w) {
+        assert!(
+            (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),
+            "got {g:?}, want {w:?}"
+        );
+    }
+}
+
+#[test]
+fn flatten_folds_every_axis_but_the_batch() {
+    let f = Flatten::new("flatten");
+    let y = infer(&f, iota(&[2, 2, 3]), vec![]);
+    assert_eq!(y, iota(&[2, 6]));
+    assert_eq!(f.output_shape(&[2, 3]).unwrap(), [6]);
+    assert_eq!(f.output_shape(&[]).unwrap(), [1]);
+    assert!(f.params(&[2, 3]).unwrap().is_empty());
+}
+
+#[test]
+fn reshape_rearranges_and_infers_one_axis() {
+    let r = Reshape::new("reshape", vec![3, 2]);
+    assert_eq!(infer(&r, iota(&[1, 6]), vec![]), iota(&[1, 3, 2]));
+    let inferred = Reshape::new("reshape", vec![-1, 3]);
+    assert_eq!(inferred.output_shape(&[2, 3]).unwrap(), [2, 3]);
+    assert_eq!(infer(&inferred, iota(&[2, 2, 3]), vec![]), iota(&[2, 2, 3]));
+    let e = Reshape::new("reshape", vec![4, 2])
+        .output_shape(&[6])
+        .unwrap_err();
+    assert!(e.to_string().contains("8 element(s)"), "{e}");
+    assert!(Reshape::new("r", vec![-1, 4]).output_shape(&[6]).is_err());
+    assert!(Reshape::new("r", vec![-1, -1]).output_shape(&[6]).is_err());
+    assert!(Reshape::new("r", vec![0, 6]).output_shape(&[6]).is_err());
+}
+
+#[test]
+fn dropout_drops_in_training_only() {
+    let d = Dropout::new("dropout", 0.25);
+    let x = t(&[1, 4000], &[1.0; 4000]);
+    assert_eq!(infer(&d, x.clone(), vec![]), x, "inference: identity");
+    let y = run(&d, true, x.clone(), vec![])
+        .remove(0)
+        .to_vec::<f32>()
+        .unwrap();
+    let scale = 1.0 / 0.75;
+    assert!(y.iter().all(|&v| v == 0.0 || (v - scale).abs() < 1e-6));
+    let dropped = y.iter().filter(|&&v| v == 0.0).count() as f64 / y.len() as f64;
+    assert!((dropped - 0.25).abs() < 0.03, "dropped {dropped}");
+    // Inverted dropout keeps the expected value.
+    let mean = y.iter().sum::<f32>() / y.len() as f32;
+    assert!((mean - 1.0).abs() < 0.05, "{mean}");
+    assert_eq!(
+        run(&d, true, x.clone(), vec![])
+            .remove(0)
+            .to_vec::<f32>()
+            .unwrap(),
+        y,
+        "same key, same mask"
+    );
+    assert!(Dropout::new("d", 1.0).output_shape(&[3]).is_err());
+    assert!(Dropout::new("d", -0.1).output_shape(&[3]).is_err());
+}
+
+#[test]
+fn dropout_in_training_needs_a_key() {
+    let mut g = Graph::new("no key");
+    let x = g.parameter(TensorType::new(DType::F32, [1, 3]));
+    let mut cx = Forward::new(&mut g, true, None);
+    assert!(Dropout::new("d", 0.5).forward(&mut cx, x, &[]).is_err());
+}
+
+fn ones_2x2_kernel() -> Tensor {
+    t(&[2, 2, 1, 1], &[1.0; 4])
+}
+
+#[test]
+fn conv2d_valid_same_strided_dilated() {
+    // x = 1..9 as a 3x3 image; a 2x2 kernel of ones sums each window.
+    let x = iota(&[1, 3, 3, 1]);
+    let mut c = Conv2D::new("conv2d", 1, [2, 2], Activation::Linear);
+    let y = infer(&c, x.clone(), vec![ones_2x2_kernel(), t(&[1], &[1.0])]);
+    assert_close(&y, &t(&[1, 2, 2, 1], &[13.0, 17.0, 25.0, 29.0]));
+
+    // Same padding, stride 1: one row and column of zeros after the image.
+    c.padding = Padding::Same;
+    assert_eq!(c.output_shape(&[3, 3, 1]).unwrap(), [3, 3, 1]);
+    let y = infer(&c, x.clone(), vec![ones_2x2_kernel(), t(&[1], &[0.0])]);
+    let want = [12.0, 16.0, 9.0, 24.0, 28.0, 15.0, 15.0, 17.0, 9.0];
+    assert_close(&y, &t(&[1, 3, 3, 1], &want));
+
+    // Same padding, stride 2: ceil(3 / 2) = 2 positions.
+    c.strides = [2, 2];
+    let y = infer(&c, x.clone(), vec![ones_2x2_kernel(), t(&[1], &[0.0])]);
+    assert_close(&y, &t(&[1, 2, 2, 1], &[12.0, 9.0, 15.0, 9.0]));
+
+    // Dilation 2: the 2x2 kernel spans 3x3 and sees the four corners.
+    let mut d = Conv2D::new("conv2d", 1, [2, 2], Activation::Linear);
+    d.dilation_rate = [2, 2];
+    d.use_bias = false;
+    assert_eq!(d.params(&[3, 3, 1]).unwrap().len(), 1);
+    let y = infer(&d, x, vec![ones_2x2_kernel()]);
+    assert_close(&y, &t(&[1, 1, 1, 1], &[20.0]));
+}
+
+#[test]
+fn conv2d_groups_and_activation() {
+    // Two channels, two groups, 1x1 kernel: each output channel sees one input channel.
+    let mut c = Conv2D::new("conv2d", 2, [1, 1], Activation::Relu);
+    c.groups = 2;
+    let p = c.params(&[1, 2, 2]).unwrap();
+    assert_eq!(p[0].dims, [1, 1, 1, 2]);
+    assert_eq!((p[0].fan_in, p[0].fan_out), (1, 2));
+    let x = t(&[1, 1, 2, 2], &[1.0, -1.0, -2.0, 4.0]);
+    let y = infer(
+        &c,
+        x,
+        vec![t(&[1, 1, 1, 2], &[2.0, 3.0]), t(&[2], &[0.0, 0.0])],
+    );
+    // channel 0: 2·[1, -2] → relu [2, 0]; channel 1: 3·[-1, 4] → relu [0, 12]
+    assert_close(&y, &t(&[1, 1, 2, 2], &[2.0, 0.0, 0.0, 12.0]));
+}
+
+#[test]
+fn conv2d_params_follow_keras() {
+    let c = Conv2D::new("conv2d", 32, [3, 3], Activation::Relu);
+    let p = c.params(&[28, 28, 1]).unwrap();
+    assert_eq!(p[0].name, "conv2d/kernel");
+    assert_eq!(p[0].dims, [3, 3, 1, 32]);
+    assert_eq!((p[0].fan_in, p[0].fan_out), (9, 288));
+    assert_eq!(p[1].name, "conv2d/bias");
+    assert_eq!(p[1].dims, [32]);
+    assert_eq!(c.output_shape(&[28, 28, 1]).unwrap(), [26, 26, 32]);
+}
+
+#[test]
+fn conv2d_rejects_what_keras_rejects() {
+    let c = Conv2D::new("conv2d", 4, [3, 3], Activation::Relu);
+    let e = c.output_shape(&[784]).unwrap_err().to_string();
+    assert!(e.contains("conv2d (Conv2D)") && e.contains("rank 3"), "{e}");
+    assert!(
+        c.output_shape(&[2, 2, 1]).is_err(),
+        "valid kernel larger than input"
+    );
+    let mut g = Conv2D::new("conv2d", 4, [1, 1], Activation::Relu);
+    g.groups = 2;
+    assert!(
+        g.output_shape(&[4, 4, 3]).is_err(),
+        "3 channels in 2 groups"
+    );
+    g.groups = 3;
+    assert!(g.output_shape(&[4, 4, 3]).is_err(), "4 filters in 3 groups");
+    let mut s = Conv2D::new("conv2d", 4, [3, 3], Activation::Relu);
+    s.strides = [2, 2];
+    s.dilation_rate = [2, 2];
+    assert!(s.output_shape(&[9, 9, 1]).is_err());
+    assert!(Conv2D::new("c", 0, [3, 3], Activation::Relu)
+        .output_shape(&[9, 9, 1])
+        .is_err());
+    assert!(Conv2D::new("c", 1, [0, 3], Activation::Relu)
+        .output_shape(&[9, 9, 1])
+        .is_err());
+}
+
+#[test]
+fn max_pooling2d_valid_same_and_strides() {
+    let p = MaxPooling2D::new("max_pooling2d", [2, 2]);
+    let y = infer(&p, iota(&[1, 4, 4, 1]), vec![]);
+    assert_close(&y, &t(&[1, 2, 2, 1], &[6.0, 8.0, 14.0, 16.0]));
+
+    // Same padding on 3x3: windows {0,1} and {2}; padding never wins, even over negatives.
+    let mut same = MaxPooling2D::new("max_pooling2d", [2, 2]);
+    same.padding = Padding::Same;
+    let neg = t(
+        &[1, 3, 3, 1],
+        &(1..=9).map(|v| -(v as f32)).collect::<Vec<_>>(),
+    );
+    let y = infer(&same, neg, vec![]);
+    assert_close(&y, &t(&[1, 2, 2, 1], &[-1.0, -3.0, -7.0, -9.0]));
+
+    let mut overlapping = MaxPooling2D::new("max_pooling2d", [2, 2]);
+    overlapping.strides = Some([1, 1]);
+    let y = infer(&overlapping, iota(&[1, 3, 3, 1]), vec![]);
+    assert_close(&y, &t(&[1, 2, 2, 1], &[5.0, 6.0, 8.0, 9.0]));
+
+    assert!(
+        p.output_shape(&[1, 1, 3]).is_err(),
+        "window larger than input"
+    );
+    assert!(p.output_shape(&[16]).is_err(), "rank 1");
+    assert!(MaxPooling2D::new("m", [0, 2])
+        .output_shape(&[4, 4, 1])
+        .is_err());
+}
+
+#[test]
+fn average_pooling2d_counts_only_real_elements() {
+    let p = AveragePooling2D::new("average_pooling2d", [2, 2]);
+    let y = infer(&p, iota(&[1, 4, 4, 1]), vec![]);
+    assert_close(&y, &t(&[1, 2, 2, 1], &[3.5, 5.5, 11.5, 13.5]));
+
+    // Same padding on 3x3: the border windows hold 2, 2 and 1 real elements.
+    let mut same = AveragePooling2D::new("average_pooling2d", [2, 2]);
+    same.padding = Padding::Same;
+    let y = infer(&same, iota(&[1, 3, 3, 1]), vec![]);
+    assert_close(&y, &t(&[1, 2, 2, 1], &[3.0, 4.5, 7.5, 9.0]));
+    assert!(p.output_shape(&[1, 4, 1]).is_err());
+}
+
+#[test]
+fn global_average_pooling2d_means_each_channel() {
+    let x = t(&[1, 2, 2, 2], &[1.0, 10.0, 2.0, 20.0, 3.0, 30.0, 4.0, 40.0]);
+    let mut p = GlobalAveragePooling2D::new("global_average_pooling2d");
+    assert_close(&infer(&p, x.clone(), vec![]), &t(&[1, 2], &[2.5, 25.0]));
+    p.keepdims = true;
+    assert_eq!(p.output_shape(&[2, 2, 2]).unwrap(), [1, 1, 2]);
+    assert_close(&infer(&p, x, vec![]), &t(&[1, 1, 1, 2], &[2.5, 25.0]));
+    assert!(p.output_shape(&[8]).is_err());
+}
+
+#[test]
+fn batch_normalization_training_updates_moving_statistics() {
+    let bn = BatchNormalization::new("batch_normalization");
+    let p = bn.params(&[2]).unwrap();
+    let names: Vec<_> = p.iter().map(|p| (p.name.as_str(), p.trainable)).collect();
+    assert_eq!(
+        names,
+        [
+            ("batch_normalization/gamma", true),
+            ("batch_normalization/beta", true),
+            ("batch_normalization/moving_mean", false),
+            ("batch_normalization/moving_variance", false),
+        ]
+    );
+    // Feature 0: 1, 2, 3, 4 (mean 2.5, biased variance 1.25); feature 1: constant 0.
+    let x = t(&[4, 2], &[1.0, 0.0, 2.0, 0.0, 3.0, 0.0, 4.0, 0.0]);
+    let params = vec![
+        t(&[2], &[2.0, 1.0]),
+        t(&[2], &[0.5, 0.0]),
+        t(&[2], &[0.0, 0.0]),
+        t(&[2], &[1.0, 1.0]),
+    ];
+    let out = run(&bn, true, x.clone(), params.clone());
+    let s = 2.0 / (1.25f32 + 1e-3).sqrt();
+    let want: Vec<f32> = [1.0, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|v| [(v - 2.5) * s + 0.5, 0.0])
+        .collect();
+    assert_close(&out[0], &t(&[4, 2], &want));
+    assert_close(&out[1], &t(&[2], &[0.025, 0.0]));
+    assert_close(&out[2], &t(&[2], &[0.99 + 0.0125, 0.99]));
+
+    // Inference: the moving statistics, no updates.
+    let mut params = params;
+    params[2] = t(&[2], &[1.0, 0.0]);
+    params[3] = t(&[2], &[4.0, 1.0]);
+    let out = run(&bn, false, x, params);
+    assert_eq!(out.len(), 1, "inference updates nothing");
+    let s = 2.0 / (4.0f32 + 1e-3).sqrt();
+    let want: Vec<f32> = [1.0, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|v| [(v - 1.0) * s + 0.5, 0.0])
+        .collect();
+    assert_close(&out[0], &t(&[4, 2], &want));
+}
+
+#[test]
+fn batch_normalization_axis_and_options() {
+    let mut bn = BatchNormalization::new("bn");
+    bn.axis = 1;
+    bn.center = false;
+    bn.scale = false;
+    assert_eq!(bn.params(&[3, 5]).unwrap()[0].dims, [3]);
+    assert_eq!(bn.params(&[3, 5]).unwrap().len(), 2);
+    // Axis 1 of [batch, 2, 2]: feature f is x[:, f, :].
+    let x = t(&[1, 2, 2], &[1.0, 3.0, 10.0, 10.0]);
+    let out = run(&bn, true, x, vec![t(&[2], &[0.0; 2]), t(&[2], &[1.0; 2])]);
+    let s = 1.0 / (1.0f32 + 1e-3).sqrt();
+    assert_close(&out[0], &t(&[1, 2, 2], &[-s, s, 0.0, 0.0]));
+    assert!(bn.output_shape(&[]).is_err(), "no feature axis");
+    bn.axis = 0;
+    assert!(bn.output_shape(&[3]).is_err(), "the batch axis");
+    bn.axis = -3;
+    assert!(bn.output_shape(&[3]).is_err());
+    let mut m = BatchNormalization::new("bn");
+    m.momentum = 1.5;
+    assert!(m.output_shape(&[3]).is_err());
+}
+
+#[test]
+fn layer_normalization_normalises_each_example() {
+    let ln = LayerNormalization::new("layer_normalization");
+    let p = ln.params(&[4]).unwrap();
+    assert_eq!(p.len(), 2);
+    assert!(p.iter().all(|p| p.trainable && p.dims == [4]));
+    let x = t(&[2, 4], &[1.0, 2.0, 3.0, 4.0, 2.0, 2.0, 2.0, 2.0]);
+    let gamma = t(&[4], &[1.0, 1.0, 2.0, 2.0]);
+    let beta = t(&[4], &[0.0, 0.0, 0.0, 1.0]);
+    let s = 1.0 / (1.25f32 + 1e-3).sqrt();
+    let want = [
+        -1.5 * s,
+        -0.5 * s,
+        0.5 * s * 2.0,
+        1.5 * s * 2.0 + 1.0,
+        0.0,
+        0.0,
+        0.0,
+        1.0,
+    ];
+    for training in [false, true] {
+        let out = run(&ln, training, x.clone(), vec![gamma.clone(), beta.clone()]);
+        assert_eq!(out.len(), 1);
+        assert_close(&out[0], &t(&[2, 4], &want));
+    }
+    assert!(ln.output_shape(&[]).is_err());
+}
+
+#[test]
+fn embedding_looks_up_integer_ids() {
+    let e = Embedding::new("embedding", 3, 2);
+    assert_eq!(e.input_dtype(), DType::I32);
+    assert_eq!(e.output_shape(&[5]).unwrap(), [5, 2]);
+    let p = e.params(&[5]).unwrap();
+    assert_eq!(
+        (p[0].name.as_str(), &p[0].dims[..]),
+        ("embedding/embeddings", &[3, 2][..])
+    );
+    assert_eq!(p[0].init, Initializer::RandomUniform);
+    let table = t(&[3, 2], &[0.0, 1.0, 10.0, 11.0, 20.0, 21.0]);
+    let ids = Tensor::from_vec(&[1, 2], vec![2i32, 0]).unwrap();
+    let y = infer(&e, ids, vec![table]);
+    assert_close(&y, &t(&[1, 2, 2], &[20.0, 21.0, 0.0, 1.0]));
+    assert!(Embedding::new("e", 0, 2).output_shape(&[5]).is_err());
+}
+
+#[test]
+fn random_uniform_initializer_is_keras_uniform() {
+    let mut rng = strata_runtime::random::Rng::new(3);
+    let w = Initializer::RandomUniform.sample(&[1000], 1, 1, &mut rng);
+    assert!(w.iter().all(|v| v.abs() <= 0.05));
+    assert!(w.iter().any(|v| v.abs() > 0.045));
+    assert_eq!(
+        Initializer::from_name("uniform"),
+        Some(Initializer::RandomUniform)
+    );
+}
+
+#[test]
+fn activation_layer_applies_and_marks_softmax_logits() {
+    let a = ActivationLayer::new("activation", Activation::Relu);
+    assert_eq!(a.class(), "Activation");
+    let y = infer(&a, t(&[1, 3], &[-1.0, 0.0, 2.0]), vec![]);
+    assert_eq!(y, t(&[1, 3], &[0.0, 0.0, 2.0]));
+
+    let s = ActivationLayer::new("activation", Activation::Softmax);
+    let mut g = Graph::new("softmax");
+    let x = g.parameter(TensorType::new(DType::F32, [1, 3]));
+    let mut cx = Forward::new(&mut g, false, None);
+    let y = s.forward(&mut cx, x, &[]).unwrap();
+    assert_eq!(cx.logits_of(y), Some(x));
+}
+
+#[test]
+fn forward_with_the_wrong_parameters_is_an_error() {
+    let mut g = Graph::new("bad");
+    let x = g.parameter(TensorType::new(DType::F32, [1, 2]));
+    let mut cx = Forward::new(&mut g, false, None);
+    let d = Dense::new("dense", 2, Activation::Linear);
+    assert!(d.forward(&mut cx, x, &[]).is_err());
+    assert!(Flatten::new("f").forward(&mut cx, x, &[x]).is_err());
+    let bn = BatchNormalization::new("bn");
+    assert!(bn.forward(&mut cx, x, &[x]).is_err());
+}
+
+/// Every layer is a composition of primitives with gradient rules, so its gradient with
+/// respect to the input and every trainable parameter must match central differences.
+#[test]
+fn layers_are_differentiable() {
+    use strata_runtime::autodiff::gradcheck::GradCheck;
+    fn f64s(dims: &[usize], seed: u64) -> Tensor {
+        let a = strata_runtime::random::normal(dims, 0.0, 1.0, seed).unwrap();
+        Tensor::F64(a.mapv(|v| v as f64))
+    }
+    let mut conv = Conv2D::new("conv2d", 4, [3, 2], Activation::Tanh);
+    conv.padding = Padding::Same;
+    conv.strides = [2, 1];
+    conv.groups = 2;
+    let mut max_same = MaxPooling2D::new("max_pooling2d", [2, 2]);
+    max_same.padding = Padding::Same;
+    let mut avg_same = AveragePooling2D::new("average_pooling2d", [2, 3]);
+    avg_same.padding = Padding::Same;
+    avg_same.strides = Some([1, 2]);
+    let image = [2, 5, 4, 2];
+    let cases: Vec<(Box<dyn Layer>, Vec<usize>, bool)> = vec![
+        (
+            Box::new(Dense::new("dense", 3, Activation::Gelu)),
+            vec![2, 4],
+            false,
+        ),
+        (Box::new(conv), image.to_vec(), false),
+        (Box::new(max_same), image.to_vec(), false),
+        (Box::new(avg_same), image.to_vec(), false),
+        (
+            Box::new(GlobalAveragePooling2D::new("gap")),
+            image.to_vec(),
+            false,
+        ),
+        (Box::new(BatchNormalization::new("bn")), vec![4, 3], true),
+        (Box::new(BatchNormalization::new("bn")), vec![4, 3], false),
+        (Box::new(LayerNormalization::new("ln")), vec![2, 5], false),
+        (Box::new(Dropout::new("dropout", 0.5)), vec![2, 6], true),
+        (
+            Box::new(Reshape::new("reshape", vec![-1, 2])),
+            vec![2, 6],
+            false,
+        ),
+        (Box::new(Flatten::new("flatten")), vec![2, 3, 2], false),
+    ];
+    for (i, (layer, dims, training)) in cases.iter().enumerate() {
+        let specs = layer.params(&dims[1..]).unwrap();
+        let mut inputs = vec![f64s(dims, i as u64)];
+        inputs.extend(specs.iter().map(|p| {
+            let t = f64s(&p.dims, 100 + i as u64);
+            // Variances must stay positive.
+            if p.name.ends_with("moving_variance") {
+                Tensor::F64(t.array::<f64>().unwrap().mapv(|v| v.abs() + 0.5))
+            } else {
+                t
+            }
+        }));
+        inputs.push(Tensor::from_vec(&[2], vec![3i32, 4]).unwrap());
+        let wrt: Vec<usize> = std::iter::once(0)
+            .chain(
+                (0..specs.len())
+                    .filter(|&k| specs[k].trainable)
+                    .map(|k| k + 1),
+            )
+            .collect();
+        let n = specs.len();
+        GradCheck::default()
+            .run(&inputs, &wrt, |g, p| {
+                let mut cx = Forward::new(g, *training, Some(p[n + 1]));
+                layer.forward(&mut cx, p[0], &p[1..=n])
+            })
+            .unwrap_or_else(|e| panic!("{} (training {training}): {e}", layer.name()));
+    }
+}

@@ -1,0 +1,431 @@
+//! Every syntax form of `model!` compiles and gives the model it says, and the macro's
+//! compile-time shapes and parameters agree with the runtime layers' (`Model::build`
+//! checks the declared `OUTPUT_SHAPE` and `PARAMS`; `agrees` makes that a test failure).
+
+use strata::backend::native::NativeBackend;
+use strata::backend::Backend;
+use strata::ir::{DType, Graph, TensorType};
+use strata::model;
+use strata::nn::{Activation, Architecture, Forward, Initializer, Layer, Model, Padding};
+use strata::Tensor;
+
+/// The model is built, and its runtime shapes and parameters are what the macro declared.
+#[track_caller]
+fn agrees<A: Architecture>(m: &mut Model<A>) {
+    if let Some(input) = A::INPUT_SHAPE {
+        // Model::new swallowed any build error; building again reports it.
+        m.build(input).unwrap();
+    }
+    assert!(m.is_built(), "{}", m.summary());
+    if let Some(out) = A::OUTPUT_SHAPE {
+        assert_eq!(m.output_shape(), Some(out));
+    }
+    if let Some(declared) = A::PARAMS {
+        assert_eq!(declared.len(), m.params().len());
+        for (d, p) in declared.iter().zip(m.params()) {
+            assert!(d.matches(p), "{d:?} vs {p:?}");
+        }
+    }
+}
+
+/// One forward pass of a built model on the native backend: the output, then the new
+/// values of updated state.
+fn run<A: Architecture>(m: &Model<A>, x: Tensor, training: bool) -> Vec<Tensor> {
+    let mut g = Graph::new("forward");
+    let xv = g.parameter(x.ty());
+    let weights: Vec<Tensor> = m.weights().into_iter().map(|(_, w)| w).collect();
+    let pv: Vec<_> = weights.iter().map(|w| g.parameter(w.ty())).collect();
+    let key = g.parameter(TensorType::new(DType::I32, [2]));
+    let mut cx = Forward::new(&mut g, training, Some(key));
+    let y = m.forward(&mut cx, xv, &pv).unwrap();
+    let mut outs = vec![y];
+    outs.extend(cx.updates().iter().map(|&(_, new)| new));
+    g.set_outputs(outs).unwrap();
+    let mut inputs = vec![x];
+    inputs.extend(weights);
+    inputs.push(Tensor::from_vec(&[2], vec![1i32, 2]).unwrap());
+    NativeBackend::new().run(&g, &inputs).unwrap()
+}
+
+fn filled(dims: &[usize], v: f32) -> Tensor {
+    let n = dims.iter().product();
+    Tensor::from_vec(dims, vec![v; n]).unwrap()
+}
+
+#[test]
+fn tutorial_with_input() {
+    let mut m = model![
+        Input(784),
+        Dense(128, relu),
+        Dense(64, relu),
+        Dense(10, softmax)
+    ];
+    agrees(&mut m);
+    assert_eq!(m.output_shape(), Some(&[10][..]));
+    let names: Vec<String> = m.weights().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "dense/kernel",
+            "dense/bias",
+            "dense_1/kernel",
+            "dense_1/bias",
+            "dense_2/kernel",
+            "dense_2/bias"
+        ]
+    );
+    let y = run(&m, filled(&[2, 784], 0.5), false).remove(0);
+    assert_eq!(y.dims(), [2, 10]);
+    for row in y.to_vec::<f32>().unwrap().chunks(10) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "softmax rows");
+    }
+}
+
+#[test]
+fn tutorial_keras_form_equals_input_form() {
+    let mut keras = model![
+        Dense(128, activation = relu, input_shape = 784),
+        Dense(64, activation = relu),
+        Dense(10, activation = softmax),
+    ];
+    agrees(&mut keras);
+    let plain = model![
+        Input(784),
+        Dense(128, relu),
+        Dense(64, relu),
+        Dense(10, softmax)
+    ];
+    assert_eq!(keras.summary(), plain.summary());
+    assert_eq!(keras.weights(), plain.weights(), "same seed, same weights");
+    // Keras' tuple and string spellings.
+    // The spelling: activation by position, input_shape by keyword.
+    let mixed = model![
+        Dense(128, relu, input_shape = 784),
+        Dense(64, relu),
+        Dense(10, softmax)
+    ];
+    assert_eq!(mixed.summary(), plain.summary());
+    let quoted = model![
+        Dense(128, activation = "relu", input_shape = (784,)),
+        Dense(64, activation = "relu"),
+        Dense(10, activation = "softmax")
+    ];
+    assert_eq!(quoted.summary(), plain.summary());
+}
+
+#[test]
+fn deferred_input_builds_from_the_first_data() {
+    let mut m = model![Dense(128, relu), Dense(64, relu), Dense(10, softmax)];
+    assert!(!m.is_built());
+    assert!(m.summary().contains("0 (unbuilt)"));
+    m.build(&[784]).unwrap();
+    agrees(&mut m);
+    assert_eq!(m.output_shape(), Some(&[10][..]));
+    assert!(m.summary().contains("Total params: 109,386"));
+    assert!(m.build(&[100]).is_err(), "already built for 784");
+
+    // After a Flatten the rest is known at compile time, even without an input.
+    let mut m = model![Flatten, Dense(10, softmax)];
+    m.build(&[4, 4]).unwrap();
+    agrees(&mut m);
+}
+
+#[test]
+fn keyword_arguments_and_defaults() {
+    let mut m = model![
+        Input(32),
+        Dense(
+            64,
+            activation = relu,
+            use_bias = false,
+            kernel_initializer = he_normal
+        ),
+        Dense(8, tanh, true, lecun_normal, ones, name = "head",),
+    ];
+    agrees(&mut m);
+    let layers = m.arch().layers();
+    assert_eq!(layers[0].name(), "dense");
+    assert_eq!(layers[1].name(), "head");
+    let p = m.params();
+    assert_eq!(p.len(), 3, "no bias on the first layer");
+    assert_eq!(
+        (p[0].name.as_str(), p[0].init),
+        ("dense/kernel", Initializer::HeNormal)
+    );
+    assert_eq!(p[1].init, Initializer::LecunNormal);
+    assert_eq!(
+        (p[2].name.as_str(), p[2].init),
+        ("head/bias", Initializer::Ones)
+    );
+}
+
+#[test]
+fn convolutional_model() {
+    let mut m = model![
+        Input((28, 28, 1)),
+        Conv2D(
+            32,
+            kernel_size = 3,
+            strides = 1,
+            padding = same,
+            activation = relu
+        ),
+        MaxPooling2D(2),
+        Conv2D(16, (3, 3), activation = relu),
+        MaxPool2D(pool_size = (2, 2), strides = 2, padding = valid),
+        Conv2D(
+            8,
+            3,
+            dilation_rate = 2,
+            padding = same,
+            groups = 2,
+            use_bias = false
+        ),
+        AveragePooling2D(pool_size = 2, strides = 1, padding = same),
+        AvgPool2D(2, None),
+        BatchNormalization(),
+        GlobalAveragePooling2D(),
+        Dropout(0.2),
+        Dense(10, softmax),
+    ];
+    agrees(&mut m);
+    let shapes = [
+        vec![28, 28, 32],
+        vec![14, 14, 32],
+        vec![12, 12, 16],
+        vec![6, 6, 16],
+        vec![6, 6, 8],
+        vec![6, 6, 8],
+        vec![3, 3, 8],
+        vec![3, 3, 8],
+        vec![8],
+    ];
+    let mut shape = vec![28, 28, 1];
+    for (layer, want) in m.arch().layers().iter().zip(&shapes) {
+        shape = layer.output_shape(&shape).unwrap();
+        assert_eq!(&shape, want, "{}", layer.name());
+    }
+    let y = run(&m, filled(&[2, 28, 28, 1], 0.5), false);
+    assert_eq!(y[0].dims(), [2, 10]);
+    assert_eq!(y.len(), 1, "inference updates nothing");
+    let y = run(&m, filled(&[2, 28, 28, 1], 0.5), true);
+    assert_eq!(y.len(), 3, "training updates the moving mean and variance");
+    let state: Vec<&str> = m
+        .params()
+        .iter()
+        .filter(|p| !p.trainable)
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(
+        state,
+        [
+            "batch_normalization/moving_mean",
+            "batch_normalization/moving_variance"
+        ]
+    );
+    assert!(m.summary().contains("Non-trainable params: 16 (64.00 B)"));
+}
+
+#[test]
+fn reshape_flatten_and_rank3_dense() {
+    let mut m = model![
+        Input(784),
+        Reshape((28, 28, 1)),
+        Conv2D(4, 5, strides = 2),
+        Flatten(),
+        Reshape(target_shape = (-1, 12)),
+        Dense(3),
+        LayerNormalization(),
+        Flatten,
+    ];
+    agrees(&mut m);
+    // Conv2D: (28 - 5) / 2 + 1 = 12 → 12·12·4 = 576 = 48 x 12; Dense acts on the last axis.
+    assert_eq!(m.output_shape(), Some(&[144][..]));
+    let y = run(&m, filled(&[1, 784], 0.5), false);
+    assert_eq!(y[0].dims(), [1, 144]);
+
+    let mut rank3 = model![Input((5, 3)), Dense(4)];
+    agrees(&mut rank3);
+    assert_eq!(rank3.output_shape(), Some(&[5, 4][..]));
+}
+
+#[test]
+fn embedding_takes_integer_ids() {
+    let mut m = model![
+        Embedding(1000, 16, input_shape = 12),
+        LayerNormalization(epsilon = 1e-5),
+        Flatten(),
+        Dense(1, sigmoid),
+    ];
+    agrees(&mut m);
+    assert_eq!(m.input_dtype(), DType::I32);
+    let ids = Tensor::from_vec(&[2, 12], (0..24).collect::<Vec<i32>>()).unwrap();
+    let y = run(&m, ids, false);
+    assert_eq!(y[0].dims(), [2, 1]);
+
+    let mut deferred = model![Embedding(
+        input_dim = 50,
+        output_dim = 4,
+        embeddings_initializer = zeros
+    )];
+    deferred.build(&[7]).unwrap();
+    agrees(&mut deferred);
+    assert_eq!(deferred.output_shape(), Some(&[7, 4][..]));
+}
+
+#[test]
+fn every_activation_by_name() {
+    let m = model![
+        Input(4),
+        Activation(linear),
+        Activation(relu),
+        Activation(sigmoid),
+        Activation(tanh),
+        Activation(softmax),
+        Activation(gelu),
+        Activation(elu),
+        Activation(selu),
+        Activation(leaky_relu),
+        Activation(swish),
+        Activation(silu),
+        Activation(softplus),
+        Activation(activation = "relu"),
+        Dense(2, activation = None),
+    ];
+    let names = [
+        "linear",
+        "relu",
+        "sigmoid",
+        "tanh",
+        "softmax",
+        "gelu",
+        "elu",
+        "selu",
+        "leaky_relu",
+        "swish",
+        "swish",
+        "softplus",
+        "relu",
+    ];
+    let arch = m.arch();
+    let written: Vec<&str> = [
+        &arch.activation,
+        &arch.activation_1,
+        &arch.activation_2,
+        &arch.activation_3,
+        &arch.activation_4,
+        &arch.activation_5,
+        &arch.activation_6,
+        &arch.activation_7,
+        &arch.activation_8,
+        &arch.activation_9,
+        &arch.activation_10,
+        &arch.activation_11,
+        &arch.activation_12,
+    ]
+    .iter()
+    .map(|a| a.activation.name())
+    .collect();
+    assert_eq!(written, names);
+    assert_eq!(arch.dense.activation, Activation::Linear);
+    assert_eq!(arch.activation.class(), "Activation");
+}
+
+#[test]
+fn every_initializer_by_name() {
+    let m = model![
+        Input(3),
+        Dense(
+            2,
+            kernel_initializer = glorot_uniform,
+            bias_initializer = zeros
+        ),
+        Dense(
+            2,
+            kernel_initializer = glorot_normal,
+            bias_initializer = ones
+        ),
+        Dense(2, kernel_initializer = he_normal),
+        Dense(2, kernel_initializer = he_uniform),
+        Dense(2, kernel_initializer = lecun_normal),
+        Dense(2, kernel_initializer = uniform),
+        Dense(2, kernel_initializer = "random_uniform"),
+    ];
+    let inits: Vec<&str> = m
+        .params()
+        .iter()
+        .filter(|p| p.name.ends_with("kernel"))
+        .map(|p| p.init.name())
+        .collect();
+    assert_eq!(
+        inits,
+        [
+            "glorot_uniform",
+            "glorot_normal",
+            "he_normal",
+            "he_uniform",
+            "lecun_normal",
+            "random_uniform",
+            "random_uniform"
+        ]
+    );
+    assert_eq!(m.params()[3].init, Initializer::Ones);
+}
+
+model! {
+    /// A small convolutional classifier for 28x28 greyscale images.
+    pub struct Mnist {
+        Input(shape = (28, 28, 1)),
+        Conv2D(8, kernel_size = 3, padding = same, activation = relu),
+        MaxPooling2D(pool_size = 2),
+        Flatten,
+        /// Regularisation, training only.
+        Dropout(rate = 0.5),
+        Dense(10, softmax, name = "classifier"),
+    }
+}
+
+#[test]
+fn named_form_declares_a_reusable_type() {
+    let mut m = Mnist::model();
+    agrees(&mut m);
+    assert_eq!(m.name(), "mnist");
+    assert!(m.summary().starts_with("Model: \"mnist\""));
+    assert_eq!(Mnist::INPUT_SHAPE, Some(&[28, 28, 1][..]));
+    assert_eq!(Mnist::OUTPUT_SHAPE, Some(&[10][..]));
+    let arch = Mnist::default();
+    assert_eq!(arch.conv2d.padding, Padding::Same);
+    assert_eq!(arch.classifier.units, 10);
+    assert_eq!(arch.dropout.rate, 0.5);
+    let decl: Vec<(&str, &[usize])> = Mnist::PARAMS
+        .unwrap()
+        .iter()
+        .map(|p| (p.name, p.dims))
+        .collect();
+    assert_eq!(
+        decl,
+        [
+            ("conv2d/kernel", &[3, 3, 1, 8][..]),
+            ("conv2d/bias", &[8][..]),
+            ("classifier/kernel", &[1568, 10][..]),
+            ("classifier/bias", &[10][..]),
+        ]
+    );
+    // Dropout is active in training only.
+    let x = filled(&[1, 28, 28, 1], 1.0);
+    let inference = run(&m, x.clone(), false).remove(0);
+    assert_eq!(inference, run(&m, x.clone(), false)[0]);
+    assert_ne!(inference, run(&m, x, true)[0]);
+}
+
+#[test]
+fn forward_rejects_foreign_parameter_groups() {
+    let m = model![Input(2), Dense(2), Dense(2)];
+    let mut g = Graph::new("bad");
+    let x = g.parameter(TensorType::new(DType::F32, [1, 2]));
+    let mut cx = Forward::new(&mut g, false, None);
+    let err = m.arch().forward(&mut cx, x, &[&[]]).unwrap_err();
+    assert!(err
+        .to_string()
+        .contains("1 parameter groups for a model of 2 layers"));
+}

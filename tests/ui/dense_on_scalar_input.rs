@@ -1,0 +1,6 @@
+use strata::model;
+
+fn main() {
+    let model = model![Input(()), Dense(4)];
+    println!("{}", model.summary());
+}

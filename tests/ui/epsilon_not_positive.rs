@@ -1,0 +1,6 @@
+use strata::model;
+
+fn main() {
+    let model = model![Input(16), LayerNormalization(epsilon = 0)];
+    println!("{}", model.summary());
+}

@@ -1,0 +1,6 @@
+use strata::model;
+
+fn main() {
+    let model = model![Input(784), Dense(128, relux), Dense(10, softmax)];
+    println!("{}", model.summary());
+}
