@@ -174,3 +174,18 @@ pub(crate) fn native(op: UnaryOp, x: Data<'_>, out: DataMut<'_>) -> Result<()> {
     }
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::Emitter;
+
+pub(crate) fn lower(e: &mut Emitter<'_>, op: UnaryOp, x: Value, ty: &TensorType) -> String {
+    let (x, t) = (e.name(x), ty.mlir());
+    match op {
+        // StableHLO has no erf; CHLO's is decomposed by every plugin's compiler (it is what
+        // jax.lax.erf exports as).
+        UnaryOp::Erf => e.emit(format!("chlo.erf {x} : {t} -> {t}")),
+        // The IR's names are StableHLO's.
+        _ => e.unary(op.name(), &x, &t),
+    }
+}

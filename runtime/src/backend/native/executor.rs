@@ -3,7 +3,7 @@
 use super::data::{Data, Storage};
 use super::plan::{plan, Loc, OutputPlan, Plan};
 use super::KernelCtx;
-use crate::backend::{check_args, Buffer, CompileOptions, Executable, Repr};
+use crate::backend::{check_args, Buffer, CompileOptions, Executable};
 use crate::ir::{Graph, TensorType};
 use crate::ops::{self, In};
 use crate::{Error, Result};
@@ -39,31 +39,22 @@ const INLINE_OPERANDS: usize = 4;
 
 fn data_of<'a>(
     loc: Loc,
-    args: &'a [Buffer],
+    params: &[&'a Storage],
     arena: &'a [Storage],
     consts: &'a [Storage],
     n: usize,
 ) -> Data<'a> {
-    let s = match loc {
-        Loc::Param(i) => match args[i].repr() {
-            Repr::Native(s) => s,
-        },
-        Loc::Slot(i) => &arena[i],
-        Loc::Const(i) => &consts[i],
-    };
-    s.prefix(n)
+    storage_of(loc, params, arena, consts).prefix(n)
 }
 
 fn storage_of<'a>(
     loc: Loc,
-    args: &'a [Buffer],
+    params: &[&'a Storage],
     arena: &'a [Storage],
     consts: &'a [Storage],
 ) -> &'a Storage {
     match loc {
-        Loc::Param(i) => match args[i].repr() {
-            Repr::Native(s) => s,
-        },
+        Loc::Param(i) => params[i],
         Loc::Slot(i) => &arena[i],
         Loc::Const(i) => &consts[i],
     }
@@ -85,6 +76,11 @@ impl Executable for NativeExecutable {
 
     fn execute(&mut self, args: &mut [Buffer]) -> Result<Vec<Buffer>> {
         check_args("native", &self.param_types, args)?;
+        // Resolved once: check_args has made sure every argument is a native buffer.
+        let params = args
+            .iter()
+            .map(Buffer::native_storage)
+            .collect::<Result<Vec<&Storage>>>()?;
         let plan = &self.plan;
         for step in &plan.steps {
             let node = &plan.nodes[step.node];
@@ -93,7 +89,7 @@ impl Executable for NativeExecutable {
                 let make = |k: usize| {
                     let ty = &plan.nodes[step.in_nodes[k]].ty;
                     In {
-                        data: data_of(step.ins[k], args, &self.arena, &plan.consts, ty.numel()),
+                        data: data_of(step.ins[k], &params, &self.arena, &plan.consts, ty.numel()),
                         ty,
                     }
                 };
@@ -133,7 +129,7 @@ impl Executable for NativeExecutable {
             let ty = &self.output_types[k];
             match *out {
                 OutputPlan::Return { loc } => {
-                    let s = exact_copy(storage_of(loc, args, &self.arena, &plan.consts), ty);
+                    let s = exact_copy(storage_of(loc, &params, &self.arena, &plan.consts), ty);
                     returned.push(Buffer::native(ty.clone(), s));
                 }
                 OutputPlan::Update {
@@ -141,7 +137,7 @@ impl Executable for NativeExecutable {
                     param,
                     swap: false,
                 } => {
-                    let s = exact_copy(storage_of(loc, args, &self.arena, &plan.consts), ty);
+                    let s = exact_copy(storage_of(loc, &params, &self.arena, &plan.consts), ty);
                     copied_updates.push((param, s));
                 }
                 OutputPlan::Update { swap: true, .. } => {}
@@ -154,13 +150,11 @@ impl Executable for NativeExecutable {
                 swap: true,
             } = *out
             {
-                let Repr::Native(p) = args[param].repr_mut();
-                std::mem::swap(p, &mut self.arena[s]);
+                std::mem::swap(args[param].native_storage_mut()?, &mut self.arena[s]);
             }
         }
         for (param, s) in copied_updates {
-            let Repr::Native(p) = args[param].repr_mut();
-            *p = s;
+            *args[param].native_storage_mut()? = s;
         }
         Ok(returned)
     }
