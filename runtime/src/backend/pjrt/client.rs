@@ -496,6 +496,23 @@ impl DeviceBuffer {
     pub fn raw(&self) -> *mut ffi::Buffer {
         self.raw
     }
+
+    /// Whether the plugin has deleted the buffer's memory: true after it was donated to
+    /// an execution.
+    pub fn is_deleted(&self) -> Result<bool> {
+        let api = &self.client.api;
+        let f = entry!(api, buffer_is_deleted)?;
+        let mut args = ffi::BufferIsDeletedArgs {
+            struct_size: size::<ffi::BufferIsDeletedArgs>(),
+            extension_start: std::ptr::null_mut(),
+            buffer: self.raw,
+            is_deleted: false,
+        };
+        // SAFETY: the handle is live (deleted memory still has a live handle).
+        let err = unsafe { f(&mut args) };
+        api.check(err, "PJRT_Buffer_IsDeleted")?;
+        Ok(args.is_deleted)
+    }
 }
 
 impl Drop for DeviceBuffer {

@@ -4,7 +4,36 @@ use super::client::{Client, LoadedExecutable};
 use crate::backend::{check_args, Buffer, CompileOptions, Executable};
 use crate::ir::{Graph, TensorType};
 use crate::{Error, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Counts of what executions did, for tests and diagnostics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecutionStats {
+    /// Completed executions.
+    pub executions: u64,
+    /// State updates written in place: the parameter's buffer was donated to the program.
+    pub donated: u64,
+    /// State updates the plugin wrote to a fresh buffer instead (it declined the donation).
+    pub not_donated: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct ExecutionCounters {
+    executions: AtomicU64,
+    donated: AtomicU64,
+    not_donated: AtomicU64,
+}
+
+impl ExecutionCounters {
+    pub fn snapshot(&self) -> ExecutionStats {
+        ExecutionStats {
+            executions: self.executions.load(Ordering::Relaxed),
+            donated: self.donated.load(Ordering::Relaxed),
+            not_donated: self.not_donated.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// What becomes of each output of the program after a run.
 #[derive(Clone, Copy, Debug)]
@@ -21,6 +50,7 @@ pub(crate) struct PjrtExecutable {
     param_types: Vec<TensorType>,
     output_types: Vec<TensorType>,
     destinations: Vec<Destination>,
+    counters: Arc<ExecutionCounters>,
 }
 
 impl PjrtExecutable {
@@ -29,6 +59,7 @@ impl PjrtExecutable {
         exe: LoadedExecutable,
         g: &Graph,
         options: &CompileOptions,
+        counters: Arc<ExecutionCounters>,
     ) -> PjrtExecutable {
         let mut destinations = vec![Destination::Return; g.outputs().len()];
         for &(o, p) in &options.updates {
@@ -40,6 +71,7 @@ impl PjrtExecutable {
             param_types: g.param_types(),
             output_types: g.output_types(),
             destinations,
+            counters,
         }
     }
 
@@ -95,10 +127,21 @@ impl Executable for PjrtExecutable {
             let b = Buffer::pjrt(ty.clone(), out);
             match *dest {
                 Destination::Return => returned.push(b),
-                // The parameter's old handle was donated (dead); dropping it frees the handle.
-                Destination::Update(p) => args[p] = b,
+                Destination::Update(p) => {
+                    // The old handle was donated (its memory now holds the update); only
+                    // the handle is left to free, by dropping it.
+                    let donated = args[p].pjrt_buffer()?.is_deleted()?;
+                    let counter = if donated {
+                        &self.counters.donated
+                    } else {
+                        &self.counters.not_donated
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    args[p] = b;
+                }
             }
         }
+        self.counters.executions.fetch_add(1, Ordering::Relaxed);
         Ok(returned)
     }
 }

@@ -388,6 +388,14 @@ pub struct BufferDestroyArgs {
     pub buffer: *mut Buffer,
 }
 
+#[repr(C)]
+pub struct BufferIsDeletedArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub buffer: *mut Buffer,
+    pub is_deleted: bool,
+}
+
 pub const LAYOUT_TILED: c_int = 0;
 
 #[repr(C)]
@@ -536,7 +544,7 @@ pub struct Api {
     pub buffer_device: Unused,
     pub buffer_memory: Unused,
     pub buffer_delete: Unused,
-    pub buffer_is_deleted: Unused,
+    pub buffer_is_deleted: Option<Entry<BufferIsDeletedArgs>>,
     pub buffer_copy_to_device: Unused,
     pub buffer_to_host_buffer: Option<Entry<BufferToHostBufferArgs>>,
 }

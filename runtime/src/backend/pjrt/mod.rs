@@ -16,7 +16,8 @@ pub mod plugin;
 pub(crate) mod stablehlo;
 
 pub use cache::{CacheDir, CacheStats};
-pub use plugin::{find_plugin, KnownPlugin, PluginKind, KNOWN_PLUGINS};
+pub use executable::ExecutionStats;
+pub use plugin::{find_plugin, find_plugin_in, KnownPlugin, PluginKind, KNOWN_PLUGINS};
 pub use stablehlo::stablehlo_text;
 
 pub(crate) use client::DeviceBuffer;
@@ -27,6 +28,7 @@ use crate::{Error, Result, Tensor};
 use api::Api;
 use cache::{Cache, Counters};
 use client::{Client, OptionValue};
+use executable::ExecutionCounters;
 use options::BuildOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,6 +44,9 @@ pub struct PjrtOptions {
     pub plugin: Option<PathBuf>,
     /// The persistent compilation cache.
     pub cache: CacheDir,
+    /// A directory that receives every compiled module's StableHLO text; `None` reads
+    /// `STRATA_DUMP_HLO` (no dumps when that is unset too).
+    pub dump_dir: Option<PathBuf>,
 }
 
 /// A PJRT client for one device kind, as a [`Backend`].
@@ -50,6 +55,8 @@ pub struct PjrtBackend {
     client: Arc<Client>,
     cache: Option<Cache>,
     counters: Arc<Counters>,
+    executions: Arc<ExecutionCounters>,
+    dump_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for PjrtBackend {
@@ -98,6 +105,12 @@ impl PjrtBackend {
             client,
             cache: options.cache.resolve().map(Cache::new),
             counters: Arc::new(Counters::default()),
+            executions: Arc::new(ExecutionCounters::default()),
+            dump_dir: options.dump_dir.or_else(|| {
+                std::env::var_os(DUMP_ENV)
+                    .filter(|d| !d.is_empty())
+                    .map(PathBuf::from)
+            }),
         })
     }
 
@@ -137,6 +150,11 @@ impl PjrtBackend {
     /// What the persistent compilation cache did for this backend so far.
     pub fn cache_stats(&self) -> CacheStats {
         self.counters.snapshot()
+    }
+
+    /// What the executables compiled by this backend did so far.
+    pub fn execution_stats(&self) -> ExecutionStats {
+        self.executions.snapshot()
     }
 
     /// The cache directory, when the cache is enabled.
@@ -223,13 +241,8 @@ fn unavailable(device: &Device, e: Error) -> Error {
     }
 }
 
-/// Writes the module text under `$STRATA_DUMP_HLO`, named after the graph and a hash of
-/// the text.
-fn dump(g: &Graph, text: &str) -> Result<()> {
-    let Some(dir) = std::env::var_os(DUMP_ENV).filter(|d| !d.is_empty()) else {
-        return Ok(());
-    };
-    let dir = PathBuf::from(dir);
+/// Writes the module text into `dir`, named after the graph and a hash of the text.
+fn dump(dir: &Path, g: &Graph, text: &str) -> Result<()> {
     let name: String = g
         .name()
         .chars()
@@ -245,9 +258,14 @@ fn dump(g: &Graph, text: &str) -> Result<()> {
         "{name}-{}.mlir",
         &cache::hash128_hex(text.as_bytes())[..16]
     ));
-    std::fs::create_dir_all(&dir)
+    std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::write(&path, text))
-        .map_err(|e| Error::invalid(DUMP_ENV, format!("cannot write {}: {e}", path.display())))
+        .map_err(|e| {
+            Error::invalid(
+                "StableHLO dump",
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })
 }
 
 impl Backend for PjrtBackend {
@@ -258,7 +276,9 @@ impl Backend for PjrtBackend {
     fn compile(&self, graph: &Graph, options: &CompileOptions) -> Result<Box<dyn Executable>> {
         // Validation first (inside the printer): nothing unchecked reaches the plugin.
         let text = stablehlo::module_text(graph, options, 1)?;
-        dump(graph, &text)?;
+        if let Some(dir) = &self.dump_dir {
+            dump(dir, graph, &text)?;
+        }
         let build = BuildOptions::single_device().encode(self.client.device_count())?;
         let exe = self.compile_text(&text, &build)?;
         if exe.num_outputs() != graph.outputs().len() {
@@ -276,6 +296,7 @@ impl Backend for PjrtBackend {
             exe,
             graph,
             options,
+            self.executions.clone(),
         )))
     }
 

@@ -96,7 +96,8 @@ impl PluginKind {
     }
 }
 
-/// Finds the plugin file for `kind`, honouring `explicit` and `STRATA_PJRT_PLUGIN` first.
+/// Finds the plugin file for `kind`, honouring `explicit` and `STRATA_PJRT_PLUGIN` first,
+/// then searching the project-local plugin directories and Python's site-packages.
 pub fn find_plugin(kind: PluginKind, explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
@@ -104,17 +105,28 @@ pub fn find_plugin(kind: PluginKind, explicit: Option<&Path>) -> Result<PathBuf>
     if let Some(p) = std::env::var_os("STRATA_PJRT_PLUGIN").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
+    find_plugin_in(kind, &plugin_dirs(), site_packages())
+}
+
+/// Searches `plugin_dirs` (each holding one directory per package, as
+/// `.strata/plugins` does) and then `site_dirs` (site-packages directories) for the
+/// plugin of the preferred package of `kind` first.
+pub fn find_plugin_in(
+    kind: PluginKind,
+    plugin_dirs: &[PathBuf],
+    site_dirs: &[PathBuf],
+) -> Result<PathBuf> {
     let mut searched = Vec::new();
     for pkg in kind.packages() {
-        for dir in project_plugin_dirs(pkg.package) {
-            let candidate = dir.join(pkg.file);
+        for dir in plugin_dirs {
+            let candidate = dir.join(pkg.package).join(pkg.file);
             if candidate.is_file() {
                 return Ok(candidate);
             }
-            searched.push(dir);
+            searched.push(dir.join(pkg.package));
         }
     }
-    for site in site_packages() {
+    for site in site_dirs {
         for pkg in kind.packages() {
             let candidate = site.join(pkg.file);
             if candidate.is_file() {
@@ -143,14 +155,14 @@ pub fn find_plugin(kind: PluginKind, explicit: Option<&Path>) -> Result<PathBuf>
     })
 }
 
-/// `$STRATA_PLUGIN_DIR/<package>` and `<project>/.strata/plugins/<package>`.
-fn project_plugin_dirs(package: &str) -> Vec<PathBuf> {
+/// `$STRATA_PLUGIN_DIR` and `<project>/.strata/plugins`.
+pub fn plugin_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(d) = std::env::var_os("STRATA_PLUGIN_DIR").filter(|d| !d.is_empty()) {
-        dirs.push(PathBuf::from(d).join(package));
+        dirs.push(PathBuf::from(d));
     }
     if let Some(root) = project_root() {
-        dirs.push(root.join(".strata").join("plugins").join(package));
+        dirs.push(root.join(".strata").join("plugins"));
     }
     dirs
 }
@@ -165,7 +177,7 @@ pub fn project_root() -> Option<PathBuf> {
 
 /// Python's site-packages directories: what `python3` reports (asked once per process),
 /// then the usual places, existing ones only, without duplicates.
-fn site_packages() -> &'static [PathBuf] {
+pub fn site_packages() -> &'static [PathBuf] {
     static DIRS: OnceLock<Vec<PathBuf>> = OnceLock::new();
     DIRS.get_or_init(|| {
         let mut dirs = python_site_packages();
@@ -244,6 +256,21 @@ mod tests {
         assert!(PluginKind::Cpu
             .install_command()
             .contains("lammps-jax-pjrt-cpu==0.11.2"));
+    }
+
+    #[test]
+    fn nothing_found_names_the_package_and_the_install_command() {
+        let empty = std::env::temp_dir().join("strata-no-plugins-here");
+        let dirs = [empty];
+        match find_plugin_in(PluginKind::Cpu, &dirs, &dirs) {
+            Err(Error::PluginNotFound {
+                package, install, ..
+            }) => {
+                assert!(package.contains("lammps-jax-pjrt-cpu"));
+                assert!(install.contains("pip install"));
+            }
+            other => panic!("expected PluginNotFound, got {other:?}"),
+        }
     }
 
     #[test]
