@@ -49,13 +49,17 @@ pub enum Error {
     /// No PJRT plugin for a device could be found.
     #[error(
         "no PJRT plugin for `{device}` found (package `{package}`; looked in: {searched}); \
-         install it with `{install}`, or point STRATA_PJRT_PLUGIN at the plugin's .so"
+         install it with `{install}` (in a Strata checkout: `{checkout_install}`), \
+         or point STRATA_PJRT_PLUGIN at the plugin's .so"
     )]
     PluginNotFound {
         device: String,
         package: String,
         searched: String,
+        /// The pip command installing the preferred package.
         install: String,
+        /// The command installing it into a checkout's `.strata/plugins`.
+        checkout_install: String,
     },
 
     /// A file that could not be used as a PJRT plugin: missing, not a shared library,

@@ -211,6 +211,14 @@ pub(crate) fn lower(
             let bool_ty = ty.with_dtype(DType::Bool).mlir();
             e.nan_min_max(op.name(), &a, &b, &t, &bool_ty)
         }
-        _ => e.binary(op.name(), &a, &b, &t),
+        BinaryOp::Add
+        | BinaryOp::Sub
+        | BinaryOp::Mul
+        | BinaryOp::Div
+        | BinaryOp::Max
+        | BinaryOp::Min
+        | BinaryOp::Pow
+        | BinaryOp::And
+        | BinaryOp::Or => e.binary(op.name(), &a, &b, &t),
     }
 }

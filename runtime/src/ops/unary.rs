@@ -185,7 +185,22 @@ pub(crate) fn lower(e: &mut Emitter<'_>, op: UnaryOp, x: Value, ty: &TensorType)
         // StableHLO has no erf; CHLO's is decomposed by every plugin's compiler (it is what
         // jax.lax.erf exports as).
         UnaryOp::Erf => e.emit(format!("chlo.erf {x} : {t} -> {t}")),
-        // The IR's names are StableHLO's.
-        _ => e.unary(op.name(), &x, &t),
+        // These names are StableHLO's (listed, not defaulted, so a new function has to
+        // choose its lowering).
+        UnaryOp::Neg
+        | UnaryOp::Abs
+        | UnaryOp::Sign
+        | UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Tanh
+        | UnaryOp::Logistic
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt
+        | UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Round
+        | UnaryOp::Not => e.unary(op.name(), &x, &t),
     }
 }

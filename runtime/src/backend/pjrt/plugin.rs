@@ -79,20 +79,29 @@ impl PluginKind {
         }
     }
 
-    /// The command that installs the preferred package for this kind.
+    /// The pip command that installs the preferred package for this kind.
     pub fn install_command(self) -> String {
-        let Some(p) = self.packages().next() else {
-            return String::new();
-        };
-        let spec = if p.version.is_empty() {
-            p.package.to_string()
+        self.packages()
+            .next()
+            .map_or_else(String::new, |p| format!("pip install {}", p.spec()))
+    }
+
+    /// The same, into a Strata checkout's `.strata/plugins`.
+    pub fn checkout_install_command(self) -> String {
+        self.packages().next().map_or_else(String::new, |p| {
+            format!("scripts/install-xla-plugin {}", p.spec())
+        })
+    }
+}
+
+impl KnownPlugin {
+    /// `package==version`, or the bare package when no version is pinned.
+    pub fn spec(&self) -> String {
+        if self.version.is_empty() {
+            self.package.to_string()
         } else {
-            format!("{}=={}", p.package, p.version)
-        };
-        format!(
-            "pip install --target .strata/plugins/{} {spec} (in a Strata checkout: scripts/install-xla-plugin {spec})",
-            p.package
-        )
+            format!("{}=={}", self.package, self.version)
+        }
     }
 }
 
@@ -152,6 +161,7 @@ pub fn find_plugin_in(
                 .join(", ")
         },
         install: kind.install_command(),
+        checkout_install: kind.checkout_install_command(),
     })
 }
 
