@@ -247,7 +247,8 @@ fn nan_min_max_lines(
     bool_ty: &str,
     mut fresh: impl FnMut() -> String,
 ) -> (Vec<String>, String) {
-    let (m, na, nb, t, r) = (fresh(), fresh(), fresh(), fresh(), fresh());
+    // Named in the order the lines define them, for a readable dump.
+    let (m, nb, t, na, r) = (fresh(), fresh(), fresh(), fresh(), fresh());
     let lines = vec![
         format!("{m} = stablehlo.{op} {a}, {b} : {ty}"),
         format!("{nb} = stablehlo.compare NE, {b}, {b}, FLOAT : ({ty}, {ty}) -> {bool_ty}"),
