@@ -474,3 +474,61 @@ fn device_names_give_backends() {
     assert_eq!(b.run(&g, std::slice::from_ref(&t)).unwrap()[0], t);
     assert_eq!(Device::Native.backend().unwrap().name(), "native");
 }
+
+#[test]
+fn every_element_type_round_trips_through_device_buffers() {
+    use half::bf16;
+    let xla = xla_cpu();
+    let tensors = vec![
+        f32t(&[2, 3], &[1.0, -0.0, f32::INFINITY, f32::NAN, 1e-40, 3.5]),
+        Tensor::from_vec(&[2], vec![f64::MIN_POSITIVE, -1.25]).unwrap(),
+        Tensor::from_vec(
+            &[3],
+            vec![bf16::from_f32(1.5), bf16::MIN, bf16::NEG_INFINITY],
+        )
+        .unwrap(),
+        Tensor::from_vec(&[2, 1], vec![i32::MIN, i32::MAX]).unwrap(),
+        Tensor::from_vec(&[1], vec![i64::MIN]).unwrap(),
+        Tensor::from_vec(&[4], vec![true, false, false, true]).unwrap(),
+        Tensor::scalar(7i32),
+        Tensor::scalar(true),
+        Tensor::from_vec::<f32>(&[0], vec![]).unwrap(),
+        Tensor::from_vec::<bool>(&[2, 0, 3], vec![]).unwrap(),
+    ];
+    for t in &tensors {
+        let back = xla.download(&xla.upload(t).unwrap()).unwrap();
+        assert_eq!(back.ty(), t.ty());
+        // Compare bits, so NaN and -0.0 count.
+        assert_eq!(format!("{back:?}"), format!("{t:?}"), "{}", t.ty());
+    }
+    // A transposed (non-standard layout) array goes up in logical order.
+    let a = ndarray::Array2::from_shape_vec((2, 3), vec![1f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let t = Tensor::from(a.reversed_axes().into_dyn());
+    let back = xla.download(&xla.upload(&t).unwrap()).unwrap();
+    assert_eq!(
+        back.to_vec::<f32>().unwrap(),
+        vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
+    );
+
+    // Programs over empty tensors compile and run too.
+    let mut g = Graph::new("empty");
+    let x = g.parameter(TensorType::new(DType::F32, [0, 4]));
+    let s = g.sum(x, &[0]).unwrap();
+    g.set_outputs(vec![x, s]).unwrap();
+    let out = xla
+        .run(&g, &[Tensor::from_vec::<f32>(&[0, 4], vec![]).unwrap()])
+        .unwrap();
+    assert_eq!(out[1], f32t(&[4], &[0.0; 4]));
+
+    // Wrong arguments are refused before the plugin sees them.
+    let mut exe = xla.compile(&g, &CompileOptions::default()).unwrap();
+    let mut wrong = vec![xla.upload(&f32t(&[4], &[0.0; 4])).unwrap()];
+    assert!(matches!(
+        exe.execute(&mut wrong),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        exe.execute(&mut []),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
