@@ -1,9 +1,11 @@
 //! Our own declarations of the subset of the PJRT C API (`pjrt_c_api.h`) that Strata uses.
 //!
-//! Layouts follow the header of PJRT C API 0.113 (the newest we have read); plugins accept
-//! args structs larger than their own version of them and reject smaller ones, so every
-//! struct here is at least as large as in the plugins we ship tests against (0.115 CPU,
-//! 0.117 libtpu), which [`super::api`] checks at run time through error texts.
+//! Layouts follow the header of PJRT C API 0.113 (the newest we have read). Plugins accept
+//! args structs larger than their own version of them and reject smaller ones with
+//! INVALID_ARGUMENT ("Unexpected PJRT_Client_Create_Args size: expected 88, got 16"), so
+//! every struct must be at least as large as the plugin's. Measured: the CPU plugins
+//! (API 0.81 and 0.115) and libtpu 0.0.51 (API 0.116) accept every struct declared here;
+//! e.g. `ExecuteOptions` is 144 bytes here and 112 in the 0.115 plugin.
 //!
 //! Conventions kept from the C header: every args struct starts with `struct_size` (set by
 //! the caller to the size of the struct *it* knows) and an `extension_start` pointer (always
@@ -564,6 +566,8 @@ mod tests {
         assert_eq!(size_of::<ClientCompileArgs>(), 56);
         assert_eq!(size_of::<BufferMemoryLayout>(), 80);
         assert_eq!(size_of::<LoadedExecutableExecuteArgs>(), 80);
+        // Plugin 0.115 wants at least 112 (measured); ours has the fields up to 0.113's end.
+        assert_eq!(size_of::<ExecuteOptions>(), 144);
         assert_eq!(offset_of!(Api, error_destroy), 40);
         assert_eq!(offset_of!(Api, client_create), 40 + 10 * 8);
         assert_eq!(offset_of!(Api, client_compile), 40 + 20 * 8);

@@ -228,16 +228,25 @@ impl PjrtBackend {
     }
 }
 
-/// A client that cannot start because its device is absent is a `DeviceUnavailable`.
+/// A client that cannot start because its device is absent is a `DeviceUnavailable`:
+/// libtpu says NOT_FOUND ("No jellyfish device found"), the CUDA plugin
+/// FAILED_PRECONDITION ("No visible GPU devices"). Other failures (a malformed request,
+/// an internal error) stay plugin errors.
 fn unavailable(device: &Device, e: Error) -> Error {
-    match (device, e) {
-        (Device::Cuda | Device::Tpu, Error::Pjrt { message, code, .. }) => {
+    match e {
+        Error::Pjrt { code, message, .. }
+            if matches!(device, Device::Cuda | Device::Tpu)
+                && matches!(
+                    code.as_str(),
+                    "NOT_FOUND" | "FAILED_PRECONDITION" | "UNAVAILABLE"
+                ) =>
+        {
             Error::DeviceUnavailable {
                 device: device.to_string(),
                 message: format!("{code}: {message}"),
             }
         }
-        (_, e) => e,
+        e => e,
     }
 }
 
