@@ -532,3 +532,37 @@ fn every_element_type_round_trips_through_device_buffers() {
         Err(Error::InvalidArgument { .. })
     ));
 }
+
+#[test]
+fn unusual_output_lists_compile_and_run() {
+    let xla = xla_cpu();
+    let native = NativeBackend::new();
+    let mut g = Graph::new("outputs");
+    let w = g.parameter(TensorType::new(DType::F32, [2]));
+    let d = g.add(w, w).unwrap();
+    // The old w, the new w (an update of w), the same value twice.
+    g.set_outputs(vec![w, d, d]).unwrap();
+    let opts = CompileOptions {
+        updates: vec![(1, 0)],
+    };
+    for b in [&xla as &dyn Backend, &native] {
+        let mut exe = b.compile(&g, &opts).unwrap();
+        let mut args = vec![b.upload(&f32t(&[2], &[1.0, -3.0])).unwrap()];
+        for step in 1..=3 {
+            let out = exe.execute(&mut args).unwrap();
+            let old = 2f32.powi(step - 1);
+            let new = 2f32.powi(step);
+            assert_eq!(b.download(&out[0]).unwrap(), f32t(&[2], &[old, -3.0 * old]));
+            assert_eq!(b.download(&out[1]).unwrap(), f32t(&[2], &[new, -3.0 * new]));
+            assert_eq!(
+                b.download(&args[0]).unwrap(),
+                f32t(&[2], &[new, -3.0 * new])
+            );
+        }
+    }
+
+    let mut none = Graph::new("no outputs");
+    none.parameter(TensorType::scalar(DType::F32));
+    none.set_outputs(vec![]).unwrap();
+    assert!(xla.run(&none, &[Tensor::scalar(1f32)]).unwrap().is_empty());
+}
