@@ -128,6 +128,23 @@ mod tests {
     }
 
     #[test]
+    fn the_environment_variable_picks_the_device() {
+        // The only test that touches STRATA_DEVICE, so setting it here races with nothing.
+        std::env::set_var(DEVICE_ENV, "xla-cpu:3");
+        assert_eq!(
+            Device::from_env().unwrap(),
+            Device::XlaCpu { devices: Some(3) }
+        );
+        std::env::set_var(DEVICE_ENV, "quantum");
+        assert!(matches!(Device::from_env(), Err(Error::DeviceParse { .. })));
+        std::env::set_var(DEVICE_ENV, "");
+        assert_eq!(Device::from_env().unwrap(), Device::Native);
+        std::env::remove_var(DEVICE_ENV);
+        assert_eq!(Device::from_env().unwrap(), Device::Native);
+        assert_eq!(backend_from_env().unwrap().name(), "native");
+    }
+
+    #[test]
     fn bad_names_are_typed_errors() {
         for s in [
             "",
