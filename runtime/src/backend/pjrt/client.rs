@@ -287,8 +287,9 @@ impl Client {
                 ));
             }
             // A zero-element tensor still needs a valid pointer.
+            let placeholder = [0u8; 1];
             let data: *const c_void = if bytes.is_empty() {
-                [0u8; 1].as_ptr().cast()
+                placeholder.as_ptr().cast()
             } else {
                 bytes.as_ptr().cast()
             };
