@@ -66,6 +66,50 @@ pub enum Error {
         backend: &'static str,
         message: String,
     },
+
+    /// A buffer handed to a backend other than the one that made it.
+    #[error("a {got} buffer was given to the {expected} backend: download it and upload it there")]
+    WrongBackend { expected: String, got: String },
+
+    /// No PJRT plugin for a device could be found.
+    #[error(
+        "no PJRT plugin for `{device}` found (package `{package}`; looked in: {searched}); \
+         install it with `{install}` (in a Strata checkout: `{checkout_install}`), \
+         or point STRATA_PJRT_PLUGIN at the plugin's .so"
+    )]
+    PluginNotFound {
+        device: String,
+        package: String,
+        searched: String,
+        /// The pip command installing the preferred package.
+        install: String,
+        /// The command installing it into a checkout's `.strata/plugins`.
+        checkout_install: String,
+    },
+
+    /// A file that could not be used as a PJRT plugin: missing, not a shared library,
+    /// no `GetPjrtApi`, or an API version Strata cannot talk to.
+    #[error("PJRT plugin {path}: {message}")]
+    Plugin { path: String, message: String },
+
+    /// A PJRT plugin call returned an error.
+    #[error("PJRT plugin {plugin}: {call} failed with {code}: {message}")]
+    Pjrt {
+        plugin: String,
+        call: &'static str,
+        code: String,
+        message: String,
+    },
+
+    /// The plugin loaded but the device it drives is not on this machine (no TPU, no GPU).
+    #[error("device `{device}` is not available: {message}")]
+    DeviceUnavailable { device: String, message: String },
+
+    /// A device name that `Device::from_str` does not know.
+    #[error(
+        "unknown device `{input}`: {message} (expected native, xla-cpu, xla-cpu:N, cuda or tpu)"
+    )]
+    DeviceParse { input: String, message: String },
 }
 
 impl Error {

@@ -1,7 +1,11 @@
 //! Backends compile and execute whole graphs. The trait is deliberately narrow — compile,
 //! move data in and out, execute — so every backend runs the same op test list.
 
+mod device;
 pub mod native;
+pub mod pjrt;
+
+pub use device::{backend_from_env, Device, DEVICE_ENV};
 
 use crate::ir::{Graph, TensorType};
 use crate::{Error, Result, Tensor};
@@ -57,6 +61,7 @@ pub struct Buffer {
 #[derive(Debug)]
 pub(crate) enum Repr {
     Native(native::Storage),
+    Pjrt(pjrt::DeviceBuffer),
 }
 
 impl Buffer {
@@ -71,12 +76,50 @@ impl Buffer {
         }
     }
 
-    pub(crate) fn repr(&self) -> &Repr {
-        &self.repr
+    pub(crate) fn pjrt(ty: TensorType, b: pjrt::DeviceBuffer) -> Buffer {
+        Buffer {
+            ty,
+            repr: Repr::Pjrt(b),
+        }
     }
 
-    pub(crate) fn repr_mut(&mut self) -> &mut Repr {
-        &mut self.repr
+    /// The name of the backend that made this buffer.
+    pub fn backend(&self) -> &'static str {
+        match self.repr {
+            Repr::Native(_) => "native",
+            Repr::Pjrt(_) => "xla",
+        }
+    }
+
+    fn wrong_backend(&self, expected: &str) -> Error {
+        Error::WrongBackend {
+            expected: expected.into(),
+            got: self.backend().into(),
+        }
+    }
+
+    /// The host storage of a native buffer; a typed error for any other.
+    pub(crate) fn native_storage(&self) -> Result<&native::Storage> {
+        match &self.repr {
+            Repr::Native(s) => Ok(s),
+            Repr::Pjrt(_) => Err(self.wrong_backend("native")),
+        }
+    }
+
+    pub(crate) fn native_storage_mut(&mut self) -> Result<&mut native::Storage> {
+        let err = self.wrong_backend("native");
+        match &mut self.repr {
+            Repr::Native(s) => Ok(s),
+            Repr::Pjrt(_) => Err(err),
+        }
+    }
+
+    /// The device buffer of a PJRT buffer; a typed error for any other.
+    pub(crate) fn pjrt_buffer(&self) -> Result<&pjrt::DeviceBuffer> {
+        match &self.repr {
+            Repr::Pjrt(b) => Ok(b),
+            Repr::Native(_) => Err(self.wrong_backend("xla")),
+        }
     }
 }
 
@@ -138,6 +181,9 @@ pub(crate) fn check_args(
         ));
     }
     for (i, (p, a)) in params.iter().zip(args).enumerate() {
+        if a.backend() != backend {
+            return Err(a.wrong_backend(backend));
+        }
         if p != a.ty() {
             return Err(Error::invalid(
                 format!("{backend} execute"),

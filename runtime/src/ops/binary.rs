@@ -191,3 +191,35 @@ pub(crate) fn native(op: BinaryOp, a: Data<'_>, b: Data<'_>, out: DataMut<'_>) -
     }
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::Emitter;
+
+/// Every binary op is the StableHLO op of the same name; integer division by zero and
+/// integer powers follow XLA's CPU semantics, which the native kernels copy. Float max and
+/// min are spelled out so that NaN propagates on every plugin.
+pub(crate) fn lower(
+    e: &mut Emitter<'_>,
+    op: BinaryOp,
+    lhs: Value,
+    rhs: Value,
+    ty: &TensorType,
+) -> String {
+    let (a, b, t) = (e.name(lhs), e.name(rhs), ty.mlir());
+    match op {
+        BinaryOp::Max | BinaryOp::Min if ty.dtype.is_float() => {
+            let bool_ty = ty.with_dtype(DType::Bool).mlir();
+            e.nan_min_max(op.name(), &a, &b, &t, &bool_ty)
+        }
+        BinaryOp::Add
+        | BinaryOp::Sub
+        | BinaryOp::Mul
+        | BinaryOp::Div
+        | BinaryOp::Max
+        | BinaryOp::Min
+        | BinaryOp::Pow
+        | BinaryOp::And
+        | BinaryOp::Or => e.binary(op.name(), &a, &b, &t),
+    }
+}

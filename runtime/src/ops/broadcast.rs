@@ -83,3 +83,16 @@ pub(crate) fn native(
     });
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{list, Emitter};
+
+pub(crate) fn lower(e: &mut Emitter<'_>, x: Value, dims: &[usize], ty: &TensorType) -> String {
+    let (n, from) = (e.name(x), e.ty(x).mlir());
+    e.emit(format!(
+        "stablehlo.broadcast_in_dim {n}, dims = {} : ({from}) -> {}",
+        list(dims),
+        ty.mlir()
+    ))
+}

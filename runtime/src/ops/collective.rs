@@ -39,3 +39,26 @@ pub(crate) fn native_replica_id(out: DataMut<'_>, ctx: &mut KernelCtx) -> Result
         o => Err(super::unsupported("replica_id", o.dtype())),
     }
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::Emitter;
+
+/// One group of every replica of the computation (one replica when compiled for a single
+/// device, where the all-reduce is the identity).
+pub(crate) fn lower_all_reduce(e: &mut Emitter<'_>, x: Value, ty: &TensorType) -> String {
+    let n = e.num_replicas();
+    let ids: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    let st = TensorType::scalar(ty.dtype).mlir();
+    let region = e.combiner("add", &st, false);
+    let (xn, t) = (e.name(x), ty.mlir());
+    e.emit(format!(
+        "\"stablehlo.all_reduce\"({xn}) ({region}) {{replica_groups = dense<[[{}]]> : tensor<1x{n}xi64>}} : ({t}) -> {t}",
+        ids.join(", ")
+    ))
+}
+
+pub(crate) fn lower_replica_id(e: &mut Emitter<'_>) -> String {
+    let id = e.emit("stablehlo.replica_id : tensor<ui32>");
+    e.convert(&id, "tensor<ui32>", "tensor<i32>")
+}

@@ -162,3 +162,48 @@ pub(crate) fn native_select(
     }
     with_same!("select", t, out, |t, o| sel(p, t, f, o))
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{compare_type, Emitter};
+
+pub(crate) fn lower_compare(
+    e: &mut Emitter<'_>,
+    cmp: Comparison,
+    lhs: Value,
+    rhs: Value,
+) -> String {
+    let dir = match cmp {
+        Comparison::Eq => "EQ",
+        Comparison::Ne => "NE",
+        Comparison::Lt => "LT",
+        Comparison::Le => "LE",
+        Comparison::Gt => "GT",
+        Comparison::Ge => "GE",
+    };
+    let t = e.ty(lhs);
+    // FLOAT comparisons are IEEE's: NaN is unequal to everything, as in the native kernel.
+    let (kind, ti, to) = (
+        compare_type(t.dtype),
+        t.mlir(),
+        t.with_dtype(DType::Bool).mlir(),
+    );
+    let (a, b) = (e.name(lhs), e.name(rhs));
+    e.emit(format!(
+        "stablehlo.compare {dir}, {a}, {b}, {kind} : ({ti}, {ti}) -> {to}"
+    ))
+}
+
+pub(crate) fn lower_select(
+    e: &mut Emitter<'_>,
+    pred: Value,
+    on_true: Value,
+    on_false: Value,
+) -> String {
+    // StableHLO's select takes a scalar predicate too, as the IR's does.
+    let (tp, tv) = (e.ty(pred).mlir(), e.ty(on_true).mlir());
+    let (p, t, f) = (e.name(pred), e.name(on_true), e.name(on_false));
+    e.emit(format!(
+        "stablehlo.select {p}, {t}, {f} : ({tp}, {tv}, {tv}) -> {tv}"
+    ))
+}

@@ -72,3 +72,18 @@ pub(crate) fn native(ins: &[In<'_>], axis: usize, mut out: DataMut<'_>) -> Resul
     }
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::Emitter;
+
+pub(crate) fn lower(e: &mut Emitter<'_>, xs: &[Value], axis: usize, ty: &TensorType) -> String {
+    let names: Vec<String> = xs.iter().map(|&x| e.name(x)).collect();
+    let types: Vec<String> = xs.iter().map(|&x| e.ty(x).mlir()).collect();
+    e.emit(format!(
+        "stablehlo.concatenate {}, dim = {axis} : ({}) -> {}",
+        names.join(", "),
+        types.join(", "),
+        ty.mlir()
+    ))
+}

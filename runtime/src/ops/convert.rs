@@ -129,3 +129,15 @@ pub(crate) fn native(x: Data<'_>, out: DataMut<'_>) -> Result<()> {
     }
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::Emitter;
+use crate::ir::TensorType;
+
+/// XLA's convert matches the native rules: float to integer truncates and saturates with
+/// NaN giving 0, narrowing wraps, to-bool is `!= 0` (measured on the CPU plugin).
+pub(crate) fn lower(e: &mut Emitter<'_>, x: Value, ty: &TensorType) -> String {
+    let (n, from) = (e.name(x), e.ty(x).mlir());
+    e.convert(&n, &from, &ty.mlir())
+}

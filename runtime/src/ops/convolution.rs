@@ -348,3 +348,37 @@ pub(crate) fn native(
         (a, _, _) => Err(super::unsupported("convolution", a.dtype())),
     }
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{list, Emitter};
+
+/// The fixed layout as StableHLO dimension numbers: `[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]`.
+pub(crate) fn lower(
+    e: &mut Emitter<'_>,
+    lhs: Value,
+    rhs: Value,
+    p: &ConvParams,
+    ty: &TensorType,
+) -> String {
+    let spatial: Vec<String> = (0..p.strides.len()).map(|d| d.to_string()).collect();
+    let sp = spatial.join(", ");
+    let pads: Vec<String> = p
+        .padding
+        .iter()
+        .map(|(l, h)| format!("[{l}, {h}]"))
+        .collect();
+    let (a, b) = (e.name(lhs), e.name(rhs));
+    let (ta, tb) = (e.ty(lhs).mlir(), e.ty(rhs).mlir());
+    e.emit(format!(
+        "stablehlo.convolution({a}, {b}) dim_numbers = [b, {sp}, f]x[{sp}, i, o]->[b, {sp}, f], \
+         window = {{stride = {}, pad = [{}], lhs_dilate = {}, rhs_dilate = {}}} \
+         {{batch_group_count = 1 : i64, feature_group_count = {} : i64}} : ({ta}, {tb}) -> {}",
+        list(&p.strides),
+        pads.join(", "),
+        list(&p.lhs_dilation),
+        list(&p.rhs_dilation),
+        p.feature_groups,
+        ty.mlir()
+    ))
+}

@@ -338,3 +338,36 @@ pub(crate) fn native(
         (a, _, _) => Err(super::unsupported("dot_general", a.dtype())),
     }
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{list, Emitter};
+
+/// StableHLO orders the result as the IR does: batch, lhs free, rhs free dimensions.
+/// Precision is left at the default, as JAX and TensorFlow do (full f32 on CPU; on TPU the
+/// default trades mantissa bits for speed).
+pub(crate) fn lower(
+    e: &mut Emitter<'_>,
+    lhs: Value,
+    rhs: Value,
+    dims: &DotDims,
+    ty: &TensorType,
+) -> String {
+    let (a, b) = (e.name(lhs), e.name(rhs));
+    let (ta, tb) = (e.ty(lhs).mlir(), e.ty(rhs).mlir());
+    let batching = if dims.lhs_batch.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "batching_dims = {} x {}, ",
+            list(&dims.lhs_batch),
+            list(&dims.rhs_batch)
+        )
+    };
+    e.emit(format!(
+        "stablehlo.dot_general {a}, {b}, {batching}contracting_dims = {} x {} : ({ta}, {tb}) -> {}",
+        list(&dims.lhs_contract),
+        list(&dims.rhs_contract),
+        ty.mlir()
+    ))
+}

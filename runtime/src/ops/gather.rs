@@ -204,3 +204,122 @@ pub(crate) fn native_scatter(
         (a, _) => Err(super::unsupported("scatter_add", a.dtype())),
     }
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{i64_array, list, Emitter};
+
+/// How `take` along `axis` with `batch_dims` leading batch dimensions maps onto StableHLO's
+/// gather/scatter dimension numbers. The result (and a scatter's updates) is
+/// `operand[..axis] ++ indices[batch_dims..] ++ operand[axis+1..]`; the operand dimensions
+/// other than the batch ones and `axis` are whole "window" (offset) dimensions, which sit
+/// at these result positions; the index dimensions fill the rest in order.
+struct Numbers {
+    /// Result positions of the operand's window dimensions.
+    window_dims: Vec<usize>,
+    /// `0..batch_dims`, in the operand and in the indices alike.
+    batch: Vec<usize>,
+    /// Slice sizes: 1 for batch dimensions and `axis`, full elsewhere.
+    slice_sizes: Vec<usize>,
+    /// The indices' rank: the index vector is an implicit trailing dimension of size 1.
+    index_vector_dim: usize,
+}
+
+fn numbers(operand: &TensorType, indices: &TensorType, axis: usize, batch_dims: usize) -> Numbers {
+    let r = operand.rank();
+    let n_idx = indices.rank() - batch_dims;
+    let window_dims = (batch_dims..axis)
+        .chain(axis + n_idx..axis + n_idx + (r - axis - 1))
+        .collect();
+    let slice_sizes = (0..r)
+        .map(|d| {
+            if d < batch_dims || d == axis {
+                1
+            } else {
+                operand.dims()[d]
+            }
+        })
+        .collect();
+    Numbers {
+        window_dims,
+        batch: (0..batch_dims).collect(),
+        slice_sizes,
+        index_vector_dim: indices.rank(),
+    }
+}
+
+/// `name = [..], ` for a non-empty list; nothing for an empty one (the attribute parser's
+/// defaults).
+fn field(name: &str, xs: &[usize]) -> String {
+    if xs.is_empty() {
+        String::new()
+    } else {
+        format!("{name} = {}, ", list(xs))
+    }
+}
+
+/// XLA clamps gather start indices into range, which for slices of size 1 along `axis` is
+/// exactly the IR's clamping.
+pub(crate) fn lower_gather(
+    e: &mut Emitter<'_>,
+    operand: Value,
+    indices: Value,
+    axis: usize,
+    batch_dims: usize,
+    ty: &TensorType,
+) -> String {
+    let (to, ti) = (e.ty(operand), e.ty(indices));
+    let n = numbers(to, ti, axis, batch_dims);
+    let dn = format!(
+        "#stablehlo.gather<{}collapsed_slice_dims = [{axis}], {}{}start_index_map = [{axis}], index_vector_dim = {}>",
+        field("offset_dims", &n.window_dims),
+        field("operand_batching_dims", &n.batch),
+        field("start_indices_batching_dims", &n.batch),
+        n.index_vector_dim
+    );
+    let (o, i) = (e.name(operand), e.name(indices));
+    let (tos, tis) = (to.mlir(), ti.mlir());
+    e.emit(format!(
+        "\"stablehlo.gather\"({o}, {i}) {{dimension_numbers = {dn}, indices_are_sorted = false, slice_sizes = {}}} : ({tos}, {tis}) -> {}",
+        i64_array(&n.slice_sizes),
+        ty.mlir()
+    ))
+}
+
+/// XLA's scatter skips out-of-range updates instead of clamping, so the indices are
+/// clamped explicitly first.
+pub(crate) fn lower_scatter(
+    e: &mut Emitter<'_>,
+    operand: Value,
+    indices: Value,
+    updates: Value,
+    axis: usize,
+    batch_dims: usize,
+    ty: &TensorType,
+) -> String {
+    let (to, ti, tu) = (e.ty(operand), e.ty(indices), e.ty(updates));
+    let n = numbers(to, ti, axis, batch_dims);
+    let ist = TensorType::scalar(ti.dtype).mlir();
+    let lo = e.splat("0", &ist);
+    let hi = e.splat(&to.dims()[axis].saturating_sub(1).to_string(), &ist);
+    let i = e.name(indices);
+    let tis = ti.mlir();
+    let clamped = e.emit(format!(
+        "stablehlo.clamp {lo}, {i}, {hi} : ({ist}, {tis}, {ist}) -> {tis}"
+    ));
+    let st = TensorType::scalar(to.dtype).mlir();
+    let region = e.combiner("add", &st, false);
+    let dn = format!(
+        "#stablehlo.scatter<{}inserted_window_dims = [{axis}], {}{}scatter_dims_to_operand_dims = [{axis}], index_vector_dim = {}>",
+        field("update_window_dims", &n.window_dims),
+        field("input_batching_dims", &n.batch),
+        field("scatter_indices_batching_dims", &n.batch),
+        n.index_vector_dim
+    );
+    let (o, u) = (e.name(operand), e.name(updates));
+    let (tos, tus) = (to.mlir(), tu.mlir());
+    e.emit(format!(
+        "\"stablehlo.scatter\"({o}, {clamped}, {u}) ({region}) {{indices_are_sorted = false, scatter_dimension_numbers = {dn}, unique_indices = false}} : ({tos}, {tis}, {tus}) -> {}",
+        ty.mlir()
+    ))
+}

@@ -271,3 +271,73 @@ pub(crate) fn check_axes(op: &'static str, axes: &[usize], rank: usize) -> Resul
     }
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::Emitter;
+
+/// Prints node `v` (whose operands are already printed) as StableHLO into `e` and returns
+/// the SSA name of its result.
+pub(crate) fn lower(e: &mut Emitter<'_>, v: Value) -> Result<String> {
+    let node = e.graph().node(v);
+    let ty = &node.ty;
+    Ok(match &node.op {
+        Op::Parameter { index } => format!("%arg{index}"),
+        Op::Constant { value } => source::lower_constant(e, value),
+        Op::Iota { dim } => source::lower_iota(e, *dim, ty),
+        Op::Unary { op, x } => unary::lower(e, *op, *x, ty),
+        Op::Binary { op, lhs, rhs } => binary::lower(e, *op, *lhs, *rhs, ty),
+        Op::Compare { cmp, lhs, rhs } => compare::lower_compare(e, *cmp, *lhs, *rhs),
+        Op::Select {
+            pred,
+            on_true,
+            on_false,
+        } => compare::lower_select(e, *pred, *on_true, *on_false),
+        Op::Convert { x, .. } => convert::lower(e, *x, ty),
+        Op::BroadcastInDim { x, dims, .. } => broadcast::lower(e, *x, dims, ty),
+        Op::Reshape { x, .. } => reshape::lower(e, *x, ty),
+        Op::StopGradient { x } => stop_gradient::lower(e, *x),
+        Op::Transpose { x, perm } => transpose::lower(e, *x, perm, ty),
+        Op::Reverse { x, axes } => reverse::lower(e, *x, axes),
+        Op::Slice {
+            x,
+            start,
+            limit,
+            stride,
+        } => slice::lower(e, *x, start, limit, stride, ty),
+        Op::Concatenate { xs, axis } => concatenate::lower(e, xs, *axis, ty),
+        Op::Pad {
+            x,
+            value,
+            low,
+            high,
+            interior,
+        } => pad::lower(e, *x, *value, low, high, interior, ty),
+        Op::DotGeneral { lhs, rhs, dims } => dot_general::lower(e, *lhs, *rhs, dims, ty),
+        Op::Reduce { op, x, axes } => reduce::lower(e, *op, *x, axes, ty),
+        Op::ReduceWindow { op, x, window } => reduce_window::lower(e, *op, *x, window, ty),
+        Op::SelectAndScatterAdd {
+            op,
+            source,
+            operand,
+            window,
+        } => reduce_window::lower_select_and_scatter(e, *op, *source, *operand, window, ty)?,
+        Op::Convolution { lhs, rhs, params } => convolution::lower(e, *lhs, *rhs, params, ty),
+        Op::Gather {
+            operand,
+            indices,
+            axis,
+            batch_dims,
+        } => gather::lower_gather(e, *operand, *indices, *axis, *batch_dims, ty),
+        Op::ScatterAdd {
+            operand,
+            indices,
+            updates,
+            axis,
+            batch_dims,
+        } => gather::lower_scatter(e, *operand, *indices, *updates, *axis, *batch_dims, ty),
+        Op::RandomUniform { key } => random::lower(e, *key, ty)?,
+        Op::AllReduceSum { x } => collective::lower_all_reduce(e, *x, ty),
+        Op::ReplicaId => collective::lower_replica_id(e),
+    })
+}

@@ -131,3 +131,28 @@ pub(crate) fn native(
         o
     ))
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{list, Emitter};
+
+/// StableHLO's pad has the IR's semantics, negative (cropping) edges included.
+pub(crate) fn lower(
+    e: &mut Emitter<'_>,
+    x: Value,
+    value: Value,
+    low: &[i64],
+    high: &[i64],
+    interior: &[usize],
+    ty: &TensorType,
+) -> String {
+    let (n, v) = (e.name(x), e.name(value));
+    let (tx, tv) = (e.ty(x).mlir(), e.ty(value).mlir());
+    e.emit(format!(
+        "stablehlo.pad {n}, {v}, low = {}, high = {}, interior = {} : ({tx}, {tv}) -> {}",
+        list(low),
+        list(high),
+        list(interior),
+        ty.mlir()
+    ))
+}

@@ -253,3 +253,44 @@ pub(crate) fn native(op: ReduceOp, x: In<'_>, axes: &[usize], out: DataMut<'_>) 
     }
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{i64_array, scalar_literal, Emitter};
+use crate::ir::DType;
+
+/// The StableHLO op that combines two values of a reduction, and the reduction's
+/// identity as a literal of element type `d` (also what pooling pads with).
+pub(crate) fn combiner_and_identity(op: ReduceOp, d: DType) -> (&'static str, String) {
+    let int = |i: i64| i.to_string();
+    match (op, d) {
+        (ReduceOp::Sum, _) => ("add", scalar_literal(d, 0.0)),
+        (ReduceOp::Max, DType::I32) => ("maximum", int(i32::MIN.into())),
+        (ReduceOp::Max, DType::I64) => ("maximum", int(i64::MIN)),
+        (ReduceOp::Max, _) => ("maximum", scalar_literal(d, f64::NEG_INFINITY)),
+        (ReduceOp::Min, DType::I32) => ("minimum", int(i32::MAX.into())),
+        (ReduceOp::Min, DType::I64) => ("minimum", int(i64::MAX)),
+        (ReduceOp::Min, _) => ("minimum", scalar_literal(d, f64::INFINITY)),
+    }
+}
+
+/// Max and min propagate NaN (see `Emitter::combiner`), as the native reduction does.
+pub(crate) fn lower(
+    e: &mut Emitter<'_>,
+    op: ReduceOp,
+    x: Value,
+    axes: &[usize],
+    ty: &TensorType,
+) -> String {
+    let d = e.ty(x).dtype;
+    let st = TensorType::scalar(d).mlir();
+    let (combine, identity) = combiner_and_identity(op, d);
+    let init = e.splat(&identity, &st);
+    let region = e.combiner(combine, &st, d.is_float());
+    let (n, tx) = (e.name(x), e.ty(x).mlir());
+    e.emit(format!(
+        "\"stablehlo.reduce\"({n}, {init}) ({region}) {{dimensions = {}}} : ({tx}, {st}) -> {}",
+        i64_array(axes),
+        ty.mlir()
+    ))
+}

@@ -277,3 +277,77 @@ pub(crate) fn native_select_and_scatter(
     }
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{i64_array, padding_attr, scalar_literal, Emitter};
+
+/// The window attributes shared by `reduce_window` and `select_and_scatter`.
+fn window_attrs(w: &Window) -> String {
+    let pads: Vec<(i64, i64)> = w
+        .padding
+        .iter()
+        .map(|&(l, h)| (l as i64, h as i64))
+        .collect();
+    format!(
+        "padding = {}, window_dimensions = {}, window_strides = {}",
+        padding_attr(&pads),
+        i64_array(&w.dims),
+        i64_array(&w.strides)
+    )
+}
+
+/// Padding is filled with the reduction's identity, which is what the native kernel's
+/// skipping of out-of-range positions amounts to.
+pub(crate) fn lower(
+    e: &mut Emitter<'_>,
+    op: ReduceOp,
+    x: Value,
+    w: &Window,
+    ty: &TensorType,
+) -> String {
+    let d = e.ty(x).dtype;
+    let st = TensorType::scalar(d).mlir();
+    let (combine, identity) = super::reduce::combiner_and_identity(op, d);
+    let init = e.splat(&identity, &st);
+    let region = e.combiner(combine, &st, d.is_float());
+    let (n, tx) = (e.name(x), e.ty(x).mlir());
+    e.emit(format!(
+        "\"stablehlo.reduce_window\"({n}, {init}) ({region}) {{{}}} : ({tx}, {st}) -> {}",
+        window_attrs(w),
+        ty.mlir()
+    ))
+}
+
+/// `select_and_scatter` with `ge` (max) or `le` (min) keeps the first of equal candidates,
+/// and XLA never selects padding positions: both as the native kernel.
+pub(crate) fn lower_select_and_scatter(
+    e: &mut Emitter<'_>,
+    op: ReduceOp,
+    source: Value,
+    operand: Value,
+    w: &Window,
+    ty: &TensorType,
+) -> Result<String> {
+    let dir = match op {
+        ReduceOp::Max => "GE",
+        ReduceOp::Min => "LE",
+        ReduceOp::Sum => {
+            return Err(Error::shape(
+                "select_and_scatter_add",
+                "selects by Max or Min, not Sum",
+            ))
+        }
+    };
+    let d = ty.dtype;
+    let st = TensorType::scalar(d).mlir();
+    let init = e.splat(&scalar_literal(d, 0.0), &st);
+    let select = e.comparator(dir, "FLOAT", &st);
+    let scatter = e.combiner("add", &st, false);
+    let (o, s) = (e.name(operand), e.name(source));
+    let (to, ts) = (e.ty(operand).mlir(), e.ty(source).mlir());
+    Ok(e.emit(format!(
+        "\"stablehlo.select_and_scatter\"({o}, {s}, {init}) ({select}, {scatter}) {{{}}} : ({to}, {ts}, {st}) -> {to}",
+        window_attrs(w)
+    )))
+}

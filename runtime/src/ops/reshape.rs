@@ -30,3 +30,12 @@ pub(crate) fn native(x: Data<'_>, out: DataMut<'_>) -> Result<()> {
     with_same!("reshape", x, out, |a, o| o.copy_from_slice(a));
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::Emitter;
+
+pub(crate) fn lower(e: &mut Emitter<'_>, x: Value, ty: &TensorType) -> String {
+    let (n, from) = (e.name(x), e.ty(x).mlir());
+    e.reshape(&n, &from, &ty.mlir())
+}

@@ -30,3 +30,15 @@ pub(crate) fn native(x: In<'_>, axes: &[usize], out: DataMut<'_>) -> Result<()> 
     });
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{list, Emitter};
+
+pub(crate) fn lower(e: &mut Emitter<'_>, x: Value, axes: &[usize]) -> String {
+    let (n, t) = (e.name(x), e.ty(x).mlir());
+    e.emit(format!(
+        "stablehlo.reverse {n}, dims = {} : {t}",
+        list(axes)
+    ))
+}

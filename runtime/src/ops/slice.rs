@@ -90,3 +90,26 @@ pub(crate) fn native(
     });
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::Emitter;
+
+pub(crate) fn lower(
+    e: &mut Emitter<'_>,
+    x: Value,
+    start: &[usize],
+    limit: &[usize],
+    stride: &[usize],
+    ty: &TensorType,
+) -> String {
+    let (n, from) = (e.name(x), e.ty(x).mlir());
+    let ranges: Vec<String> = (0..start.len())
+        .map(|d| format!("{}:{}:{}", start[d], limit[d], stride[d]))
+        .collect();
+    e.emit(format!(
+        "stablehlo.slice {n} [{}] : ({from}) -> {}",
+        ranges.join(", "),
+        ty.mlir()
+    ))
+}

@@ -64,3 +64,19 @@ pub(crate) fn native_iota(dim: usize, ty: &TensorType, out: DataMut<'_>) -> Resu
     }
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{tensor_literal, Emitter};
+
+pub(crate) fn lower_constant(e: &mut Emitter<'_>, value: &Tensor) -> String {
+    e.emit(format!(
+        "stablehlo.constant {} : {}",
+        tensor_literal(value),
+        value.ty().mlir()
+    ))
+}
+
+pub(crate) fn lower_iota(e: &mut Emitter<'_>, dim: usize, ty: &TensorType) -> String {
+    e.emit(format!("stablehlo.iota dim = {dim} : {}", ty.mlir()))
+}

@@ -10,3 +10,13 @@ pub(crate) fn native(x: Data<'_>, out: DataMut<'_>) -> Result<()> {
     with_same!("stop_gradient", x, out, |a, o| o.copy_from_slice(a));
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+/// The identity: the value is the operand's (gradients are a graph-level matter).
+pub(crate) fn lower(
+    e: &mut crate::backend::pjrt::stablehlo::Emitter<'_>,
+    x: crate::ir::Value,
+) -> String {
+    e.name(x)
+}

@@ -48,3 +48,16 @@ pub(crate) fn native(x: In<'_>, perm: &[usize], out: DataMut<'_>) -> Result<()> 
     });
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::{list, Emitter};
+
+pub(crate) fn lower(e: &mut Emitter<'_>, x: Value, perm: &[usize], ty: &TensorType) -> String {
+    let (n, from) = (e.name(x), e.ty(x).mlir());
+    e.emit(format!(
+        "stablehlo.transpose {n}, dims = {} : ({from}) -> {}",
+        list(perm),
+        ty.mlir()
+    ))
+}

@@ -175,3 +175,33 @@ pub(crate) fn native(op: UnaryOp, x: Data<'_>, out: DataMut<'_>) -> Result<()> {
     }
     Ok(())
 }
+
+// ---- StableHLO lowering
+
+use crate::backend::pjrt::stablehlo::Emitter;
+
+pub(crate) fn lower(e: &mut Emitter<'_>, op: UnaryOp, x: Value, ty: &TensorType) -> String {
+    let (x, t) = (e.name(x), ty.mlir());
+    match op {
+        // StableHLO has no erf; CHLO's is decomposed by every plugin's compiler (it is what
+        // jax.lax.erf exports as).
+        UnaryOp::Erf => e.emit(format!("chlo.erf {x} : {t} -> {t}")),
+        // These names are StableHLO's (listed, not defaulted, so a new function has to
+        // choose its lowering).
+        UnaryOp::Neg
+        | UnaryOp::Abs
+        | UnaryOp::Sign
+        | UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Tanh
+        | UnaryOp::Logistic
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt
+        | UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Round
+        | UnaryOp::Not => e.unary(op.name(), &x, &t),
+    }
+}

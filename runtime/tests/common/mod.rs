@@ -617,6 +617,18 @@ pub fn cases() -> Vec<Case> {
         },
     ));
 
+    c.push(case(
+        "reduce max and min propagate NaN",
+        vec![f32t(&[2, 2], &[1.0, f32::NAN, 3.0, 4.0])],
+        vec![f32t(&[2], &[f32::NAN, 4.0]), f32t(&[2], &[1.0, f32::NAN])],
+        |g, p| {
+            Ok(vec![
+                g.reduce(ReduceOp::Max, p[0], &[1])?,
+                g.reduce(ReduceOp::Min, p[0], &[0])?,
+            ])
+        },
+    ));
+
     // ---- pooling
     c.push(case(
         "reduce_window max, sum with padding, min",

@@ -4,7 +4,7 @@ use super::data::{Data, DataMut, Storage};
 use super::fuse::{self, FusedKernel};
 use super::plan::{plan, Loc, OutputPlan, Plan, Step};
 use super::KernelCtx;
-use crate::backend::{check_args, Buffer, CompileOptions, Executable, Repr};
+use crate::backend::{check_args, Buffer, CompileOptions, Executable};
 use crate::ir::{DType, Graph, TensorType};
 use crate::ops::{self, In};
 use crate::{Error, Result};
@@ -43,31 +43,22 @@ const INLINE_OPERANDS: usize = 4;
 
 fn data_of<'a>(
     loc: Loc,
-    args: &'a [Buffer],
+    params: &[&'a Storage],
     arena: &'a [Storage],
     consts: &'a [Storage],
     n: usize,
 ) -> Data<'a> {
-    let s = match loc {
-        Loc::Param(i) => match args[i].repr() {
-            Repr::Native(s) => s,
-        },
-        Loc::Slot(i) => &arena[i],
-        Loc::Const(i) => &consts[i],
-    };
-    s.prefix(n)
+    storage_of(loc, params, arena, consts).prefix(n)
 }
 
 fn storage_of<'a>(
     loc: Loc,
-    args: &'a [Buffer],
+    params: &[&'a Storage],
     arena: &'a [Storage],
     consts: &'a [Storage],
 ) -> &'a Storage {
     match loc {
-        Loc::Param(i) => match args[i].repr() {
-            Repr::Native(s) => s,
-        },
+        Loc::Param(i) => params[i],
         Loc::Slot(i) => &arena[i],
         Loc::Const(i) => &consts[i],
     }
@@ -89,6 +80,11 @@ impl Executable for NativeExecutable {
 
     fn execute(&mut self, args: &mut [Buffer]) -> Result<Vec<Buffer>> {
         check_args("native", &self.param_types, args)?;
+        // Resolved once: check_args has made sure every argument is a native buffer.
+        let params = args
+            .iter()
+            .map(Buffer::native_storage)
+            .collect::<Result<Vec<&Storage>>>()?;
         let plan = &self.plan;
         for step in &plan.steps {
             let result = match step {
@@ -100,7 +96,7 @@ impl Executable for NativeExecutable {
                 } => run_kernel(
                     plan,
                     &mut self.arena,
-                    args,
+                    &params,
                     &mut self.ctx,
                     *node,
                     *out,
@@ -110,7 +106,7 @@ impl Executable for NativeExecutable {
                 Step::Fused { kernel, ins, outs } => run_fused(
                     plan,
                     &mut self.arena,
-                    args,
+                    &params,
                     &mut self.ctx,
                     kernel,
                     ins,
@@ -142,7 +138,7 @@ impl Executable for NativeExecutable {
             let ty = &self.output_types[k];
             match *out {
                 OutputPlan::Return { loc } => {
-                    let s = exact_copy(storage_of(loc, args, &self.arena, &plan.consts), ty);
+                    let s = exact_copy(storage_of(loc, &params, &self.arena, &plan.consts), ty);
                     returned.push(Buffer::native(ty.clone(), s));
                 }
                 OutputPlan::Update {
@@ -150,7 +146,7 @@ impl Executable for NativeExecutable {
                     param,
                     swap: false,
                 } => {
-                    let s = exact_copy(storage_of(loc, args, &self.arena, &plan.consts), ty);
+                    let s = exact_copy(storage_of(loc, &params, &self.arena, &plan.consts), ty);
                     copied_updates.push((param, s));
                 }
                 OutputPlan::Update { swap: true, .. } => {}
@@ -163,13 +159,11 @@ impl Executable for NativeExecutable {
                 swap: true,
             } = *out
             {
-                let Repr::Native(p) = args[param].repr_mut();
-                std::mem::swap(p, &mut self.arena[s]);
+                std::mem::swap(args[param].native_storage_mut()?, &mut self.arena[s]);
             }
         }
         for (param, s) in copied_updates {
-            let Repr::Native(p) = args[param].repr_mut();
-            *p = s;
+            *args[param].native_storage_mut()? = s;
         }
         Ok(returned)
     }
@@ -180,7 +174,7 @@ impl Executable for NativeExecutable {
 fn run_kernel(
     plan: &Plan,
     arena: &mut [Storage],
-    args: &[Buffer],
+    params: &[&Storage],
     ctx: &mut KernelCtx,
     node: usize,
     out: usize,
@@ -194,7 +188,7 @@ fn run_kernel(
         let make = |k: usize| {
             let ty = &plan.nodes[in_nodes[k]].ty;
             In {
-                data: data_of(ins[k], args, arena, &plan.consts, ty.numel()),
+                data: data_of(ins[k], params, arena, &plan.consts, ty.numel()),
                 ty,
             }
         };
@@ -221,7 +215,7 @@ const INLINE_FUSED: usize = 16;
 fn run_fused(
     plan: &Plan,
     arena: &mut [Storage],
-    args: &[Buffer],
+    params: &[&Storage],
     ctx: &mut KernelCtx,
     k: &FusedKernel,
     ins: &[Loc],
@@ -243,7 +237,7 @@ fn run_fused(
         let data = |i: usize| {
             data_of(
                 ins[i],
-                args,
+                params,
                 arena,
                 &plan.consts,
                 plan.nodes[k.inputs[i].0].ty.numel(),

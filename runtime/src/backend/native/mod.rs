@@ -15,7 +15,7 @@ pub(crate) mod strided;
 
 pub use data::Storage;
 
-use super::{Backend, Buffer, CompileOptions, Executable, Repr};
+use super::{Backend, Buffer, CompileOptions, Executable};
 use crate::backend::native::data::{Data, DataMut};
 use crate::ir::Graph;
 use crate::{Error, Result, Tensor};
@@ -49,21 +49,17 @@ impl Backend for NativeBackend {
 
     fn upload_into(&self, t: &Tensor, b: &mut Buffer) -> Result<()> {
         let ty = t.ty();
-        match b.repr_mut() {
-            Repr::Native(s) => s.assign_from_tensor(t),
-        }
+        b.native_storage_mut()?.assign_from_tensor(t);
         b.ty = ty;
         Ok(())
     }
 
     fn download(&self, b: &Buffer) -> Result<Tensor> {
-        match b.repr() {
-            Repr::Native(s) => s.to_tensor(b.ty()),
-        }
+        b.native_storage()?.to_tensor(b.ty())
     }
 
     fn read_scalar(&self, b: &Buffer) -> Result<f64> {
-        let Repr::Native(s) = b.repr();
+        let s = b.native_storage()?;
         if b.ty().numel() != 1 || s.is_empty() {
             return Err(Error::invalid(
                 "read_scalar",
