@@ -135,7 +135,8 @@ pub trait Executable: Send {
 }
 
 /// A place graphs run.
-pub trait Backend {
+/// Backends are shared between a model and its executables, possibly across threads.
+pub trait Backend: Send + Sync {
     fn name(&self) -> String;
     fn compile(&self, graph: &Graph, options: &CompileOptions) -> Result<Box<dyn Executable>>;
     /// Copies a host tensor into a new backend buffer.

@@ -2,9 +2,11 @@
 //! prefetch on a background thread) and readers for IDX and `.npy` files.
 
 mod idx;
+mod mnist;
 mod npy;
 
 pub use idx::read_idx;
+pub use mnist::{load_mnist, Mnist, FASHION_MNIST_DIR};
 pub use npy::read_npy;
 
 use crate::ir::TensorType;

@@ -104,7 +104,7 @@ pub struct Model<A: Architecture> {
     /// Current whenever no `fit`/`evaluate` call is running.
     pub(crate) weights: Vec<Tensor>,
     /// Where graphs run (the native CPU backend unless set otherwise).
-    pub(crate) backend: Arc<dyn Backend + Send + Sync>,
+    pub(crate) backend: Arc<dyn Backend>,
     /// Optimizer, loss, metrics and their device buffers, after `compile`.
     pub(crate) train: Option<TrainState>,
 }
@@ -143,15 +143,21 @@ impl<A: Architecture> Model<A> {
 
     /// Runs this model's graphs on `backend` from now on (training state is moved there
     /// at the next `fit`).
-    pub fn set_backend(&mut self, backend: Arc<dyn Backend + Send + Sync>) {
+    pub fn set_backend(&mut self, backend: Arc<dyn Backend>) {
         if let Some(t) = &mut self.train {
             t.drop_device();
         }
         self.backend = backend;
     }
 
+    /// Runs this model on `device` (see [`Device`](crate::backend::Device)).
+    pub fn set_device(&mut self, device: crate::backend::Device) -> Result<()> {
+        self.set_backend(Arc::from(device.backend()?));
+        Ok(())
+    }
+
     /// The backend this model's graphs run on.
-    pub fn backend(&self) -> &Arc<dyn Backend + Send + Sync> {
+    pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
     }
 
