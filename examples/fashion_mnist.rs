@@ -52,9 +52,8 @@ fn main() -> Result<()> {
             std::process::exit(2);
         }
     };
-    let data = load_mnist(&args.data).map_err(|e| {
+    let data = load_mnist(&args.data).inspect_err(|_| {
         eprintln!("fashion_mnist: cannot read {}: install Debian's dataset-fashion-mnist or pass --data DIR", args.data);
-        e
     })?;
     let flat = |x: &ndarray::ArrayD<f32>| {
         let n = x.shape()[0];
