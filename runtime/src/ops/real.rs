@@ -5,17 +5,31 @@ use crate::backend::native::data::Elem;
 /// f32 and f64: the types arithmetic kernels run on.
 pub(crate) trait Real: num_traits::Float + Elem + std::iter::Sum {
     fn erf(self) -> Self;
+    /// Runs `f` with this thread's scratch registers for fused kernels (grown as needed,
+    /// kept for the thread's life, so steady-state kernels allocate nothing).
+    fn with_regs<R>(f: impl FnOnce(&mut Vec<Self>) -> R) -> R;
+}
+
+thread_local! {
+    static REGS_F32: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static REGS_F64: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Real for f32 {
     fn erf(self) -> f32 {
         libm::erff(self)
     }
+    fn with_regs<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
+        REGS_F32.with(|r| f(&mut r.borrow_mut()))
+    }
 }
 
 impl Real for f64 {
     fn erf(self) -> f64 {
         libm::erf(self)
+    }
+    fn with_regs<R>(f: impl FnOnce(&mut Vec<f64>) -> R) -> R {
+        REGS_F64.with(|r| f(&mut r.borrow_mut()))
     }
 }
 

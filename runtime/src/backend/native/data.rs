@@ -288,7 +288,7 @@ impl Data<'_> {
     }
 }
 
-impl DataMut<'_> {
+impl<'a> DataMut<'a> {
     pub fn dtype(&self) -> DType {
         match self {
             DataMut::F32(_) => DType::F32,
@@ -297,6 +297,48 @@ impl DataMut<'_> {
             DataMut::I32(_) => DType::I32,
             DataMut::I64(_) => DType::I64,
             DataMut::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// A read-only view of the same elements.
+    pub fn as_data(&self) -> Data<'_> {
+        match self {
+            DataMut::F32(a) => Data::F32(a),
+            DataMut::F64(a) => Data::F64(a),
+            DataMut::BF16(a) => Data::BF16(a),
+            DataMut::I32(a) => Data::I32(a),
+            DataMut::I64(a) => Data::I64(a),
+            DataMut::Bool(a) => Data::Bool(a),
+        }
+    }
+
+    /// Splits into `[..mid]` and `[mid..]`.
+    pub fn split_at_mut(self, mid: usize) -> (DataMut<'a>, DataMut<'a>) {
+        match self {
+            DataMut::F32(a) => {
+                let (x, y) = a.split_at_mut(mid);
+                (DataMut::F32(x), DataMut::F32(y))
+            }
+            DataMut::F64(a) => {
+                let (x, y) = a.split_at_mut(mid);
+                (DataMut::F64(x), DataMut::F64(y))
+            }
+            DataMut::BF16(a) => {
+                let (x, y) = a.split_at_mut(mid);
+                (DataMut::BF16(x), DataMut::BF16(y))
+            }
+            DataMut::I32(a) => {
+                let (x, y) = a.split_at_mut(mid);
+                (DataMut::I32(x), DataMut::I32(y))
+            }
+            DataMut::I64(a) => {
+                let (x, y) = a.split_at_mut(mid);
+                (DataMut::I64(x), DataMut::I64(y))
+            }
+            DataMut::Bool(a) => {
+                let (x, y) = a.split_at_mut(mid);
+                (DataMut::Bool(x), DataMut::Bool(y))
+            }
         }
     }
 

@@ -15,6 +15,35 @@ pub(crate) struct NativeExecutable {
     ctx: KernelCtx,
     param_types: Vec<TensorType>,
     output_types: Vec<TensorType>,
+    /// Time spent in each step, when `STRATA_NATIVE_PROFILE` is set (printed on drop).
+    profile: Option<Vec<std::time::Duration>>,
+}
+
+impl Drop for NativeExecutable {
+    fn drop(&mut self) {
+        if let Some(p) = &self.profile {
+            let total: std::time::Duration = p.iter().sum();
+            let mut rows: Vec<(usize, std::time::Duration)> =
+                p.iter().copied().enumerate().collect();
+            rows.sort_by_key(|r| std::cmp::Reverse(r.1));
+            let mut out = format!(
+                "native profile: {:.3} ms in {} steps\n",
+                total.as_secs_f64() * 1e3,
+                p.len()
+            );
+            let lines = self.plan.describe();
+            let lines: Vec<&str> = lines.lines().skip(1).collect();
+            for (i, d) in rows.iter().take(25) {
+                out += &format!(
+                    "  {:6.2}% {:9.3} ms {}\n",
+                    100.0 * d.as_secs_f64() / total.as_secs_f64().max(1e-12),
+                    d.as_secs_f64() * 1e3,
+                    lines.get(*i).unwrap_or(&"")
+                );
+            }
+            eprint!("{out}");
+        }
+    }
 }
 
 impl NativeExecutable {
@@ -34,6 +63,7 @@ impl NativeExecutable {
             ctx: KernelCtx::default(),
             param_types: g.param_types(),
             output_types: g.output_types(),
+            profile: std::env::var_os("STRATA_NATIVE_PROFILE").map(|_| Vec::new()),
         })
     }
 }
@@ -80,13 +110,49 @@ impl Executable for NativeExecutable {
 
     fn execute(&mut self, args: &mut [Buffer]) -> Result<Vec<Buffer>> {
         check_args("native", &self.param_types, args)?;
+        // In-place parameters live in their arena slot while the plan runs.
+        for &(p, slot) in &self.plan.homes {
+            std::mem::swap(args[p].native_storage_mut()?, &mut self.arena[slot]);
+        }
+        let result = self.run(args);
+        // Always move them back, so an error never strands a caller's data in the arena.
+        for &(p, slot) in &self.plan.homes {
+            std::mem::swap(args[p].native_storage_mut()?, &mut self.arena[slot]);
+        }
+        let (returned, copied_updates) = result?;
+        for out in &self.plan.outputs {
+            if let OutputPlan::Update {
+                loc: Loc::Slot(s),
+                param,
+                swap: true,
+            } = *out
+            {
+                std::mem::swap(args[param].native_storage_mut()?, &mut self.arena[s]);
+            }
+        }
+        for (param, s) in copied_updates {
+            *args[param].native_storage_mut()? = s;
+        }
+        Ok(returned)
+    }
+}
+
+impl NativeExecutable {
+    /// Runs every step and copies out what is returned or copied into parameters (before
+    /// any swap replaces what the copies read).
+    #[allow(clippy::type_complexity)]
+    fn run(&mut self, args: &[Buffer]) -> Result<(Vec<Buffer>, Vec<(usize, Storage)>)> {
         // Resolved once: check_args has made sure every argument is a native buffer.
         let params = args
             .iter()
             .map(Buffer::native_storage)
             .collect::<Result<Vec<&Storage>>>()?;
         let plan = &self.plan;
-        for step in &plan.steps {
+        if let Some(p) = &mut self.profile {
+            p.resize(plan.steps.len(), Default::default());
+        }
+        for (index, step) in plan.steps.iter().enumerate() {
+            let started = self.profile.as_ref().map(|_| std::time::Instant::now());
             let result = match step {
                 Step::Kernel {
                     node,
@@ -103,15 +169,12 @@ impl Executable for NativeExecutable {
                     ins,
                     in_nodes,
                 ),
-                Step::Fused { kernel, ins, outs } => run_fused(
-                    plan,
-                    &mut self.arena,
-                    &params,
-                    &mut self.ctx,
+                Step::Fused {
                     kernel,
                     ins,
                     outs,
-                ),
+                    alias,
+                } => run_fused(plan, &mut self.arena, &params, kernel, ins, outs, alias),
             };
             result.map_err(|e| match e {
                 Error::Backend { backend, message } => {
@@ -128,10 +191,10 @@ impl Executable for NativeExecutable {
                 }
                 e => e,
             })?;
+            if let (Some(p), Some(t)) = (&mut self.profile, started) {
+                p[index] += t.elapsed();
+            }
         }
-
-        // Copies first (they may read parameters that swaps are about to replace), then
-        // swaps, then the copied updates.
         let mut returned = Vec::new();
         let mut copied_updates = Vec::new();
         for (k, out) in plan.outputs.iter().enumerate() {
@@ -149,23 +212,10 @@ impl Executable for NativeExecutable {
                     let s = exact_copy(storage_of(loc, &params, &self.arena, &plan.consts), ty);
                     copied_updates.push((param, s));
                 }
-                OutputPlan::Update { swap: true, .. } => {}
+                OutputPlan::Update { swap: true, .. } | OutputPlan::InPlace => {}
             }
         }
-        for out in &plan.outputs {
-            if let OutputPlan::Update {
-                loc: Loc::Slot(s),
-                param,
-                swap: true,
-            } = *out
-            {
-                std::mem::swap(args[param].native_storage_mut()?, &mut self.arena[s]);
-            }
-        }
-        for (param, s) in copied_updates {
-            *args[param].native_storage_mut()? = s;
-        }
-        Ok(returned)
+        Ok((returned, copied_updates))
     }
 }
 
@@ -216,10 +266,10 @@ fn run_fused(
     plan: &Plan,
     arena: &mut [Storage],
     params: &[&Storage],
-    ctx: &mut KernelCtx,
     k: &FusedKernel,
     ins: &[Loc],
     outs: &[usize],
+    alias: &[Option<usize>],
 ) -> Result<()> {
     let mut taken_inline: [Storage; INLINE_FUSED] =
         std::array::from_fn(|_| Storage::F32(Vec::new()));
@@ -235,6 +285,9 @@ fn run_fused(
     }
     let result = {
         let data = |i: usize| {
+            if alias[i].is_some() {
+                return Data::F32(&[]); // read from the output it shares storage with
+            }
             data_of(
                 ins[i],
                 params,
@@ -267,8 +320,8 @@ fn run_fused(
             &mut out_heap
         };
         match k.t {
-            DType::F64 => fuse::run(k, inputs, outputs, &mut ctx.regs_f64),
-            _ => fuse::run(k, inputs, outputs, &mut ctx.regs_f32),
+            DType::F64 => fuse::run::<f64>(k, inputs, alias, outputs),
+            _ => fuse::run::<f32>(k, inputs, alias, outputs),
         }
     };
     for (t, &o) in taken.iter_mut().zip(outs) {

@@ -299,34 +299,99 @@ fn fused_type_error(d: DType) -> Error {
     }
 }
 
-/// Runs a fused kernel. `regs` is scratch for `insts.len() * CHUNK` elements.
+/// Kernels this large are split across the crew (see `crew`): below it a hand-off costs
+/// more than it saves.
+const PARALLEL_MIN: usize = 1 << 14;
+
+/// Runs a fused kernel. `alias[i]` names the output input `i` shares storage with (an
+/// in-place update): it is read from that output, each chunk before the chunk is stored.
 ///
-/// The loops are compiled three times, for AVX-512, AVX2+FMA and the baseline, and the
-/// best the CPU supports is picked at run time: one binary runs everywhere and still uses
-/// the wide vectors where they exist.
+/// Large kernels are split into contiguous ranges that the crew's cores claim. The loops are compiled
+/// three times, for AVX-512, AVX2+FMA and the baseline, and the best the CPU supports is
+/// picked at run time: one binary runs everywhere and still uses the wide vectors where
+/// they exist.
 pub(crate) fn run<T: Real>(
     k: &FusedKernel,
     inputs: &[Data<'_>],
+    alias: &[Option<usize>],
+    outputs: &mut [DataMut<'_>],
+) -> Result<()> {
+    // A few ranges per core, so a core that starts late takes fewer of them.
+    let width = super::crew::width();
+    let tasks = if k.n >= PARALLEL_MIN && width > 1 {
+        (width * 4).min(k.n / CHUNK).max(1)
+    } else {
+        1
+    };
+    if tasks == 1 {
+        return T::with_regs(|regs| run_range(k, inputs, alias, outputs, regs, 0));
+    }
+    // Split every output into `tasks` ranges on chunk boundaries.
+    let per = k.n.div_ceil(tasks).div_ceil(CHUNK) * CHUNK;
+    let mut parts: Vec<Vec<DataMut<'_>>> = (0..tasks)
+        .map(|_| Vec::with_capacity(outputs.len()))
+        .collect();
+    for o in outputs.iter_mut() {
+        let mut rest = o.reborrow();
+        for (t, part) in parts.iter_mut().enumerate() {
+            let len = per.min(k.n.saturating_sub(t * per));
+            let (head, tail) = rest.split_at_mut(len);
+            part.push(head);
+            rest = tail;
+        }
+    }
+    let parts: Vec<std::sync::Mutex<Vec<DataMut<'_>>>> =
+        parts.into_iter().map(std::sync::Mutex::new).collect();
+    let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
+    super::crew::run(tasks, &|t| {
+        let Ok(mut outs) = parts[t].lock() else {
+            return;
+        };
+        let r = T::with_regs(|regs| run_range(k, inputs, alias, &mut outs, regs, t * per));
+        if let Err(e) = r {
+            if let Ok(mut slot) = error.lock() {
+                *slot = Some(e);
+            }
+        }
+    });
+    match error.into_inner() {
+        Ok(Some(e)) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Runs elements `base .. base + outputs[..].len()` (every output is that range's slice).
+fn run_range<T: Real>(
+    k: &FusedKernel,
+    inputs: &[Data<'_>],
+    alias: &[Option<usize>],
     outputs: &mut [DataMut<'_>],
     regs: &mut Vec<T>,
+    base: usize,
 ) -> Result<()> {
     let need = k.insts.len() * CHUNK;
     if regs.len() < need {
         regs.resize(need, T::zero());
     }
+    let end = (base
+        + outputs
+            .first()
+            .map(|o| o.as_data().len())
+            .unwrap_or(k.n - base))
+    .min(k.n);
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU supports the features the function is compiled for.
-            return unsafe { run_avx512(k, inputs, outputs, regs) };
+            return unsafe { run_avx512(k, inputs, alias, outputs, regs, base, end) };
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: as above.
-            return unsafe { run_avx2(k, inputs, outputs, regs) };
+            return unsafe { run_avx2(k, inputs, alias, outputs, regs, base, end) };
         }
     }
-    run_generic(k, inputs, outputs, regs)
+    run_generic(k, inputs, alias, outputs, regs, base, end)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -334,10 +399,13 @@ pub(crate) fn run<T: Real>(
 unsafe fn run_avx512<T: Real>(
     k: &FusedKernel,
     inputs: &[Data<'_>],
+    alias: &[Option<usize>],
     outputs: &mut [DataMut<'_>],
     regs: &mut [T],
+    base: usize,
+    end: usize,
 ) -> Result<()> {
-    run_generic(k, inputs, outputs, regs)
+    run_generic(k, inputs, alias, outputs, regs, base, end)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -345,87 +413,184 @@ unsafe fn run_avx512<T: Real>(
 unsafe fn run_avx2<T: Real>(
     k: &FusedKernel,
     inputs: &[Data<'_>],
+    alias: &[Option<usize>],
     outputs: &mut [DataMut<'_>],
     regs: &mut [T],
+    base: usize,
+    end: usize,
 ) -> Result<()> {
-    run_generic(k, inputs, outputs, regs)
+    run_generic(k, inputs, alias, outputs, regs, base, end)
+}
+
+/// An input's data: its own, or the output it is an alias of.
+#[inline(always)]
+fn input<'a>(
+    inputs: &[Data<'a>],
+    alias: &[Option<usize>],
+    outputs: &'a [DataMut<'_>],
+    i: usize,
+) -> Data<'a> {
+    match alias[i] {
+        Some(o) => outputs[o].as_data(),
+        None => inputs[i],
+    }
+}
+
+/// Whether an instruction loads a scalar (the same value for every element): such loads
+/// fill their register once per call instead of once per chunk.
+fn is_scalar_load(k: &FusedKernel, inst: &Inst) -> bool {
+    matches!(inst, Inst::Load { input } if k.inputs[*input].1.p == 1)
+}
+
+/// Element `g` (global) of input `i`: aliased inputs live in this range's outputs, whose
+/// element 0 is global element `base`.
+#[inline(always)]
+fn in_slice<'a, T: Real>(
+    inputs: &[Data<'a>],
+    alias: &[Option<usize>],
+    outs: &'a [DataMut<'_>],
+    i: usize,
+    g: usize,
+    len: usize,
+    base: usize,
+) -> &'a [T] {
+    match alias[i] {
+        Some(o) => T::of(outs[o].as_data())
+            .map(|a| &a[g - base..g - base + len])
+            .unwrap_or(&[]),
+        None => T::of(inputs[i]).map(|a| &a[g..g + len]).unwrap_or(&[]),
+    }
 }
 
 #[inline(always)]
 fn run_generic<T: Real>(
     k: &FusedKernel,
     inputs: &[Data<'_>],
+    alias: &[Option<usize>],
     outputs: &mut [DataMut<'_>],
     regs: &mut [T],
+    base: usize,
+    end: usize,
 ) -> Result<()> {
     let one = T::one();
-    let mut start = 0;
-    while start < k.n {
-        let len = CHUNK.min(k.n - start);
-        for (r, inst) in k.insts.iter().enumerate() {
-            let (before, rest) = regs.split_at_mut(r * CHUNK);
-            let out = &mut rest[..len];
-            let get = |s: Src| -> &[T] {
-                match s {
-                    Src::Reg(i) => &before[i * CHUNK..i * CHUNK + len],
-                    // Checked when the kernel was built: full inputs of type T.
-                    Src::In(i) => T::of(inputs[i])
-                        .map(|a| &a[start..start + len])
-                        .unwrap_or(&[]),
-                }
-            };
-            match *inst {
-                Inst::Load { input } => load(inputs[input], k.inputs[input].1, start, out)?,
-                Inst::Unary { op, a } => unary::apply_real(op, get(a), out),
-                Inst::Binary {
-                    op: BinaryOp::And,
-                    a,
-                    b,
-                } => binary::apply_real(BinaryOp::Mul, get(a), get(b), out),
-                Inst::Binary {
-                    op: BinaryOp::Or,
-                    a,
-                    b,
-                } => binary::apply_real(BinaryOp::Max, get(a), get(b), out),
-                Inst::Binary { op, a, b } => binary::apply_real(op, get(a), get(b), out),
-                Inst::Compare { cmp, a, b } => compare::apply_real(cmp, get(a), get(b), out),
-                Inst::Select { p, t, f } => {
-                    for (((o, &c), &x), &y) in out.iter_mut().zip(get(p)).zip(get(t)).zip(get(f)) {
-                        *o = if c != T::zero() { x } else { y };
+    for (r, inst) in k.insts.iter().enumerate() {
+        if let (true, Inst::Load { input: i }) = (is_scalar_load(k, inst), inst) {
+            let data = input(inputs, alias, outputs, *i);
+            load(
+                data,
+                k.inputs[*i].1,
+                0,
+                &mut regs[r * CHUNK..(r + 1) * CHUNK],
+            )?;
+        }
+    }
+    let mut start = base;
+    while start < end {
+        let len = CHUNK.min(end - start);
+        {
+            let outs: &[DataMut<'_>] = outputs;
+            for (r, inst) in k.insts.iter().enumerate() {
+                let (before, rest) = regs.split_at_mut(r * CHUNK);
+                let out = &mut rest[..len];
+                let get = |s: Src| -> &[T] {
+                    match s {
+                        Src::Reg(i) => &before[i * CHUNK..i * CHUNK + len],
+                        // Checked when the kernel was built: full inputs of type T.
+                        Src::In(i) => in_slice(inputs, alias, outs, i, start, len, base),
                     }
-                }
-                Inst::ToBool { a } => {
-                    for (o, &x) in out.iter_mut().zip(get(a)) {
-                        *o = if x != T::zero() { one } else { T::zero() };
+                };
+                match *inst {
+                    Inst::Load { .. } if is_scalar_load(k, inst) => {}
+                    Inst::Load { input: i } => match alias[i] {
+                        // An aliased input is read in full: the range's own slice.
+                        Some(_) => {
+                            out.copy_from_slice(in_slice(inputs, alias, outs, i, start, len, base))
+                        }
+                        None => load(inputs[i], k.inputs[i].1, start, out)?,
+                    },
+                    Inst::Unary { op, a } => unary::apply_real(op, get(a), out),
+                    Inst::Binary {
+                        op: BinaryOp::And,
+                        a,
+                        b,
+                    } => binary::apply_real(BinaryOp::Mul, get(a), get(b), out),
+                    Inst::Binary {
+                        op: BinaryOp::Or,
+                        a,
+                        b,
+                    } => binary::apply_real(BinaryOp::Max, get(a), get(b), out),
+                    Inst::Binary { op, a, b } => binary::apply_real(op, get(a), get(b), out),
+                    Inst::Compare { cmp, a, b } => compare::apply_real(cmp, get(a), get(b), out),
+                    Inst::Select { p, t, f } => {
+                        for (((o, &c), &x), &y) in
+                            out.iter_mut().zip(get(p)).zip(get(t)).zip(get(f))
+                        {
+                            *o = if c != T::zero() { x } else { y };
+                        }
                     }
-                }
-                Inst::Not { a } => {
-                    for (o, &x) in out.iter_mut().zip(get(a)) {
-                        *o = if x == T::zero() { one } else { T::zero() };
+                    Inst::ToBool { a } => {
+                        for (o, &x) in out.iter_mut().zip(get(a)) {
+                            *o = if x != T::zero() { one } else { T::zero() };
+                        }
+                    }
+                    Inst::Not { a } => {
+                        for (o, &x) in out.iter_mut().zip(get(a)) {
+                            *o = if x == T::zero() { one } else { T::zero() };
+                        }
                     }
                 }
             }
         }
-        for (slot, &(src, _)) in outputs.iter_mut().zip(&k.outputs) {
-            let src: &[T] = match src {
-                Src::Reg(r) => &regs[r * CHUNK..r * CHUNK + len],
-                Src::In(i) => T::of(inputs[i])
-                    .map(|a| &a[start..start + len])
-                    .unwrap_or(&[]),
-            };
-            match slot {
-                DataMut::Bool(o) => {
-                    for (d, &v) in o[start..start + len].iter_mut().zip(src) {
-                        *d = v != T::zero();
-                    }
-                }
-                d => match T::of_mut(d.reborrow()) {
-                    Some(o) => o[start..start + len].copy_from_slice(src),
-                    None => return Err(fused_type_error(d.dtype())),
-                },
-            }
+        for o in 0..outputs.len() {
+            let src = k.outputs[o].0;
+            store(inputs, alias, outputs, regs, o, src, start, len, base)?;
         }
         start += len;
+    }
+    Ok(())
+}
+
+/// Writes output `o`'s chunk (global elements `start..start + len`) from its register,
+/// or from an input it merely renames.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn store<T: Real>(
+    inputs: &[Data<'_>],
+    alias: &[Option<usize>],
+    outputs: &mut [DataMut<'_>],
+    regs: &[T],
+    o: usize,
+    src: Src,
+    start: usize,
+    len: usize,
+    base: usize,
+) -> Result<()> {
+    let renamed: Option<Vec<T>>;
+    let src: &[T] = match src {
+        Src::Reg(r) => &regs[r * CHUNK..r * CHUNK + len],
+        Src::In(i) => match alias[i] {
+            // The output renames an input that lives in an output: copy before writing.
+            Some(a) => {
+                renamed = T::of(outputs[a].as_data())
+                    .map(|d| d[start - base..start - base + len].to_vec());
+                renamed.as_deref().unwrap_or(&[])
+            }
+            None => T::of(inputs[i])
+                .map(|a| &a[start..start + len])
+                .unwrap_or(&[]),
+        },
+    };
+    let local = start - base;
+    match &mut outputs[o] {
+        DataMut::Bool(out) => {
+            for (d, &v) in out[local..local + len].iter_mut().zip(src) {
+                *d = v != T::zero();
+            }
+        }
+        d => match T::of_mut(d.reborrow()) {
+            Some(out) => out[local..local + len].copy_from_slice(src),
+            None => return Err(fused_type_error(d.dtype())),
+        },
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The native backend's matrix product: the `gemm` crate (runtime-dispatched AVX-512 /
-//! AVX2 / scalar kernels, multithreaded through rayon) behind a bounds-checked view.
+//! AVX2 / scalar kernels) behind a bounds-checked view, split across the crew's cores.
 
 use crate::ops::real::Real;
 use crate::{Error, Result};
@@ -31,9 +31,9 @@ impl<T> Mat<'_, T> {
     }
 }
 
-/// Products with at least this many multiply-adds use every core; smaller ones stay on
-/// the calling thread, where a thread hand-off would cost more than it saves.
-pub(crate) const PARALLEL_MIN_FLOPS: usize = 1 << 23;
+/// Products with at least this many multiply-adds are split across the crew's cores;
+/// smaller ones stay on the calling thread, where a hand-off would cost more than it saves.
+pub(crate) const PARALLEL_MIN_FLOPS: usize = 1 << 20;
 
 /// `c = a·b` (or `c += a·b` when `accumulate`) for `a: m×k`, `b: k×n`, `c: m×n` row-major
 /// with row stride `ldc`.
@@ -65,35 +65,62 @@ pub(crate) fn matmul<T: Real>(
         }
         return Ok(());
     }
-    let par = if m * n * k >= PARALLEL_MIN_FLOPS && rayon::current_num_threads() > 1 {
-        gemm::Parallelism::Rayon(0)
+    let a_ptr = a.data[a.off..].as_ptr() as usize;
+    let b_ptr = b.data[b.off..].as_ptr() as usize;
+    let c_ptr = c.as_mut_ptr() as usize;
+    // One column block (or row block) per core for large products; column blocks are
+    // multiples of 16 so every block keeps whole vector registers.
+    let tasks = if m * n * k >= PARALLEL_MIN_FLOPS {
+        super::crew::width()
     } else {
-        gemm::Parallelism::None
+        1
     };
-    // SAFETY: the check above ensures that every element each view addresses lies inside
-    // its slice, and `c` is borrowed mutably so it aliases neither input.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            c.as_mut_ptr(),
-            1,
-            ldc as isize,
-            accumulate,
-            a.data.as_ptr().add(a.off),
-            a.cs,
-            a.rs,
-            b.data.as_ptr().add(b.off),
-            b.cs,
-            b.rs,
-            T::one(),
-            T::one(),
-            false,
-            false,
-            false,
-            par,
-        );
+    let by_cols = n >= 32;
+    let (extent, align) = if by_cols { (n, 16) } else { (m, 8) };
+    let tasks = tasks.min(extent / align).max(1);
+    let per = extent.div_ceil(tasks).div_ceil(align) * align;
+    let block = |t: usize| {
+        let lo = (t * per).min(extent);
+        let hi = ((t + 1) * per).min(extent);
+        if lo == hi {
+            return;
+        }
+        let (mm, nn, a_off, b_off, c_off) = if by_cols {
+            (m, hi - lo, 0isize, lo as isize * b.cs, lo as isize)
+        } else {
+            (hi - lo, n, lo as isize * a.rs, 0, (lo * ldc) as isize)
+        };
+        // SAFETY: the views were checked to lie inside their slices above; blocks write
+        // disjoint columns (or rows) of `c`, which no one else touches while they run, and
+        // `crew::run` returns only when every block is done.
+        unsafe {
+            gemm::gemm(
+                mm,
+                nn,
+                k,
+                (c_ptr as *mut T).offset(c_off),
+                1,
+                ldc as isize,
+                accumulate,
+                (a_ptr as *const T).offset(a_off),
+                a.cs,
+                a.rs,
+                (b_ptr as *const T).offset(b_off),
+                b.cs,
+                b.rs,
+                T::one(),
+                T::one(),
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
+    };
+    if tasks == 1 {
+        block(0);
+    } else {
+        super::crew::run(tasks, &block);
     }
     Ok(())
 }

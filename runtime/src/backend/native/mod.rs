@@ -6,6 +6,7 @@
 //! op's kernel (in `crate::ops`) on slices of the arena, so a steady-state step allocates
 //! no tensor memory. Matrix products and convolutions use the `gemm` crate.
 
+mod crew;
 pub(crate) mod data;
 mod executor;
 mod fuse;
@@ -83,9 +84,6 @@ impl Backend for NativeBackend {
 pub(crate) struct KernelCtx {
     pub scratch_f32: [Vec<f32>; 2],
     pub scratch_f64: [Vec<f64>; 2],
-    /// Registers of fused kernels.
-    pub regs_f32: Vec<f32>,
-    pub regs_f64: Vec<f64>,
     pub replica: ReplicaCtx,
 }
 

@@ -35,11 +35,12 @@ pub(crate) enum Step {
         in_nodes: Vec<usize>,
     },
     /// A fused elementwise kernel: reads `ins` (one per kernel input), writes `outs`
-    /// (one slot per kernel output).
+    /// (one slot per kernel output); `alias[i]` is the output an input shares storage with.
     Fused {
         kernel: FusedKernel,
         ins: Vec<Loc>,
         outs: Vec<usize>,
+        alias: Vec<Option<usize>>,
     },
 }
 
@@ -50,6 +51,8 @@ pub(crate) enum OutputPlan {
     /// slot no other output shares (then the slot and the parameter exchange storage, no
     /// copy), else it is copied.
     Update { loc: Loc, param: usize, swap: bool },
+    /// Already written where parameter `param` lives (its home slot moves back).
+    InPlace,
     /// Returned to the caller as a new buffer.
     Return { loc: Loc },
 }
@@ -62,6 +65,9 @@ pub(crate) struct Plan {
     pub slots: Vec<(DType, usize)>,
     pub consts: Vec<Storage>,
     pub outputs: Vec<OutputPlan>,
+    /// `(param, slot)`: donated parameters whose storage moves into `slot` for the
+    /// execution and back afterwards.
+    pub homes: Vec<(usize, usize)>,
 }
 
 /// A scheduled unit of work.
@@ -294,6 +300,44 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         }
     }
 
+    // ---- in-place updates
+    // A donated parameter whose new value a fused kernel computes, when that kernel is the
+    // last to read the parameter and reads it only element by element, is updated where
+    // it lives: the parameter's storage moves into an arena slot for the execution and the
+    // kernel writes the new value over the old one, chunk by chunk after reading it.
+    let position: Vec<Option<usize>> = {
+        let mut p = vec![None; groups.len()];
+        for (pos, u) in units.iter().enumerate() {
+            if let Unit::Group(gid) = u {
+                p[*gid] = Some(pos);
+            }
+        }
+        p
+    };
+    let mut in_place: Vec<(usize, usize)> = Vec::new(); // (param index, value node)
+    for &(o, p) in &options.updates {
+        let v = root[g.outputs()[o].index()];
+        let pnode = g.params()[p].index();
+        let Some(gid) = group_of[v] else { continue };
+        let Some(pos) = position[gid] else { continue };
+        let grp = &groups[gid];
+        let reads_whole_only = grp.members.iter().all(|&m| {
+            nodes[m].op.operands().iter().all(|u| {
+                let (src, pat) = source(u.index(), grp.n);
+                src != pnode || pat == Pattern::full(grp.n)
+            })
+        });
+        let value_taken = in_place.iter().any(|&(_, w)| w == v);
+        if live[pnode]
+            && !is_output[pnode]
+            && last_use[pnode] <= pos
+            && reads_whole_only
+            && !value_taken
+        {
+            in_place.push((p, v));
+        }
+    }
+
     // ---- locations, slots and steps
     let mut loc: Vec<Option<Loc>> = vec![None; n];
     let mut consts = Vec::new();
@@ -311,6 +355,17 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let mut free: Vec<usize> = Vec::new();
     let mut busy: Vec<(usize, usize)> = Vec::new();
     let mut steps = Vec::with_capacity(units.len());
+    // Homes of in-place parameters: their slot is theirs for the whole execution.
+    let mut homes: Vec<(usize, usize)> = Vec::new(); // (param index, slot)
+    let mut home_of_value: Vec<Option<usize>> = vec![None; n];
+    for &(p, v) in &in_place {
+        let pnode = g.params()[p].index();
+        slots.push((nodes[pnode].ty.dtype, 0));
+        let slot = slots.len() - 1;
+        homes.push((p, slot));
+        loc[pnode] = Some(Loc::Slot(slot));
+        home_of_value[v] = Some(slot);
+    }
     let resolve = |loc: &[Option<Loc>], v: usize| {
         loc[root[v]].expect("values are placed before they are read")
     };
@@ -334,9 +389,15 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         };
         let mut outs = Vec::new();
         for &v in &written {
-            let (dtype, len) = (nodes[v].ty.dtype, nodes[v].ty.numel());
-            let slot = pick_slot(&mut slots, &mut free, dtype, len, is_output[v]);
-            busy.push((slot, v));
+            let slot = match home_of_value[v] {
+                Some(home) => home,
+                None => {
+                    let (dtype, len) = (nodes[v].ty.dtype, nodes[v].ty.numel());
+                    let slot = pick_slot(&mut slots, &mut free, dtype, len, is_output[v]);
+                    busy.push((slot, v));
+                    slot
+                }
+            };
             loc[v] = Some(Loc::Slot(slot));
             outs.push(slot);
         }
@@ -361,13 +422,27 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                     |m| materialize[m],
                     |v| source(v, grp.n),
                 );
-                let ins = kernel
+                let ins: Vec<Loc> = kernel
                     .inputs
                     .iter()
                     .map(|&(src, _)| resolve(&loc, src))
                     .collect();
+                // An input living in one of the kernel's own output slots (an in-place
+                // update) is read from that output, before each chunk is stored.
+                let alias = ins
+                    .iter()
+                    .map(|l| match l {
+                        Loc::Slot(s) => outs.iter().position(|o| o == s),
+                        _ => None,
+                    })
+                    .collect();
                 // Outputs in the kernel's order (its members' order) match `written`.
-                Step::Fused { kernel, ins, outs }
+                Step::Fused {
+                    kernel,
+                    ins,
+                    outs,
+                    alias,
+                }
             }
         });
     }
@@ -388,6 +463,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             .find(|&&(out, _)| out == k)
             .map(|&(_, p)| p);
         outputs.push(match update {
+            Some(param) if homes.iter().any(|&(p, _)| p == param) => OutputPlan::InPlace,
             Some(param) => {
                 let swap = match l {
                     Loc::Slot(s) => {
@@ -412,6 +488,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         slots,
         consts,
         outputs,
+        homes,
     }
 }
 
@@ -477,6 +554,13 @@ impl Plan {
                         kernel.outputs.len(),
                         kernel.members
                     );
+                    if std::env::var_os("STRATA_NATIVE_PLAN_INSTS").is_some() {
+                        out += &format!("      inputs {:?}\n", kernel.inputs);
+                        for (r, inst) in kernel.insts.iter().enumerate() {
+                            out += &format!("      r{r} = {inst:?}\n");
+                        }
+                        out += &format!("      outputs {:?}\n", kernel.outputs);
+                    }
                 }
             }
         }
