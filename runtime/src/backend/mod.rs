@@ -107,10 +107,10 @@ impl Buffer {
     }
 
     pub(crate) fn native_storage_mut(&mut self) -> Result<&mut native::Storage> {
-        let err = self.wrong_backend("native");
-        match &mut self.repr {
-            Repr::Native(s) => Ok(s),
-            Repr::Pjrt(_) => Err(err),
+        match self.repr {
+            Repr::Native(ref mut s) => Ok(s),
+            // The error is built only on this path: the native one runs every step.
+            Repr::Pjrt(_) => Err(self.wrong_backend("native")),
         }
     }
 
@@ -132,6 +132,14 @@ pub trait Executable: Send {
     /// [`CompileOptions::updates`] receive their new values in place. Returns the other
     /// outputs, in output order.
     fn execute(&mut self, args: &mut [Buffer]) -> Result<Vec<Buffer>>;
+
+    /// [`execute`](Executable::execute) writing the returned outputs into `outputs`,
+    /// reusing the buffers already there where the backend can: a training loop that keeps
+    /// `outputs` between steps allocates nothing for them once warm.
+    fn execute_into(&mut self, args: &mut [Buffer], outputs: &mut Vec<Buffer>) -> Result<()> {
+        *outputs = self.execute(args)?;
+        Ok(())
+    }
 }
 
 /// A place graphs run.

@@ -12,6 +12,7 @@ pub use npy::read_npy;
 use crate::ir::TensorType;
 use crate::random::Rng;
 use crate::{Element, Error, Result, Tensor};
+use ndarray::IxDyn;
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -144,7 +145,7 @@ pub fn copy_rows_into(src: &Tensor, dst: &mut Tensor, at: usize) -> Result<()> {
 }
 
 /// One batch of a [`Dataset`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Batch {
     pub x: Tensor,
     pub y: Tensor,
@@ -272,28 +273,51 @@ impl Dataset {
     }
 
     fn make_batch(&self, rows: &[usize]) -> Result<Batch> {
-        let mut xt = self.x.ty();
-        xt = with_first(&xt, rows.len());
-        let mut x = Tensor::zeros(&xt);
-        gather_rows(&self.x, rows, &mut x)?;
-        let mut y = Tensor::zeros(&with_first(&self.y.ty(), rows.len()));
-        gather_rows(&self.y, rows, &mut y)?;
-        let sample_weight = match &self.sample_weight {
-            Some(w) => Some(Tensor::from_vec(
-                &[rows.len()],
-                rows.iter().map(|&r| w[r]).collect::<Vec<f32>>(),
-            )?),
-            None => None,
-        };
-        let mut b = Batch {
-            x,
-            y,
-            sample_weight,
-        };
-        for f in &self.maps {
-            b = f(b)?;
-        }
+        let mut b = Batch::default();
+        self.make_batch_into(rows, &mut b)?;
         Ok(b)
+    }
+
+    /// Fills `b` with the batch of `rows`, reusing its tensors when their shapes fit (so
+    /// a training loop allocates nothing for batches once warm, unless maps do).
+    fn make_batch_into(&self, rows: &[usize], b: &mut Batch) -> Result<()> {
+        let n = rows.len();
+        // Shapes compared in place: building types would allocate every batch.
+        let fits = |t: &Tensor, like: &Tensor| {
+            t.dtype() == like.dtype()
+                && t.dims().first() == Some(&n)
+                && t.dims().get(1..) == like.dims().get(1..)
+        };
+        if !fits(&b.x, &self.x) {
+            b.x = Tensor::zeros(&with_first(&self.x.ty(), n));
+        }
+        gather_rows(&self.x, rows, &mut b.x)?;
+        if !fits(&b.y, &self.y) {
+            b.y = Tensor::zeros(&with_first(&self.y.ty(), n));
+        }
+        gather_rows(&self.y, rows, &mut b.y)?;
+        match &self.sample_weight {
+            Some(w) => {
+                let fits = matches!(&b.sample_weight, Some(Tensor::F32(a)) if a.len() == n && a.ndim() == 1);
+                if !fits {
+                    b.sample_weight = Some(Tensor::F32(ndarray::ArrayD::zeros(IxDyn(&[n]))));
+                }
+                if let Some(Tensor::F32(a)) = &mut b.sample_weight {
+                    for (d, &r) in a.iter_mut().zip(rows) {
+                        *d = w[r];
+                    }
+                }
+            }
+            None => b.sample_weight = None,
+        }
+        if !self.maps.is_empty() {
+            let mut owned = std::mem::take(b);
+            for f in &self.maps {
+                owned = f(owned)?;
+            }
+            *b = owned;
+        }
+        Ok(())
     }
 
     /// The batches of epoch `epoch`, in order.
@@ -351,6 +375,26 @@ pub enum Batches {
         rx: mpsc::Receiver<Result<Batch>>,
     },
     Failed(Option<Error>),
+}
+
+impl Batches {
+    /// The next batch, written into `b` (reusing its memory when the batch is made here
+    /// rather than on the prefetch thread). `None` at the end of the epoch.
+    pub fn next_into(&mut self, b: &mut Batch) -> Option<Result<()>> {
+        match self {
+            Batches::Inline {
+                ds,
+                order,
+                ranges,
+                next,
+            } => {
+                let &(lo, hi) = ranges.get(*next)?;
+                *next += 1;
+                Some(ds.make_batch_into(&order[lo..hi], b))
+            }
+            other => other.next().map(|r| r.map(|batch| *b = batch)),
+        }
+    }
 }
 
 impl Iterator for Batches {

@@ -15,6 +15,21 @@ fn free_dims(rank: usize, batch: &[usize], contract: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// [`free_dims`] written into `buf`, without allocating.
+fn free_dims_into<'b>(
+    rank: usize,
+    batch: &[usize],
+    contract: &[usize],
+    buf: &'b mut [usize; MAX_RANK],
+) -> &'b [usize] {
+    let mut n = 0;
+    for d in (0..rank).filter(|d| !batch.contains(d) && !contract.contains(d)) {
+        buf[n] = d;
+        n += 1;
+    }
+    &buf[..n]
+}
+
 pub(crate) fn check(g: &Graph, lhs: Value, rhs: Value, d: &DotDims) -> Result<TensorType> {
     let (a, b) = (g.ty(lhs), g.ty(rhs));
     let err = |m: String| Err(Error::shape("dot_general", format!("{a} · {b}: {m}")));
@@ -230,23 +245,25 @@ fn run<T: Real>(
     scratch: &mut [Vec<T>; 2],
 ) -> Result<()> {
     let size = |dims: &[usize], of: &[usize]| of.iter().map(|&i| dims[i]).product::<usize>();
-    let a_free = free_dims(ad.len(), &d.lhs_batch, &d.lhs_contract);
-    let b_free = free_dims(bd.len(), &d.rhs_batch, &d.rhs_contract);
+    // Free dimensions on the stack: this runs every step.
+    let (mut af, mut bf) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
+    let a_free = free_dims_into(ad.len(), &d.lhs_batch, &d.lhs_contract, &mut af);
+    let b_free = free_dims_into(bd.len(), &d.rhs_batch, &d.rhs_contract, &mut bf);
     let nbatch = size(ad, &d.lhs_batch);
     let (m, k, n) = (
-        size(ad, &a_free),
+        size(ad, a_free),
         size(ad, &d.lhs_contract),
-        size(bd, &b_free),
+        size(bd, b_free),
     );
     let [sa, sb] = scratch;
 
-    let (a, av) = match view(&d.lhs_batch, &a_free, &d.lhs_contract, m, k) {
+    let (a, av) = match view(&d.lhs_batch, a_free, &d.lhs_contract, m, k) {
         Some(v) => (a, v),
         None => {
             let order: Vec<usize> = d
                 .lhs_batch
                 .iter()
-                .chain(&a_free)
+                .chain(a_free)
                 .chain(&d.lhs_contract)
                 .copied()
                 .collect();
@@ -261,14 +278,14 @@ fn run<T: Real>(
             )
         }
     };
-    let (b, bv) = match view(&d.rhs_batch, &d.rhs_contract, &b_free, k, n) {
+    let (b, bv) = match view(&d.rhs_batch, &d.rhs_contract, b_free, k, n) {
         Some(v) => (b, v),
         None => {
             let order: Vec<usize> = d
                 .rhs_batch
                 .iter()
                 .chain(&d.rhs_contract)
-                .chain(&b_free)
+                .chain(b_free)
                 .copied()
                 .collect();
             pack(b, bd, &order, sb);

@@ -107,6 +107,10 @@ pub(crate) struct DeviceState {
     pub exes: HashMap<StepKey, Box<dyn Executable>>,
     /// The optimizer's iteration count, mirrored on the host for learning-rate schedules.
     pub iterations: u64,
+    /// The last call's returned outputs, reused by the next call.
+    pub outs: Vec<Buffer>,
+    /// The key of the last train call's executable.
+    pub last_train: Option<StepKey>,
 }
 
 /// What `compile` set up.
@@ -114,6 +118,8 @@ pub(crate) struct TrainState {
     pub optimizer: Box<dyn Optimizer>,
     pub loss: Box<dyn Loss>,
     pub metrics: Vec<Box<dyn Metric>>,
+    /// The metrics' names, computed once.
+    pub metric_names: Vec<String>,
     pub steps_per_execution: usize,
     pub device: Option<DeviceState>,
 }
@@ -174,6 +180,7 @@ impl<A: Architecture> Model<A> {
         self.train = Some(TrainState {
             optimizer,
             loss,
+            metric_names: names[1..].to_vec(),
             metrics,
             steps_per_execution: 1,
             device: None,
@@ -250,6 +257,8 @@ impl<A: Architecture> Model<A> {
             layout,
             exes: HashMap::new(),
             iterations: 0,
+            outs: Vec::new(),
+            last_train: None,
         });
         Ok(())
     }

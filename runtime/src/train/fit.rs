@@ -12,9 +12,8 @@ use crate::nn::{Architecture, Model};
 use crate::{Error, Result, Tensor};
 use std::time::Instant;
 
-/// What one train call reports.
+/// What one train call reports besides the logs.
 pub(crate) struct StepOut {
-    pub logs: Logs,
     pub ok: bool,
     pub batch_loss: f64,
 }
@@ -223,6 +222,9 @@ impl<A: Architecture> Model<A> {
             cb.on_train_begin(&mut control.with(self))?;
         }
         let mut stage = Staging::default();
+        // Batch buffers, reused from step to step (and epoch to epoch).
+        let mut pool: Vec<Batch> = Vec::new();
+        let mut logs = Logs::default();
         'epochs: for epoch in opts.initial_epoch..opts.epochs {
             if control.stop {
                 break;
@@ -236,76 +238,101 @@ impl<A: Architecture> Model<A> {
             let mut progress = Progress::new(opts.verbose, steps);
             let started = Instant::now();
             let mut done = 0;
-            let mut logs = Logs::default();
-            let mut pending: Vec<Batch> = Vec::with_capacity(k);
-            let mut batches = ds.iter(epoch).peekable();
+            let mut batches = ds.iter(epoch);
             let mut first = true;
-            while let Some(b) = batches.next() {
-                let mut b = b?;
-                if !checked {
-                    let n = check_pair("fit_dataset batch", &b.x, &b.y)?;
-                    self.check_inputs("fit_dataset batch", &b.x)?;
-                    self.check_targets("fit_dataset batch", &b.y, n)?;
-                    if let Some(cw) = &opts.class_weight {
-                        let mut w = match &b.sample_weight {
-                            Some(t) => t.to_vec::<f32>()?,
-                            None => vec![1.0; n],
-                        };
-                        apply_class_weight(cw, &b.y, &mut w)?;
-                        b.sample_weight = Some(Tensor::from_vec(&[n], w)?);
+            // `pool[..count]` are batches waiting to run as one call of up to k steps.
+            let mut count = 0;
+            loop {
+                if pool.len() <= count {
+                    pool.push(Batch::default());
+                }
+                let more = match batches.next_into(&mut pool[count]) {
+                    Some(r) => {
+                        r?;
+                        true
+                    }
+                    None => false,
+                };
+                if more {
+                    let b = &mut pool[count];
+                    if !checked {
+                        let n = check_pair("fit_dataset batch", &b.x, &b.y)?;
+                        self.check_inputs("fit_dataset batch", &b.x)?;
+                        self.check_targets("fit_dataset batch", &b.y, n)?;
+                        if let Some(cw) = &opts.class_weight {
+                            let mut w = match &b.sample_weight {
+                                Some(t) => t.to_vec::<f32>()?,
+                                None => vec![1.0; n],
+                            };
+                            apply_class_weight(cw, &b.y, &mut w)?;
+                            b.sample_weight = Some(Tensor::from_vec(&[n], w)?);
+                        }
+                    }
+                    if first {
+                        self.ensure_device()?;
+                        self.reset_metrics()?;
+                        first = false;
                     }
                 }
-                if first {
-                    self.ensure_device()?;
-                    self.reset_metrics()?;
-                    first = false;
+                // Run what is pending when k equal batches are there, when a batch of
+                // another size (the partial last one) arrives, or at the end of the epoch.
+                let differs = more && count > 0 && pool[count].x.dims()[0] != pool[0].x.dims()[0];
+                let run = if differs {
+                    count
+                } else if more {
+                    count + 1
+                } else {
+                    count
+                };
+                let ready = run > 0 && (run == k || differs || !more);
+                if !more || !differs {
+                    count += more as usize;
                 }
-                let rows = b.x.dims()[0];
-                pending.push(b);
-                // Flush k equal batches at once; a differently sized next batch (the partial
-                // last one) or the end of the epoch flushes what is pending.
-                let next_differs = batches
-                    .peek()
-                    .map(|n| n.as_ref().map(|n| n.x.dims()[0] != rows).unwrap_or(true))
-                    .unwrap_or(true);
-                if pending.len() < k && !next_differs {
-                    continue;
-                }
-                let out = self.train_call(&pending, &mut stage)?;
-                done += pending.len();
-                pending.clear();
-                logs = out.logs;
-                if !out.ok {
-                    progress.abandon();
-                    self.sync_weights()?;
-                    if control.terminate_on_nan {
-                        println!("Batch {}: Invalid loss, terminating training", done - 1);
-                        break 'epochs;
+                if ready {
+                    let out = self.train_call(&pool[..run], &mut stage, &mut logs)?;
+                    done += run;
+                    if differs {
+                        pool.swap(0, run);
+                        count = 1;
+                    } else {
+                        count = 0;
                     }
-                    return Err(Error::NonFiniteLoss {
-                        epoch,
-                        step: done - 1,
-                        value: out.batch_loss,
-                    });
+                    if !out.ok {
+                        progress.abandon();
+                        self.sync_weights()?;
+                        if control.terminate_on_nan {
+                            println!("Batch {}: Invalid loss, terminating training", done - 1);
+                            break 'epochs;
+                        }
+                        return Err(Error::NonFiniteLoss {
+                            epoch,
+                            step: done - 1,
+                            value: out.batch_loss,
+                        });
+                    }
+                    progress.update(done, &logs, started.elapsed());
+                    for cb in &mut callbacks {
+                        cb.on_batch_end(done - 1, &logs, &mut control.with(self))?;
+                    }
                 }
-                progress.update(done, &logs, started.elapsed());
-                for cb in &mut callbacks {
-                    cb.on_batch_end(done - 1, &logs, &mut control.with(self))?;
+                if !more && count == 0 {
+                    break;
                 }
             }
             if first {
                 return Err(Error::invalid("fit", "the dataset produced no batches"));
             }
+            let mut epoch_logs = logs.clone();
             if let Some((vx, vy)) = &val {
                 let vl = self.evaluate_logs(vx, vy, opts.batch_size)?;
                 for (key, v) in vl.0 {
-                    logs.insert(format!("val_{key}"), v);
+                    epoch_logs.insert(format!("val_{key}"), v);
                 }
             }
-            progress.finish(steps, &logs, started.elapsed());
-            history.push(epoch, &logs);
+            progress.finish(steps, &epoch_logs, started.elapsed());
+            history.push(epoch, &epoch_logs);
             for cb in &mut callbacks {
-                cb.on_epoch_end(epoch, &logs, &mut control.with(self))?;
+                cb.on_epoch_end(epoch, &epoch_logs, &mut control.with(self))?;
             }
         }
         let last = Logs(
@@ -334,47 +361,74 @@ impl<A: Architecture> Model<A> {
         Ok(())
     }
 
-    /// Runs one train call over `batches` (equal-sized; one step each).
-    fn train_call(&mut self, batches: &[Batch], stage: &mut Staging) -> Result<StepOut> {
+    /// Runs one train call over `batches` (equal-sized; one step each), writing the
+    /// running loss and metrics into `logs`.
+    fn train_call(
+        &mut self,
+        batches: &[Batch],
+        stage: &mut Staging,
+        logs: &mut Logs,
+    ) -> Result<StepOut> {
         let k = batches.len();
         let batch = batches[0].x.dims()[0];
         stage.fill(batches)?;
-        let (x_ty, y_ty) = (stage.x().ty(), stage.y().ty());
-        let key = StepKey::Train {
-            batch,
-            k,
-            x: x_ty.clone(),
-            y: y_ty.clone(),
-        };
-        self.prepare(&key, |m| {
-            let t = m.train.as_ref().ok_or_else(not_compiled)?;
+        {
+            let t = self.train.as_ref().ok_or_else(not_compiled)?;
             let d = t.device.as_ref().ok_or_else(not_compiled)?;
-            train_graph(m, t, &d.layout, batch, k, &x_ty, &y_ty)
-        })?;
-        let backend = self.backend.clone();
-        let t = self.train.as_mut().ok_or_else(not_compiled)?;
-        let d = t.device.as_mut().ok_or_else(not_compiled)?;
-        let lrs: Vec<f32> = (0..k)
-            .map(|i| {
+            stage.set_lr(k, |i| {
                 t.optimizer
                     .config()
                     .learning_rate
                     .at(d.iterations + i as u64)
-            })
-            .collect();
-        stage.lr = Tensor::from_vec(&[k], lrs)?;
+            });
+        }
+        let (x, y) = match batches {
+            [one] => (&one.x, &one.y),
+            _ => (&stage.x, &stage.y),
+        };
+        // The last call's key is checked in place (building one allocates), so a steady
+        // loop looks its executable up without allocating.
+        let same = |t: &TensorType, v: &Tensor| t.dtype == v.dtype() && t.dims() == v.dims();
+        let last_fits = self.train.as_ref().and_then(|t| t.device.as_ref()).and_then(|d| d.last_train.as_ref()).is_some_and(|key| {
+            matches!(key, StepKey::Train { batch: b, k: kk, x: xt, y: yt } if *b == batch && *kk == k && same(xt, x) && same(yt, y))
+        });
+        if !last_fits {
+            let (x_ty, y_ty) = (x.ty(), y.ty());
+            let key = StepKey::Train {
+                batch,
+                k,
+                x: x_ty.clone(),
+                y: y_ty.clone(),
+            };
+            self.prepare(&key, |m| {
+                let t = m.train.as_ref().ok_or_else(not_compiled)?;
+                let d = t.device.as_ref().ok_or_else(not_compiled)?;
+                train_graph(m, t, &d.layout, batch, k, &x_ty, &y_ty)
+            })?;
+            if let Some(d) = self.train.as_mut().and_then(|t| t.device.as_mut()) {
+                d.last_train = Some(key);
+            }
+        }
+        let backend = self.backend.clone();
+        let t = self.train.as_mut().ok_or_else(not_compiled)?;
+        let d = t.device.as_mut().ok_or_else(not_compiled)?;
         let base = d.layout.len();
-        let inputs = [stage.x(), stage.y(), &stage.sw, &stage.lr];
-        set_inputs(backend.as_ref(), &mut d.args, base, &inputs)?;
+        set_inputs(
+            backend.as_ref(),
+            &mut d.args,
+            base,
+            &[x, y, &stage.sw, &stage.lr],
+        )?;
         let exe = d
-            .exes
-            .get_mut(&key)
+            .last_train
+            .as_ref()
+            .and_then(|key| d.exes.get_mut(key))
             .ok_or_else(|| Error::invalid("fit", "internal: step not compiled"))?;
-        let outs = exe.execute(&mut d.args)?;
-        let mut logs = Logs::default();
-        logs.insert("loss", backend.read_scalar(&outs[0])?);
-        for (m, b) in t.metrics.iter().zip(&outs[1..]) {
-            logs.insert(m.name(), backend.read_scalar(b)?);
+        exe.execute_into(&mut d.args, &mut d.outs)?;
+        let outs = &d.outs;
+        logs.set("loss", backend.read_scalar(&outs[0])?);
+        for (name, b) in t.metric_names.iter().zip(&outs[1..]) {
+            logs.set(name, backend.read_scalar(b)?);
         }
         let ok = backend.read_scalar(&outs[outs.len() - 2])? != 0.0;
         let batch_loss = backend.read_scalar(&outs[outs.len() - 1])?;
@@ -384,11 +438,7 @@ impl<A: Architecture> Model<A> {
             // The steps up to the bad one did run; the host mirror follows the device.
             d.iterations = backend.read_scalar(&d.args[d.layout.iterations])? as u64;
         }
-        Ok(StepOut {
-            logs,
-            ok,
-            batch_loss,
-        })
+        Ok(StepOut { ok, batch_loss })
     }
 
     /// Compiles the graph for `key` unless it is cached.
@@ -437,7 +487,7 @@ pub(crate) fn set_inputs(
         && args[base..]
             .iter()
             .zip(inputs)
-            .all(|(b, t)| b.ty() == &t.ty());
+            .all(|(b, t)| b.ty().dtype == t.dtype() && b.ty().dims() == t.dims());
     if reuse {
         for (b, t) in args[base..].iter_mut().zip(inputs) {
             backend.upload_into(t, b)?;
@@ -451,10 +501,10 @@ pub(crate) fn set_inputs(
     Ok(())
 }
 
-/// Host-side inputs of one call: a single batch as it came, or `k` batches stacked.
+/// Host-side inputs of one call beyond the batch itself (`k` batches stacked when a call
+/// runs several steps), kept from step to step so their memory is reused.
 #[derive(Default)]
 struct Staging {
-    single: Option<(Tensor, Tensor)>,
     x: Tensor,
     y: Tensor,
     sw: Tensor,
@@ -462,49 +512,64 @@ struct Staging {
 }
 
 impl Staging {
-    fn x(&self) -> &Tensor {
-        self.single.as_ref().map(|s| &s.0).unwrap_or(&self.x)
-    }
-
-    fn y(&self) -> &Tensor {
-        self.single.as_ref().map(|s| &s.1).unwrap_or(&self.y)
-    }
-
     fn fill(&mut self, batches: &[Batch]) -> Result<()> {
         let rows: usize = batches.iter().map(|b| b.x.dims()[0]).sum();
-        let mut w = Vec::with_capacity(rows);
+        refit(&mut self.sw, rows);
+        let Tensor::F32(sw) = &mut self.sw else {
+            unreachable!("refit makes f32")
+        };
+        let mut at = 0;
         for b in batches {
+            let n = b.x.dims()[0];
+            let dst = &mut sw.as_slice_mut().unwrap_or(&mut [])[at..at + n];
             match &b.sample_weight {
-                Some(t) => w.extend(t.to_vec::<f32>()?),
-                None => w.extend(std::iter::repeat_n(1.0f32, b.x.dims()[0])),
+                Some(t) => dst.copy_from_slice(t.array::<f32>()?.as_slice().unwrap_or(&[])),
+                None => dst.fill(1.0),
+            }
+            at += n;
+        }
+        if batches.len() > 1 {
+            stack_into(batches.iter().map(|b| &b.x), &mut self.x)?;
+            stack_into(batches.iter().map(|b| &b.y), &mut self.y)?;
+        }
+        Ok(())
+    }
+
+    fn set_lr(&mut self, k: usize, lr: impl Fn(usize) -> f32) {
+        refit(&mut self.lr, k);
+        if let Tensor::F32(a) = &mut self.lr {
+            for (i, v) in a.iter_mut().enumerate() {
+                *v = lr(i);
             }
         }
-        self.sw = Tensor::from_vec(&[rows], w)?;
-        if let [b] = batches {
-            self.single = Some((b.x.clone(), b.y.clone()));
-            return Ok(());
-        }
-        self.single = None;
-        self.x = stack(batches.iter().map(|b| &b.x))?;
-        self.y = stack(batches.iter().map(|b| &b.y))?;
-        Ok(())
     }
 }
 
-/// Concatenates tensors along the first axis.
-fn stack<'a>(parts: impl Iterator<Item = &'a Tensor> + Clone) -> Result<Tensor> {
+/// Makes `t` an f32 vector of `n` elements, keeping its memory when it already is one.
+fn refit(t: &mut Tensor, n: usize) {
+    let fits = matches!(t, Tensor::F32(a) if a.ndim() == 1 && a.len() == n);
+    if !fits {
+        *t = Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[n])));
+    }
+}
+
+/// Concatenates tensors along the first axis into `out` (reusing it when it fits).
+fn stack_into<'a>(parts: impl Iterator<Item = &'a Tensor> + Clone, out: &mut Tensor) -> Result<()> {
     let first = parts
         .clone()
         .next()
         .ok_or_else(|| Error::invalid("fit", "no batches"))?;
     let rows: usize = parts.clone().map(|t| t.dims()[0]).sum();
-    let mut out = Tensor::zeros(&with_rows(&first.ty(), rows));
+    let ty = with_rows(&first.ty(), rows);
+    if out.ty() != ty {
+        *out = Tensor::zeros(&ty);
+    }
     let mut at = 0;
     for p in parts {
-        copy_rows_into(p, &mut out, at)?;
+        copy_rows_into(p, out, at)?;
         at += p.dims()[0];
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Multiplies each sample's weight by its class's weight (integer labels, or the argmax

@@ -41,6 +41,16 @@ impl Logs {
         self.0.insert(key.into(), v);
     }
 
+    /// Sets `key` without allocating when it is already there (the per-step path).
+    pub fn set(&mut self, key: &str, v: f64) {
+        match self.0.get_mut(key) {
+            Some(slot) => *slot = v,
+            None => {
+                self.0.insert(key.to_string(), v);
+            }
+        }
+    }
+
     /// Training entries first, then validation ones, each in name order (as Keras shows
     /// them).
     pub fn ordered(&self) -> Vec<(&str, f64)> {

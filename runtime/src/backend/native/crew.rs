@@ -5,20 +5,23 @@
 //! microsecond. A general pool puts idle workers to sleep, and waking one costs a futex
 //! round trip (we measured rayon spending more time in `sched_yield` and wake-ups than in
 //! the kernels). Here a worker that has just finished spins for a while waiting for the
-//! next job, which in a training loop arrives within microseconds, and parks only when
-//! nothing has come for about a millisecond.
+//! next job, which in a training loop arrives within microseconds, and parks when nothing
+//! has come for a while.
 //!
 //! Tasks are claimed, not assigned: the posting thread claims tasks too, so a worker that
 //! is descheduled (a busy machine) delays nothing it has not started; the poster simply
-//! runs the whole job itself.
+//! runs the whole job itself. When that keeps happening, the poster stops posting for a
+//! while and runs jobs alone, so an oversubscribed machine does not pay for hand-offs that
+//! never help.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
-/// Spin iterations before a waiting worker parks (roughly a millisecond).
-const SPIN: u32 = 1 << 17;
+/// Spin iterations before a waiting worker parks (roughly a hundred microseconds: jobs
+/// within a training step come faster, and a busy machine loses little to the spinning).
+const SPIN: u32 = 1 << 12;
 /// Spin iterations before the poster, waiting for claimed tasks, yields its core.
 const WAIT_SPIN: u32 = 1 << 12;
 
@@ -55,11 +58,24 @@ struct Worker {
     thread: OnceLock<Thread>,
 }
 
+/// The poster's bookkeeping, behind the `busy` lock.
+struct Posting {
+    generation: u64,
+    /// Consecutive jobs the workers took no task of.
+    unhelped: u32,
+    /// Jobs still to run alone before trying the workers again.
+    alone: u32,
+}
+
+/// After this many consecutive jobs without help, run alone for `ALONE` jobs.
+const UNHELPED_LIMIT: u32 = 8;
+const ALONE: u32 = 512;
+
 struct Crew {
     shared: Arc<Shared>,
     workers: Vec<Arc<Worker>>,
     /// Held while a job is out: a second thread runs its tasks itself.
-    busy: Mutex<u64>,
+    busy: Mutex<Posting>,
 }
 
 thread_local! {
@@ -111,18 +127,23 @@ fn crew() -> &'static Crew {
         Crew {
             shared,
             workers,
-            busy: Mutex::new(0),
+            busy: Mutex::new(Posting {
+                generation: 0,
+                unhelped: 0,
+                alone: 0,
+            }),
         }
     })
 }
 
-/// Claims and runs tasks of `generation` until none are left.
-fn claim_and_run(s: &Shared, generation: u64, ptr: JobPtr, tasks: usize) {
+/// Claims and runs tasks of `generation` until none are left; returns how many it ran.
+fn claim_and_run(s: &Shared, generation: u64, ptr: JobPtr, tasks: usize) -> usize {
+    let mut ran = 0;
     loop {
         let t = s.ticket.load(Ordering::Acquire);
         let index = (t & 0xFFFF_FFFF) as usize;
         if t >> 32 != generation || index >= tasks {
-            return;
+            return ran;
         }
         if s.ticket
             .compare_exchange_weak(t, t + 1, Ordering::AcqRel, Ordering::Relaxed)
@@ -137,6 +158,7 @@ fn claim_and_run(s: &Shared, generation: u64, ptr: JobPtr, tasks: usize) {
             s.panicked.store(true, Ordering::Release);
         }
         s.completed.fetch_add(1, Ordering::AcqRel);
+        ran += 1;
     }
 }
 
@@ -170,7 +192,7 @@ fn work(w: &Worker, s: &Shared) {
             .ok()
             .and_then(|j| j.as_ref().map(|j| (j.generation, j.ptr, j.tasks)));
         if let Some((generation, ptr, tasks)) = job {
-            claim_and_run(s, generation, ptr, tasks);
+            let _ = claim_and_run(s, generation, ptr, tasks);
         }
     }
 }
@@ -193,14 +215,20 @@ pub(crate) fn run(tasks: usize, task: &(dyn Fn(usize) + Sync)) {
     } else {
         crew.busy.try_lock().ok()
     };
-    let Some(mut generation) = guard else {
+    let serial = |task: &(dyn Fn(usize) + Sync)| {
         for i in 0..tasks {
             task(i);
         }
-        return;
     };
-    *generation += 1;
-    let generation_id = *generation;
+    let Some(mut posting) = guard else {
+        return serial(task);
+    };
+    if posting.alone > 0 {
+        posting.alone -= 1;
+        return serial(task);
+    }
+    posting.generation += 1;
+    let generation_id = posting.generation;
     let s = &crew.shared;
     // SAFETY (of the erasure): see `JobPtr`; this function returns only after every
     // claimed task of this generation has completed, and later claims fail.
@@ -222,7 +250,16 @@ pub(crate) fn run(tasks: usize, task: &(dyn Fn(usize) + Sync)) {
             }
         }
     }
-    claim_and_run(s, generation_id, ptr, tasks);
+    let mine = claim_and_run(s, generation_id, ptr, tasks);
+    if mine == tasks {
+        posting.unhelped += 1;
+        if posting.unhelped >= UNHELPED_LIMIT {
+            posting.unhelped = 0;
+            posting.alone = ALONE;
+        }
+    } else {
+        posting.unhelped = 0;
+    }
     let mut spins = 0u32;
     while s.completed.load(Ordering::Acquire) < tasks {
         if spins < WAIT_SPIN {

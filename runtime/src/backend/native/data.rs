@@ -27,6 +27,60 @@ pub enum Data<'a> {
     Bool(&'a [bool]),
 }
 
+/// The parts of a [`DataMut`], to rebuild views of disjoint ranges on several threads.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawMut {
+    ptr: *mut u8,
+    len: usize,
+    dtype: DType,
+}
+
+// SAFETY: a RawMut is only turned back into views of disjoint ranges (see `range`), each
+// used by one thread, while the view it came from is not used.
+unsafe impl Send for RawMut {}
+unsafe impl Sync for RawMut {}
+
+impl RawMut {
+    /// Elements `lo..hi` as a writable view.
+    ///
+    /// # Safety
+    /// `lo <= hi <= len`, the view this came from must outlive the result and not be used
+    /// meanwhile, and no two live results may overlap.
+    pub unsafe fn range<'a>(self, lo: usize, hi: usize) -> DataMut<'a> {
+        debug_assert!(lo <= hi && hi <= self.len);
+        let n = hi - lo;
+        // SAFETY: guaranteed by the caller, per the contract above.
+        unsafe {
+            match self.dtype {
+                DType::F32 => DataMut::F32(std::slice::from_raw_parts_mut(
+                    (self.ptr as *mut f32).add(lo),
+                    n,
+                )),
+                DType::F64 => DataMut::F64(std::slice::from_raw_parts_mut(
+                    (self.ptr as *mut f64).add(lo),
+                    n,
+                )),
+                DType::BF16 => DataMut::BF16(std::slice::from_raw_parts_mut(
+                    (self.ptr as *mut bf16).add(lo),
+                    n,
+                )),
+                DType::I32 => DataMut::I32(std::slice::from_raw_parts_mut(
+                    (self.ptr as *mut i32).add(lo),
+                    n,
+                )),
+                DType::I64 => DataMut::I64(std::slice::from_raw_parts_mut(
+                    (self.ptr as *mut i64).add(lo),
+                    n,
+                )),
+                DType::Bool => DataMut::Bool(std::slice::from_raw_parts_mut(
+                    (self.ptr as *mut bool).add(lo),
+                    n,
+                )),
+            }
+        }
+    }
+}
+
 /// A writable typed view.
 #[derive(Debug)]
 pub enum DataMut<'a> {
@@ -310,6 +364,21 @@ impl<'a> DataMut<'a> {
             DataMut::I64(a) => Data::I64(a),
             DataMut::Bool(a) => Data::Bool(a),
         }
+    }
+
+    /// The view's parts, so disjoint ranges of it can be written from different threads.
+    pub(crate) fn raw(&mut self) -> RawMut {
+        let len = self.as_data().len();
+        let dtype = self.dtype();
+        let ptr = match self {
+            DataMut::F32(a) => a.as_mut_ptr() as *mut u8,
+            DataMut::F64(a) => a.as_mut_ptr() as *mut u8,
+            DataMut::BF16(a) => a.as_mut_ptr() as *mut u8,
+            DataMut::I32(a) => a.as_mut_ptr() as *mut u8,
+            DataMut::I64(a) => a.as_mut_ptr() as *mut u8,
+            DataMut::Bool(a) => a.as_mut_ptr() as *mut u8,
+        };
+        RawMut { ptr, len, dtype }
     }
 
     /// Splits into `[..mid]` and `[mid..]`.

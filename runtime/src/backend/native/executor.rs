@@ -73,7 +73,7 @@ const INLINE_OPERANDS: usize = 4;
 
 fn data_of<'a>(
     loc: Loc,
-    params: &[&'a Storage],
+    params: &'a [Buffer],
     arena: &'a [Storage],
     consts: &'a [Storage],
     n: usize,
@@ -81,14 +81,18 @@ fn data_of<'a>(
     storage_of(loc, params, arena, consts).prefix(n)
 }
 
+/// Empty storage, standing in for an argument that is not native (which `check_args`
+/// has already rejected, so this is never read).
+static NO_STORAGE: Storage = Storage::F32(Vec::new());
+
 fn storage_of<'a>(
     loc: Loc,
-    params: &[&'a Storage],
+    params: &'a [Buffer],
     arena: &'a [Storage],
     consts: &'a [Storage],
 ) -> &'a Storage {
     match loc {
-        Loc::Param(i) => params[i],
+        Loc::Param(i) => params[i].native_storage().unwrap_or(&NO_STORAGE),
         Loc::Slot(i) => &arena[i],
         Loc::Const(i) => &consts[i],
     }
@@ -109,17 +113,23 @@ impl Executable for NativeExecutable {
     }
 
     fn execute(&mut self, args: &mut [Buffer]) -> Result<Vec<Buffer>> {
+        let mut outputs = Vec::new();
+        self.execute_into(args, &mut outputs)?;
+        Ok(outputs)
+    }
+
+    fn execute_into(&mut self, args: &mut [Buffer], outputs: &mut Vec<Buffer>) -> Result<()> {
         check_args("native", &self.param_types, args)?;
         // In-place parameters live in their arena slot while the plan runs.
         for &(p, slot) in &self.plan.homes {
             std::mem::swap(args[p].native_storage_mut()?, &mut self.arena[slot]);
         }
-        let result = self.run(args);
+        let result = self.run(args, outputs);
         // Always move them back, so an error never strands a caller's data in the arena.
         for &(p, slot) in &self.plan.homes {
             std::mem::swap(args[p].native_storage_mut()?, &mut self.arena[slot]);
         }
-        let (returned, copied_updates) = result?;
+        let copied_updates = result?;
         for out in &self.plan.outputs {
             if let OutputPlan::Update {
                 loc: Loc::Slot(s),
@@ -133,20 +143,15 @@ impl Executable for NativeExecutable {
         for (param, s) in copied_updates {
             *args[param].native_storage_mut()? = s;
         }
-        Ok(returned)
+        Ok(())
     }
 }
 
 impl NativeExecutable {
-    /// Runs every step and copies out what is returned or copied into parameters (before
-    /// any swap replaces what the copies read).
-    #[allow(clippy::type_complexity)]
-    fn run(&mut self, args: &[Buffer]) -> Result<(Vec<Buffer>, Vec<(usize, Storage)>)> {
-        // Resolved once: check_args has made sure every argument is a native buffer.
-        let params = args
-            .iter()
-            .map(Buffer::native_storage)
-            .collect::<Result<Vec<&Storage>>>()?;
+    /// Runs every step and copies out what is returned (into `outputs`, reusing its
+    /// buffers) or copied into parameters (before any swap replaces what the copies read).
+    fn run(&mut self, args: &[Buffer], outputs: &mut Vec<Buffer>) -> Result<Vec<(usize, Storage)>> {
+        let params = args;
         let plan = &self.plan;
         if let Some(p) = &mut self.profile {
             p.resize(plan.steps.len(), Default::default());
@@ -162,7 +167,7 @@ impl NativeExecutable {
                 } => run_kernel(
                     plan,
                     &mut self.arena,
-                    &params,
+                    params,
                     &mut self.ctx,
                     *node,
                     *out,
@@ -174,7 +179,7 @@ impl NativeExecutable {
                     ins,
                     outs,
                     alias,
-                } => run_fused(plan, &mut self.arena, &params, kernel, ins, outs, alias),
+                } => run_fused(plan, &mut self.arena, params, kernel, ins, outs, alias),
             };
             result.map_err(|e| match e {
                 Error::Backend { backend, message } => {
@@ -195,27 +200,47 @@ impl NativeExecutable {
                 p[index] += t.elapsed();
             }
         }
-        let mut returned = Vec::new();
         let mut copied_updates = Vec::new();
+        let mut returned = 0;
         for (k, out) in plan.outputs.iter().enumerate() {
             let ty = &self.output_types[k];
             match *out {
                 OutputPlan::Return { loc } => {
-                    let s = exact_copy(storage_of(loc, &params, &self.arena, &plan.consts), ty);
-                    returned.push(Buffer::native(ty.clone(), s));
+                    let src = storage_of(loc, params, &self.arena, &plan.consts).prefix(ty.numel());
+                    // Reuse the caller's buffer from the last call when it fits.
+                    let reused = outputs
+                        .get_mut(returned)
+                        .filter(|b| b.ty() == ty)
+                        .and_then(|b| b.native_storage_mut().ok());
+                    match reused {
+                        Some(dst) => {
+                            super::data::with_same!("output", src, dst.data_mut(), |a, d| d
+                                .copy_from_slice(a))
+                        }
+                        None => {
+                            let b = Buffer::native(ty.clone(), src.to_storage());
+                            if returned < outputs.len() {
+                                outputs[returned] = b;
+                            } else {
+                                outputs.push(b);
+                            }
+                        }
+                    }
+                    returned += 1;
                 }
                 OutputPlan::Update {
                     loc,
                     param,
                     swap: false,
                 } => {
-                    let s = exact_copy(storage_of(loc, &params, &self.arena, &plan.consts), ty);
+                    let s = exact_copy(storage_of(loc, params, &self.arena, &plan.consts), ty);
                     copied_updates.push((param, s));
                 }
                 OutputPlan::Update { swap: true, .. } | OutputPlan::InPlace => {}
             }
         }
-        Ok((returned, copied_updates))
+        outputs.truncate(returned);
+        Ok(copied_updates)
     }
 }
 
@@ -224,7 +249,7 @@ impl NativeExecutable {
 fn run_kernel(
     plan: &Plan,
     arena: &mut [Storage],
-    params: &[&Storage],
+    params: &[Buffer],
     ctx: &mut KernelCtx,
     node: usize,
     out: usize,
@@ -265,7 +290,7 @@ const INLINE_FUSED: usize = 16;
 fn run_fused(
     plan: &Plan,
     arena: &mut [Storage],
-    params: &[&Storage],
+    params: &[Buffer],
     k: &FusedKernel,
     ins: &[Loc],
     outs: &[usize],

@@ -326,28 +326,33 @@ pub(crate) fn run<T: Real>(
     if tasks == 1 {
         return T::with_regs(|regs| run_range(k, inputs, alias, outputs, regs, 0));
     }
-    // Split every output into `tasks` ranges on chunk boundaries.
-    let per = k.n.div_ceil(tasks).div_ceil(CHUNK) * CHUNK;
-    let mut parts: Vec<Vec<DataMut<'_>>> = (0..tasks)
-        .map(|_| Vec::with_capacity(outputs.len()))
-        .collect();
-    for o in outputs.iter_mut() {
-        let mut rest = o.reborrow();
-        for (t, part) in parts.iter_mut().enumerate() {
-            let len = per.min(k.n.saturating_sub(t * per));
-            let (head, tail) = rest.split_at_mut(len);
-            part.push(head);
-            rest = tail;
-        }
+    // Each task rebuilds its range of every output from the raw parts (on the stack: this
+    // runs every step, and should not allocate).
+    const MAX_OUTPUTS: usize = 16;
+    if outputs.len() > MAX_OUTPUTS {
+        return T::with_regs(|regs| run_range(k, inputs, alias, outputs, regs, 0));
     }
-    let parts: Vec<std::sync::Mutex<Vec<DataMut<'_>>>> =
-        parts.into_iter().map(std::sync::Mutex::new).collect();
+    let mut raw = [None; MAX_OUTPUTS];
+    for (r, o) in raw.iter_mut().zip(outputs.iter_mut()) {
+        *r = Some(o.raw());
+    }
+    let nout = outputs.len();
+    let per = k.n.div_ceil(tasks).div_ceil(CHUNK) * CHUNK;
     let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
     super::crew::run(tasks, &|t| {
-        let Ok(mut outs) = parts[t].lock() else {
+        let (lo, hi) = ((t * per).min(k.n), ((t + 1) * per).min(k.n));
+        if lo == hi {
             return;
-        };
-        let r = T::with_regs(|regs| run_range(k, inputs, alias, &mut outs, regs, t * per));
+        }
+        let mut outs: [DataMut<'_>; MAX_OUTPUTS] = std::array::from_fn(|_| DataMut::F32(&mut []));
+        for (o, r) in outs.iter_mut().zip(raw.iter().take(nout)) {
+            if let Some(r) = r {
+                // SAFETY: tasks cover disjoint ranges of every output, and `outputs` is not
+                // used until `crew::run` returns with every task done.
+                *o = unsafe { r.range(lo, hi) };
+            }
+        }
+        let r = T::with_regs(|regs| run_range(k, inputs, alias, &mut outs[..nout], regs, lo));
         if let Err(e) = r {
             if let Ok(mut slot) = error.lock() {
                 *slot = Some(e);

@@ -49,9 +49,11 @@ impl Backend for NativeBackend {
     }
 
     fn upload_into(&self, t: &Tensor, b: &mut Buffer) -> Result<()> {
-        let ty = t.ty();
         b.native_storage_mut()?.assign_from_tensor(t);
-        b.ty = ty;
+        // Compared before building: a type is a small allocation, and this runs every step.
+        if b.ty.dtype != t.dtype() || b.ty.dims() != t.dims() {
+            b.ty = t.ty();
+        }
         Ok(())
     }
 
