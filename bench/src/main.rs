@@ -25,8 +25,9 @@ const USAGE: &str = "\
 usage: strata-bench seed [options]     the seed workload on each backend, beside the peers
        strata-bench gemm [--batches L] [--quick]
                                        only the GEMM line
-       strata-bench one --backend B --batch N [--cache-dir DIR] [--steps-per-execution K]
-                                       one configuration, one process (what `seed` spawns)
+       strata-bench one --backend B --batch N [--cache-dir DIR] [--steps-per-execution K] [--epochs E]
+                                       one configuration, one process (what `seed` spawns;
+                                       more epochs give a profiler a longer steady state)
 
 seed options:
   --json PATH                 also write the results as JSON
@@ -173,6 +174,7 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
 /// `one`: measure one configuration in this process and print `RESULT {json}`.
 fn one(args: &[String]) -> Result<(), String> {
     let (mut backend, mut batch, mut cache_dir, mut spe) = (None, None, None, 1);
+    let mut epochs = workload::EPOCHS;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -181,6 +183,7 @@ fn one(args: &[String]) -> Result<(), String> {
             "--batch" => batch = Some(number(flag, value)?),
             "--cache-dir" => cache_dir = Some(PathBuf::from(value)),
             "--steps-per-execution" => spe = number(flag, value)?,
+            "--epochs" => epochs = number(flag, value)?,
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -193,6 +196,7 @@ fn one(args: &[String]) -> Result<(), String> {
         batch: batch.ok_or("--batch is required")?,
         cache_dir,
         steps_per_execution: spe,
+        epochs,
     };
     let v = workload::run(&cfg).map_err(|e| format!("{e}"))?;
     println!("RESULT {v}");
@@ -268,6 +272,45 @@ fn main() -> ExitCode {
         Err(Stop::Failed(e)) => {
             eprintln!("strata-bench: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn seed_defaults_are_the_issues() {
+        let o = parse_seed(&[]).unwrap();
+        assert_eq!(o.backends, ["native", "xla-cpu"]);
+        assert_eq!(o.batches, [32, 1024]);
+        assert_eq!((o.repeats, o.peers.as_str(), o.process), (3, "auto", true));
+    }
+
+    #[test]
+    fn quick_changes_defaults_but_explicit_flags_win() {
+        let o = parse_seed(&args("--quick")).unwrap();
+        assert_eq!((o.repeats, o.peers.as_str(), o.process), (1, "none", false));
+        let o = parse_seed(&args("--quick --repeats 2 --peers auto")).unwrap();
+        assert_eq!((o.repeats, o.peers.as_str()), (2, "auto"));
+    }
+
+    #[test]
+    fn bad_command_lines_are_errors_not_panics() {
+        for bad in [
+            "--bogus",
+            "--batches 0",
+            "--batches x",
+            "--repeats",
+            "--peers sometimes",
+            "--gemm yes",
+        ] {
+            assert!(parse_seed(&args(bad)).is_err(), "{bad}");
         }
     }
 }

@@ -140,9 +140,9 @@ pub fn table(ours: &[Value], peers: &[Value]) -> String {
     s.push_str(
         "| backend | batch | runs | steady epoch s (min / med) | fit s (cold, med) | compile s (cold / cached) \
          | µs/step (min) | execute µs/step | allocs/step (fit / execute) | minor faults/step | peak RSS MiB \
-         | × best peer |\n",
+         | loss ep. 5 | × best peer |\n",
     );
-    s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in ours.iter().chain(peers) {
         let ratio = match (
             num(r, "ratio_to_best_peer"),
@@ -161,7 +161,7 @@ pub fn table(ours: &[Value], peers: &[Value]) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r["backend"].as_str().unwrap_or("?"),
             r["batch"],
             r["runs"],
@@ -173,6 +173,7 @@ pub fn table(ours: &[Value], peers: &[Value]) -> String {
             allocs,
             count(r, "minor_faults_per_step"),
             f(r, "peak_rss_mib", 0),
+            f(r, "loss", 3),
             ratio,
         );
     }
@@ -750,4 +751,32 @@ fn targets(
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steady_epochs_skip_the_first_of_each_run() {
+        let runs = [
+            json!({"epoch_s": [2.0, 0.3, 0.1, 0.2], "fit_s": 2.6}),
+            json!({"epoch_s": [1.0, 0.4, 0.5], "fit_s": 1.9}),
+        ];
+        let r = summarize("native", 32, &runs);
+        assert_eq!(num(&r, "steady_epoch_s_min"), Some(0.1));
+        assert_eq!(num(&r, "steady_epoch_s_median"), Some(0.3));
+        assert_eq!(num(&r, "steady_epochs"), Some(5.0));
+        assert_eq!(num(&r, "fit_s"), Some(2.25));
+        // 313 steps of batch 32 make the 10,000 samples.
+        let us = num(&r, "us_per_step").unwrap();
+        assert!((us - 0.1 / 313.0 * 1e6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn missing_fields_give_dashes_not_panics() {
+        let r = summarize("jax", 1024, &[json!({"framework": "jax"})]);
+        assert_eq!(num(&r, "steady_epoch_s_min"), None);
+        assert!(table(&[], &[r]).contains("| jax | 1024 | 1 | — |"));
+    }
 }

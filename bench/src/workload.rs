@@ -40,6 +40,8 @@ pub struct Config {
     /// The XLA compilation cache directory (fresh and empty: the fit compiles cold).
     pub cache_dir: Option<PathBuf>,
     pub steps_per_execution: usize,
+    /// 5, as the tutorial; more only to give a profiler a longer steady state.
+    pub epochs: usize,
 }
 
 /// Counters kept by [`Timed`]: how long compiles and executes took, and what executes
@@ -286,7 +288,7 @@ pub fn run(cfg: &Config) -> Result<Value> {
     let history = m.fit(
         &x,
         &y,
-        Fit::epochs(EPOCHS)
+        Fit::epochs(cfg.epochs)
             .batch_size(cfg.batch)
             .verbose(0)
             .callback(probe),
