@@ -172,21 +172,21 @@ struct Probe {
 
 impl Callback for Probe {
     fn on_epoch_begin(&mut self, _epoch: usize, _c: &mut Control<'_>) -> Result<()> {
-        self.at = Some((
-            Instant::now(),
-            alloc::Snapshot::now(),
-            sys::minor_faults(),
-            self.stats.snap(),
-        ));
+        // Reading /proc allocates: do it before the allocation snapshot, and read the clock
+        // last, so the probe's own work stays outside the epoch it measures.
+        let faults = sys::minor_faults();
+        let stats = self.stats.snap();
+        let allocs = alloc::Snapshot::now();
+        self.at = Some((Instant::now(), allocs, faults, stats));
         Ok(())
     }
 
     fn on_epoch_end(&mut self, _epoch: usize, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
-        // Read the clock first: nothing the probe does should land inside the epoch.
+        // The mirror image of `on_epoch_begin`: clock first, /proc last.
         let secs_end = Instant::now();
         let a = alloc::Snapshot::now();
-        let f = sys::minor_faults();
         let s = self.stats.snap();
+        let f = sys::minor_faults();
         if let Some((t0, a0, f0, s0)) = self.at.take() {
             let d = a.since(a0);
             if let Ok(mut v) = self.epochs.lock() {
