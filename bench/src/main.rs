@@ -1,40 +1,316 @@
-use std::time::Instant;
-use strata_runtime::loss::SparseCategoricalCrossentropy;
-use strata_runtime::metrics::Accuracy;
-use strata_runtime::nn::{Activation, Dense, Model, Sequential};
-use strata_runtime::optim::Adam;
-use strata_runtime::random;
-use strata_runtime::train::Fit;
+//! `strata-bench`: the benchmark harness of the seed workload (the TPU tutorial's MLP,
+//! 784-128-64-10, Adam, sparse categorical cross-entropy, 10,000 random samples, 5 epochs)
+//! on Strata's backends, beside the Python peers in the same run.
+//!
+//!     cargo run --release -p strata-bench -- seed --json target/bench/seed.json
+//!
+//! Not a test: it asserts nothing about time. See the README's Performance section.
 
-fn main() {
-    let batch: usize = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(32);
-    let epochs: u64 = std::env::args()
-        .nth(2)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    let x = random::normal(&[10000, 784], 0.0, 1.0, 0).unwrap();
-    let y = random::uniform_int(&[10000], 0, 10, 1).unwrap();
-    let mut m = Model::new(Sequential::new(
-        Some(vec![784]),
-        vec![
-            Box::new(Dense::new("dense", 128, Activation::Relu)),
-            Box::new(Dense::new("dense_1", 64, Activation::Relu)),
-            Box::new(Dense::new("dense_2", 10, Activation::Softmax)),
-        ],
-    ));
-    m.compile(
-        Adam::default(),
-        SparseCategoricalCrossentropy::default(),
-        [Accuracy],
-    )
-    .unwrap();
-    for e in 0..epochs {
-        let t = Instant::now();
-        m.fit(&x, &y, Fit::epochs(1).batch_size(batch).verbose(0).seed(e))
-            .unwrap();
-        println!("epoch {e}: {:.4}s", t.elapsed().as_secs_f64());
+mod alloc;
+mod gemm;
+mod peers;
+mod report;
+mod sys;
+mod workload;
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+use strata::backend::Device;
+
+#[global_allocator]
+static ALLOC: alloc::Counting = alloc::Counting;
+
+const USAGE: &str = "\
+usage: strata-bench seed [options]     the seed workload on each backend, beside the peers
+       strata-bench gemm [--batches L] [--quick]
+                                       only the GEMM line
+       strata-bench one --backend B --batch N [--cache-dir DIR] [--steps-per-execution K] [--epochs E]
+                                       one configuration, one process (what `seed` spawns;
+                                       more epochs give a profiler a longer steady state)
+
+seed options:
+  --json PATH                 also write the results as JSON
+  --backends LIST             native,xla-cpu (default); a backend whose plugin is missing is skipped
+  --batches LIST              32,1024 (default)
+  --repeats N                 processes per configuration, round-robin with the peers (default 3)
+  --peers auto|none|require   run ../shared/bench/peers_seed.py when its venv exists (default auto)
+  --peers-script PATH         the peer script (default <workspace>/../shared/bench/peers_seed.py)
+  --peers-python PATH         its interpreter (default $STRATA_PEERS_VENV or ~/.cache/strata-peers, bin/python)
+  --peer-frameworks LIST      default keras-tf,keras-jax,jax,jax-scan (torch, torch-compile need torch)
+  --process auto|none         time the whole `cargo run --release --example seed_tpu` process (default auto)
+  --gemm auto|none            the GEMM line (default auto)
+  --steps-per-execution K     Strata's steps per backend call (default 1, as the tutorial)
+  --timeout SECONDS           per child process (default 600)
+  --quick                     one repeat, no peers, no process timing, a short GEMM line (a smoke test)";
+
+/// Options of `seed`.
+pub struct Opts {
+    pub json: Option<PathBuf>,
+    pub backends: Vec<String>,
+    pub batches: Vec<usize>,
+    pub repeats: usize,
+    pub peers: String,
+    pub peers_script: Option<PathBuf>,
+    pub peers_python: Option<PathBuf>,
+    pub peer_frameworks: Vec<String>,
+    pub process: bool,
+    pub gemm: bool,
+    pub steps_per_execution: usize,
+    pub timeout: Duration,
+    pub quick: bool,
+}
+
+fn list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+fn numbers(flag: &str, s: &str) -> Result<Vec<usize>, String> {
+    let v = list(s)
+        .iter()
+        .map(|p| match p.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("{flag}: `{p}` is not a positive integer")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if v.is_empty() {
+        return Err(format!("{flag}: empty list"));
+    }
+    Ok(v)
+}
+
+fn number(flag: &str, s: &str) -> Result<usize, String> {
+    Ok(numbers(flag, s)?[0])
+}
+
+fn auto_none(flag: &str, s: &str) -> Result<bool, String> {
+    match s {
+        "auto" => Ok(true),
+        "none" => Ok(false),
+        _ => Err(format!("{flag}: expected auto or none, got `{s}`")),
+    }
+}
+
+fn parse_seed(args: &[String]) -> Result<Opts, String> {
+    let mut o = Opts {
+        json: None,
+        backends: list("native,xla-cpu"),
+        batches: vec![32, 1024],
+        repeats: 3,
+        peers: "auto".into(),
+        peers_script: None,
+        peers_python: None,
+        peer_frameworks: list(peers::DEFAULT_FRAMEWORKS),
+        process: true,
+        gemm: true,
+        steps_per_execution: 1,
+        timeout: Duration::from_secs(600),
+        quick: false,
+    };
+    let (mut repeats, mut peers, mut process) = (None, None, None);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        if flag == "--quick" {
+            o.quick = true;
+            continue;
+        }
+        if flag == "-h" || flag == "--help" {
+            return Err(String::new());
+        }
+        const VALUED: [&str; 12] = [
+            "--json",
+            "--backends",
+            "--batches",
+            "--repeats",
+            "--peers",
+            "--peers-script",
+            "--peers-python",
+            "--peer-frameworks",
+            "--process",
+            "--gemm",
+            "--steps-per-execution",
+            "--timeout",
+        ];
+        if !VALUED.contains(&flag.as_str()) {
+            return Err(format!("unknown option `{flag}`"));
+        }
+        let value = it
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value"))?
+            .as_str();
+        match flag.as_str() {
+            "--json" => o.json = Some(value.into()),
+            "--backends" => o.backends = list(value),
+            "--batches" => o.batches = numbers(flag, value)?,
+            "--repeats" => repeats = Some(number(flag, value)?),
+            "--peers" => match value {
+                "auto" | "none" | "require" => peers = Some(value.to_string()),
+                _ => {
+                    return Err(format!(
+                        "--peers: expected auto, none or require, got `{value}`"
+                    ))
+                }
+            },
+            "--peers-script" => o.peers_script = Some(value.into()),
+            "--peers-python" => o.peers_python = Some(value.into()),
+            "--peer-frameworks" => o.peer_frameworks = list(value),
+            "--process" => process = Some(auto_none(flag, value)?),
+            "--gemm" => o.gemm = auto_none(flag, value)?,
+            "--steps-per-execution" => o.steps_per_execution = number(flag, value)?,
+            "--timeout" => o.timeout = Duration::from_secs(number(flag, value)? as u64),
+            _ => return Err(format!("unknown option `{flag}`")),
+        }
+    }
+    // --quick changes the defaults only; an explicit flag still wins.
+    o.repeats = repeats.unwrap_or(if o.quick { 1 } else { 3 });
+    o.peers = peers.unwrap_or_else(|| if o.quick { "none" } else { "auto" }.into());
+    o.process = process.unwrap_or(!o.quick);
+    Ok(o)
+}
+
+/// `one`: measure one configuration in this process and print `RESULT {json}`.
+fn one(args: &[String]) -> Result<(), String> {
+    let (mut backend, mut batch, mut cache_dir, mut spe) = (None, None, None, 1);
+    let mut epochs = workload::EPOCHS;
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--backend" => backend = Some(value.clone()),
+            "--batch" => batch = Some(number(flag, value)?),
+            "--cache-dir" => cache_dir = Some(PathBuf::from(value)),
+            "--steps-per-execution" => spe = number(flag, value)?,
+            "--epochs" => epochs = number(flag, value)?,
+            _ => return Err(format!("unknown option `{flag}`")),
+        }
+    }
+    let device: Device = backend
+        .ok_or("--backend is required")?
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let cfg = workload::Config {
+        device,
+        batch: batch.ok_or("--batch is required")?,
+        cache_dir,
+        steps_per_execution: spe,
+        epochs,
+    };
+    let v = workload::run(&cfg).map_err(|e| format!("{e}"))?;
+    println!("RESULT {v}");
+    Ok(())
+}
+
+fn gemm_only(args: &[String]) -> Result<(), String> {
+    let mut batches = vec![32, 1024];
+    let mut quick = false;
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--quick" => quick = true,
+            "--batches" => {
+                batches = numbers(flag, it.next().ok_or("--batches needs a value")?)?;
+            }
+            _ => return Err(format!("unknown option `{flag}`")),
+        }
+    }
+    let rows = gemm::run(&batches, quick).map_err(|e| e.to_string())?;
+    println!("{}", report::gemm_table(&rows, None));
+    Ok(())
+}
+
+/// The workspace root (where `cargo run --example seed_tpu` runs).
+pub fn workspace() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    dir.canonicalize().unwrap_or(dir)
+}
+
+/// The short commit hash of the workspace, for the record.
+pub fn git_rev() -> Option<String> {
+    let out = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(workspace())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Why the program stopped: a mistake on the command line (answered with the usage) or
+/// a failure while measuring (answered with the error alone).
+enum Stop {
+    Usage(String),
+    Failed(String),
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rest = args.get(1..).unwrap_or(&[]);
+    let result = match args.first().map(String::as_str) {
+        Some("seed") => parse_seed(rest)
+            .map_err(Stop::Usage)
+            .and_then(|o| report::seed(&o).map_err(Stop::Failed)),
+        Some("one") => one(rest).map_err(Stop::Failed),
+        Some("gemm") => gemm_only(rest).map_err(Stop::Failed),
+        Some("-h") | Some("--help") => Err(Stop::Usage(String::new())),
+        None => Err(Stop::Usage("which command?".into())),
+        Some(other) => Err(Stop::Usage(format!("unknown command `{other}`"))),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Stop::Usage(e)) if e.is_empty() => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Err(Stop::Usage(e)) => {
+            eprintln!("strata-bench: {e}\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+        Err(Stop::Failed(e)) => {
+            eprintln!("strata-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn seed_defaults_are_the_issues() {
+        let o = parse_seed(&[]).unwrap();
+        assert_eq!(o.backends, ["native", "xla-cpu"]);
+        assert_eq!(o.batches, [32, 1024]);
+        assert_eq!((o.repeats, o.peers.as_str(), o.process), (3, "auto", true));
+    }
+
+    #[test]
+    fn quick_changes_defaults_but_explicit_flags_win() {
+        let o = parse_seed(&args("--quick")).unwrap();
+        assert_eq!((o.repeats, o.peers.as_str(), o.process), (1, "none", false));
+        let o = parse_seed(&args("--quick --repeats 2 --peers auto")).unwrap();
+        assert_eq!((o.repeats, o.peers.as_str()), (2, "auto"));
+    }
+
+    #[test]
+    fn bad_command_lines_are_errors_not_panics() {
+        for bad in [
+            "--bogus",
+            "--batches 0",
+            "--batches x",
+            "--repeats",
+            "--peers sometimes",
+            "--gemm yes",
+        ] {
+            assert!(parse_seed(&args(bad)).is_err(), "{bad}");
+        }
     }
 }

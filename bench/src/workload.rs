@@ -1,0 +1,368 @@
+//! One measured configuration, run in its own process (`strata-bench one ...`): the
+//! tutorial's model and data, a cold 5-epoch `fit` through the public API, and what each
+//! epoch cost. The process boundary makes peak RSS, thread pools and the allocator's state
+//! belong to this configuration alone, as each peer runs in its own process too.
+
+use crate::alloc;
+use crate::sys;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use strata::backend::pjrt::{CacheDir, PjrtBackend, PjrtOptions};
+use strata::backend::{Backend, Buffer, CompileOptions, Device, Executable};
+use strata::ir::{Graph, TensorType};
+use strata::loss::SparseCategoricalCrossentropy;
+use strata::metrics::Accuracy;
+use strata::optim::Adam;
+use strata::train::{Callback, Control, Fit, Logs};
+use strata::{model, Result, Tensor};
+
+/// The tutorial's data: 10,000 samples of 784 standard-normal features, labels 0..10.
+pub const SAMPLES: usize = 10_000;
+pub const FEATURES: usize = 784;
+pub const CLASSES: i32 = 10;
+pub const EPOCHS: usize = 5;
+
+/// Steps in one epoch (the partial last batch is a step too, as in Keras).
+pub fn steps_per_epoch(batch: usize) -> usize {
+    SAMPLES.div_ceil(batch)
+}
+
+/// A backend as `Model::set_backend` takes it.
+type Shared = Arc<dyn Backend + Send + Sync>;
+
+/// What the harness asks one child to measure.
+pub struct Config {
+    pub device: Device,
+    pub batch: usize,
+    /// The XLA compilation cache directory (fresh and empty: the fit compiles cold).
+    pub cache_dir: Option<PathBuf>,
+    pub steps_per_execution: usize,
+    /// 5, as the tutorial; more only to give a profiler a longer steady state.
+    pub epochs: usize,
+}
+
+/// Counters kept by [`Timed`]: how long compiles and executes took, and what executes
+/// allocated.
+#[derive(Default)]
+struct Stats {
+    compiles: AtomicU64,
+    compile_ns: AtomicU64,
+    executes: AtomicU64,
+    execute_ns: AtomicU64,
+    execute_allocs: AtomicU64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct StatsSnap {
+    compiles: u64,
+    compile_ns: u64,
+    executes: u64,
+    execute_ns: u64,
+    execute_allocs: u64,
+}
+
+impl Stats {
+    fn snap(&self) -> StatsSnap {
+        StatsSnap {
+            compiles: self.compiles.load(Ordering::Relaxed),
+            compile_ns: self.compile_ns.load(Ordering::Relaxed),
+            executes: self.executes.load(Ordering::Relaxed),
+            execute_ns: self.execute_ns.load(Ordering::Relaxed),
+            execute_allocs: self.execute_allocs.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl StatsSnap {
+    fn since(self, e: StatsSnap) -> StatsSnap {
+        StatsSnap {
+            compiles: self.compiles - e.compiles,
+            compile_ns: self.compile_ns - e.compile_ns,
+            executes: self.executes - e.executes,
+            execute_ns: self.execute_ns - e.execute_ns,
+            execute_allocs: self.execute_allocs - e.execute_allocs,
+        }
+    }
+}
+
+/// The model's backend, wrapped to time `compile` directly (rather than inferring it from
+/// the first epoch) and to split a step into the backend's `execute` and the fit loop
+/// around it. The wrapper adds two clock reads per call, well under a microsecond.
+struct Timed {
+    inner: Shared,
+    stats: Arc<Stats>,
+}
+
+struct TimedExe {
+    inner: Box<dyn Executable>,
+    stats: Arc<Stats>,
+}
+
+impl Executable for TimedExe {
+    fn param_types(&self) -> &[TensorType] {
+        self.inner.param_types()
+    }
+    fn output_types(&self) -> &[TensorType] {
+        self.inner.output_types()
+    }
+    fn execute(&mut self, args: &mut [Buffer]) -> Result<Vec<Buffer>> {
+        let a = alloc::Snapshot::now();
+        let t = Instant::now();
+        let r = self.inner.execute(args);
+        let ns = t.elapsed().as_nanos() as u64;
+        let allocs = alloc::Snapshot::now().since(a).allocs;
+        self.stats.executes.fetch_add(1, Ordering::Relaxed);
+        self.stats.execute_ns.fetch_add(ns, Ordering::Relaxed);
+        self.stats
+            .execute_allocs
+            .fetch_add(allocs, Ordering::Relaxed);
+        r
+    }
+}
+
+impl Backend for Timed {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn compile(&self, graph: &Graph, options: &CompileOptions) -> Result<Box<dyn Executable>> {
+        let t = Instant::now();
+        let inner = self.inner.compile(graph, options)?;
+        let ns = t.elapsed().as_nanos() as u64;
+        self.stats.compiles.fetch_add(1, Ordering::Relaxed);
+        self.stats.compile_ns.fetch_add(ns, Ordering::Relaxed);
+        Ok(Box::new(TimedExe {
+            inner,
+            stats: self.stats.clone(),
+        }))
+    }
+    fn upload(&self, t: &Tensor) -> Result<Buffer> {
+        self.inner.upload(t)
+    }
+    fn upload_into(&self, t: &Tensor, b: &mut Buffer) -> Result<()> {
+        self.inner.upload_into(t, b)
+    }
+    fn download(&self, b: &Buffer) -> Result<Tensor> {
+        self.inner.download(b)
+    }
+    fn read_scalar(&self, b: &Buffer) -> Result<f64> {
+        self.inner.read_scalar(b)
+    }
+}
+
+/// One epoch as the probe saw it.
+#[derive(Clone, Copy, Default)]
+struct Epoch {
+    secs: f64,
+    allocs: u64,
+    bytes: u64,
+    minor_faults: u64,
+    backend: StatsSnap,
+}
+
+/// A callback that timestamps each epoch and reads the counters at its edges. It runs
+/// where Keras' callbacks run (the peers time epochs the same way).
+struct Probe {
+    stats: Arc<Stats>,
+    epochs: Arc<Mutex<Vec<Epoch>>>,
+    at: Option<(Instant, alloc::Snapshot, u64, StatsSnap)>,
+}
+
+impl Callback for Probe {
+    fn on_epoch_begin(&mut self, _epoch: usize, _c: &mut Control<'_>) -> Result<()> {
+        // Reading /proc allocates: do it before the allocation snapshot, and read the clock
+        // last, so the probe's own work stays outside the epoch it measures.
+        let faults = sys::minor_faults();
+        let stats = self.stats.snap();
+        let allocs = alloc::Snapshot::now();
+        self.at = Some((Instant::now(), allocs, faults, stats));
+        Ok(())
+    }
+
+    fn on_epoch_end(&mut self, _epoch: usize, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
+        // The mirror image of `on_epoch_begin`: clock first, /proc last.
+        let secs_end = Instant::now();
+        let a = alloc::Snapshot::now();
+        let s = self.stats.snap();
+        let f = sys::minor_faults();
+        if let Some((t0, a0, f0, s0)) = self.at.take() {
+            let d = a.since(a0);
+            if let Ok(mut v) = self.epochs.lock() {
+                v.push(Epoch {
+                    secs: (secs_end - t0).as_secs_f64(),
+                    allocs: d.allocs,
+                    bytes: d.bytes,
+                    minor_faults: f - f0,
+                    backend: s.since(s0),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn backend_for(cfg: &Config) -> Result<(Shared, Option<Arc<PjrtBackend>>)> {
+    match cfg.device {
+        Device::Native => Ok((
+            Arc::new(strata::backend::native::NativeBackend::new()),
+            None,
+        )),
+        d => {
+            let cache = match &cfg.cache_dir {
+                Some(dir) => CacheDir::At(dir.clone()),
+                None => CacheDir::Disabled,
+            };
+            let b = Arc::new(PjrtBackend::with_options(
+                &d,
+                PjrtOptions {
+                    cache,
+                    ..PjrtOptions::default()
+                },
+            )?);
+            Ok((b.clone(), Some(b)))
+        }
+    }
+}
+
+/// The tutorial's model, compiled as the tutorial compiles it.
+fn tutorial_model(
+    backend: Shared,
+    spe: usize,
+) -> Result<strata::nn::Model<impl strata::nn::Architecture>> {
+    let mut m = model![
+        Input(784),
+        Dense(128, relu),
+        Dense(64, relu),
+        Dense(10, softmax)
+    ];
+    m.compile(
+        Adam::default(),
+        SparseCategoricalCrossentropy::default(),
+        [Accuracy],
+    )?;
+    m.set_steps_per_execution(spe)?;
+    m.set_backend(backend);
+    Ok(m)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Measures one configuration; the result is one JSON object (see `report` for the
+/// fields' meaning).
+pub fn run(cfg: &Config) -> Result<Value> {
+    let t = Instant::now();
+    let (inner, pjrt) = backend_for(cfg)?;
+    let backend_init_s = t.elapsed().as_secs_f64();
+    let stats = Arc::new(Stats::default());
+    let timed: Shared = Arc::new(Timed {
+        inner: inner.clone(),
+        stats: stats.clone(),
+    });
+
+    let t = Instant::now();
+    let x = strata::random::normal(&[SAMPLES, FEATURES], 0.0, 1.0, 0)?;
+    let y = strata::random::uniform_int(&[SAMPLES], 0, CLASSES, 1)?;
+    let data_s = t.elapsed().as_secs_f64();
+
+    let mut m = tutorial_model(timed.clone(), cfg.steps_per_execution)?;
+    let epochs = Arc::new(Mutex::new(Vec::new()));
+    let probe = Probe {
+        stats: stats.clone(),
+        epochs: epochs.clone(),
+        at: None,
+    };
+    let before = stats.snap();
+    let t = Instant::now();
+    let history = m.fit(
+        &x,
+        &y,
+        Fit::epochs(cfg.epochs)
+            .batch_size(cfg.batch)
+            .verbose(0)
+            .callback(probe),
+    )?;
+    let fit_s = t.elapsed().as_secs_f64();
+    let during_fit = stats.snap().since(before);
+    // Read now, before the cache-hit measurement below adds anything.
+    let peak_rss_mib = sys::peak_rss_mib();
+    let epochs: Vec<Epoch> = epochs.lock().map(|v| v.clone()).unwrap_or_default();
+
+    // The compile again, now answered by the persistent cache the fit just filled: a new
+    // model fitted for one epoch on exactly one full and one partial batch needs the same
+    // two graphs (full batch and remainder) as the fit above.
+    let mut cached = Value::Null;
+    if let Some(p) = &pjrt {
+        let hits_before = p.cache_stats().hits;
+        let rem = SAMPLES % cfg.batch;
+        let n = cfg.batch + rem;
+        let xs = x.slice_axis(ndarray::Axis(0), (0..n).into()).to_owned();
+        let ys = y.slice_axis(ndarray::Axis(0), (0..n).into()).to_owned();
+        let mut m2 = tutorial_model(timed.clone(), cfg.steps_per_execution)?;
+        let s0 = stats.snap();
+        m2.fit(
+            &xs,
+            &ys,
+            Fit::epochs(1)
+                .batch_size(cfg.batch)
+                .verbose(0)
+                .shuffle(false),
+        )?;
+        let d = stats.snap().since(s0);
+        cached = json!({
+            "compile_s": d.compile_ns as f64 * 1e-9,
+            "compiles": d.compiles,
+            "cache_hits": p.cache_stats().hits - hits_before,
+        });
+    }
+
+    let steps = steps_per_epoch(cfg.batch);
+    let steady = epochs.get(1..).unwrap_or(&[]);
+    let mut steady_s: Vec<f64> = steady.iter().map(|e| e.secs).collect();
+    let steady_steps = (steps * steady.len()).max(1) as f64;
+    let sum = |f: fn(&Epoch) -> u64| steady.iter().map(f).sum::<u64>() as f64;
+    let first = epochs.first().copied().unwrap_or_default();
+    let last = |k: &str| history.get(k).and_then(|v| v.last().copied());
+    let steady_median = median(&mut steady_s);
+    Ok(json!({
+        "backend": cfg.device.to_string(),
+        "batch": cfg.batch,
+        "steps_per_execution": cfg.steps_per_execution,
+        "steps_per_epoch": steps,
+        "epoch_s": epochs.iter().map(|e| e.secs).collect::<Vec<_>>(),
+        // Of each epoch, the time inside the backend's `execute` (the rest is the fit
+        // loop: batching, uploads, reading the logs back, callbacks).
+        "epoch_execute_s": epochs
+            .iter()
+            .map(|e| e.backend.execute_ns as f64 * 1e-9)
+            .collect::<Vec<_>>(),
+        "fit_s": fit_s,
+        "backend_init_s": backend_init_s,
+        "data_s": data_s,
+        "compile_s": during_fit.compile_ns as f64 * 1e-9,
+        "compiles": during_fit.compiles,
+        "compile_cached": cached,
+        // What epoch 1 took beyond a steady epoch: compiles, building the train graph,
+        // first-touch page faults, thread-pool start.
+        "first_epoch_extra_s": first.secs - steady_median,
+        "allocs_per_step": sum(|e| e.allocs) / steady_steps,
+        "alloc_bytes_per_step": sum(|e| e.bytes) / steady_steps,
+        "execute_allocs_per_step": sum(|e| e.backend.execute_allocs) / steady_steps,
+        "minor_faults_per_step": sum(|e| e.minor_faults) / steady_steps,
+        "executes_per_epoch": steady.first().map(|e| e.backend.executes),
+        "peak_rss_mib": peak_rss_mib,
+        "loss": last("loss"),
+        "accuracy": last("accuracy"),
+    }))
+}
