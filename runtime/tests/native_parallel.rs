@@ -66,6 +66,73 @@ fn large_matmul_matches_a_plain_loop() {
     }
 }
 
+/// Every size class of the f32 product: below and above the register tile, the packing
+/// blocks (k past 256, m past 144) and the thread split, with operands read row- and
+/// column-major.
+#[test]
+fn matmul_shapes_sweep() {
+    let shapes = [
+        (1, 1, 1),
+        (5, 3, 7),
+        (12, 8, 32),
+        (13, 300, 33),
+        (150, 513, 70),
+        (31, 64, 129),
+        (200, 40, 3),
+    ];
+    for (i, &(m, k, n)) in shapes.iter().enumerate() {
+        for transposed in [false, true] {
+            let a = if transposed {
+                t(&[k, m], 10 + i as u64)
+            } else {
+                t(&[m, k], 10 + i as u64)
+            };
+            let b = t(&[k, n], 20 + i as u64);
+            let mut g = Graph::new("mm");
+            let (pa, pb) = (g.parameter(a.ty()), g.parameter(b.ty()));
+            let dims = if transposed {
+                DotDims {
+                    lhs_batch: vec![],
+                    rhs_batch: vec![],
+                    lhs_contract: vec![0],
+                    rhs_contract: vec![0],
+                }
+            } else {
+                DotDims::matmul()
+            };
+            let c = g.dot_general(pa, pb, dims).unwrap();
+            g.set_outputs(vec![c]).unwrap();
+            let out = NativeBackend::new()
+                .run(&g, &[a.clone(), b.clone()])
+                .unwrap();
+            let (av, bv, cv) = (
+                a.to_vec::<f32>().unwrap(),
+                b.to_vec::<f32>().unwrap(),
+                out[0].to_vec::<f32>().unwrap(),
+            );
+            for r in 0..m {
+                for col in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|p| {
+                            let x = if transposed {
+                                av[p * m + r]
+                            } else {
+                                av[r * k + p]
+                            };
+                            x as f64 * bv[p * n + col] as f64
+                        })
+                        .sum();
+                    let got = cv[r * n + col] as f64;
+                    assert!(
+                        (got - want).abs() < 1e-4 * (k as f64).sqrt().max(1.0),
+                        "{m}x{k}x{n} t={transposed} [{r},{col}]: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn large_fused_chain_and_in_place_update() {
     let n = 100_003; // not a multiple of the chunk size or of the number of cores

@@ -197,6 +197,22 @@ fn work(w: &Worker, s: &Shared) {
     }
 }
 
+/// Wakes parked workers, so they are spinning by the time the next job comes (called
+/// when an execution starts: its first big kernel then finds them ready).
+pub(crate) fn wake() {
+    if IN_CREW.with(|c| c.get()) {
+        return;
+    }
+    for w in &crew().workers {
+        // Unparked with no new job, the worker just spins again for a while.
+        if w.sleeping.load(Ordering::SeqCst) {
+            if let Some(t) = w.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+}
+
 /// How many tasks [`run`] can run at once from this thread (1 inside a crew task).
 pub(crate) fn width() -> usize {
     if IN_CREW.with(|c| c.get()) {

@@ -120,6 +120,7 @@ impl Executable for NativeExecutable {
 
     fn execute_into(&mut self, args: &mut [Buffer], outputs: &mut Vec<Buffer>) -> Result<()> {
         check_args("native", &self.param_types, args)?;
+        super::crew::wake();
         // In-place parameters live in their arena slot while the plan runs.
         for &(p, slot) in &self.plan.homes {
             std::mem::swap(args[p].native_storage_mut()?, &mut self.arena[slot]);

@@ -70,15 +70,19 @@ pub(crate) fn matmul<T: Real>(
     let c_ptr = c.as_mut_ptr() as usize;
     // One column block (or row block) per core for large products; column blocks are
     // multiples of 16 so every block keeps whole vector registers.
+    // A few blocks per core: a core that joins late still takes some of them.
     let tasks = if m * n * k >= PARALLEL_MIN_FLOPS {
-        super::crew::width()
+        super::crew::width() * 3
     } else {
         1
     };
-    let by_cols = n >= 32;
-    let (extent, align) = if by_cols { (n, 16) } else { (m, 8) };
+    // Split the longer side: each block packs all of the other operand, so splitting the
+    // short side would make every core pack (and read) the whole long one.
+    let by_cols = n >= 32 && n >= m;
+    let (extent, align) = if by_cols { (n, 32) } else { (m, 12) };
     let tasks = tasks.min(extent / align).max(1);
     let per = extent.div_ceil(tasks).div_ceil(align) * align;
+    let isa = super::sgemm::isa();
     let block = |t: usize| {
         let lo = (t * per).min(extent);
         let hi = ((t + 1) * per).min(extent);
@@ -90,6 +94,33 @@ pub(crate) fn matmul<T: Real>(
         } else {
             (hi - lo, n, lo as isize * a.rs, 0, (lo * ldc) as isize)
         };
+        // f32 on x86-64 takes our own kernels (no allocation per call); see `sgemm`.
+        if let (Some(isa), true) = (
+            isa,
+            std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>(),
+        ) {
+            let view = |p: usize, off: isize, rs: isize, cs: isize| super::sgemm::View {
+                // SAFETY: `off` stays inside the checked view (see below).
+                ptr: unsafe { (p as *const f32).offset(off) },
+                rs,
+                cs,
+            };
+            // SAFETY: as for the `gemm` call below; T is f32 (checked just above).
+            unsafe {
+                super::sgemm::sgemm(
+                    isa,
+                    mm,
+                    nn,
+                    k,
+                    view(a_ptr, a_off, a.rs, a.cs),
+                    view(b_ptr, b_off, b.rs, b.cs),
+                    (c_ptr as *mut f32).offset(c_off),
+                    ldc,
+                    accumulate,
+                );
+            }
+            return;
+        }
         // SAFETY: the views were checked to lie inside their slices above; blocks write
         // disjoint columns (or rows) of `c`, which no one else touches while they run, and
         // `crew::run` returns only when every block is done.

@@ -12,6 +12,7 @@ mod executor;
 mod fuse;
 pub(crate) mod gemm;
 mod plan;
+mod sgemm;
 pub(crate) mod strided;
 
 pub use data::Storage;
