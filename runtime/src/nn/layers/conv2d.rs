@@ -71,7 +71,7 @@ impl Conv2D {
             ));
         }
         let [_, _, c] = image(self, input)?;
-        if self.filters % self.groups != 0 {
+        if !self.filters.is_multiple_of(self.groups) {
             return Err(bad_config(
                 self,
                 format!(
