@@ -109,9 +109,16 @@ impl Executable for TimedExe {
         self.inner.output_types()
     }
     fn execute(&mut self, args: &mut [Buffer]) -> Result<Vec<Buffer>> {
+        let mut outputs = Vec::new();
+        self.execute_into(args, &mut outputs)?;
+        Ok(outputs)
+    }
+    // The fit loop calls this one (reusing its output buffers): forward it, or the
+    // default would reallocate the outputs and the counts would be the wrapper's.
+    fn execute_into(&mut self, args: &mut [Buffer], outputs: &mut Vec<Buffer>) -> Result<()> {
         let a = alloc::Snapshot::now();
         let t = Instant::now();
-        let r = self.inner.execute(args);
+        let r = self.inner.execute_into(args, outputs);
         let ns = t.elapsed().as_nanos() as u64;
         let allocs = alloc::Snapshot::now().since(a).allocs;
         self.stats.executes.fetch_add(1, Ordering::Relaxed);
