@@ -15,7 +15,7 @@ use crate::{Error, Result};
 
 /// Elements per register. Small enough that a kernel's registers stay in L1/L2, large
 /// enough that each instruction's loop amortises its dispatch.
-pub(crate) const CHUNK: usize = 256;
+pub(crate) const CHUNK: usize = 1024;
 
 /// How a fused kernel reads an input: element `i` of the kernel is element
 /// `(i / q) % p` of the input. `Full` is `q = 1, p = n`.
@@ -84,6 +84,11 @@ pub(crate) struct FusedKernel {
     /// For each input: the node whose value is read, and how.
     pub inputs: Vec<(usize, Pattern)>,
     pub insts: Vec<Inst>,
+    /// The register each instruction writes. Registers are reused once their value is
+    /// dead, so a kernel touches few of them and they stay in L1.
+    pub dst: Vec<usize>,
+    /// Registers needed.
+    pub nregs: usize,
     /// Values written to memory, and the node each one is.
     pub outputs: Vec<(Src, usize)>,
     /// The members, for error messages.
@@ -238,19 +243,119 @@ pub(crate) fn build(
         };
         src_of.insert(m, s);
     }
-    let outputs = members
+    let outputs: Vec<(Src, usize)> = members
         .iter()
         .filter(|&&m| is_output(m))
         .map(|&m| (src_of[&m], m))
         .collect();
+    let (insts, dst, nregs, outputs) = allocate_registers(insts, outputs, &inputs);
     FusedKernel {
         n,
         t,
         inputs,
         insts,
+        dst,
+        nregs,
         outputs,
         members: members.to_vec(),
     }
+}
+
+/// Maps each instruction's value (named by the instruction's index) to a physical
+/// register, reusing registers whose values are dead. Scalar loads (filled once per call)
+/// and stored values stay live to the end.
+#[allow(clippy::type_complexity)]
+fn allocate_registers(
+    insts: Vec<Inst>,
+    outputs: Vec<(Src, usize)>,
+    inputs: &[(usize, Pattern)],
+) -> (Vec<Inst>, Vec<usize>, usize, Vec<(Src, usize)>) {
+    let n = insts.len();
+    let reads = |inst: &Inst| -> [Option<Src>; 3] {
+        match *inst {
+            Inst::Load { .. } => [None; 3],
+            Inst::Unary { a, .. } | Inst::ToBool { a } | Inst::Not { a } => [Some(a), None, None],
+            Inst::Binary { a, b, .. } | Inst::Compare { a, b, .. } => [Some(a), Some(b), None],
+            Inst::Select { p, t, f } => [Some(p), Some(t), Some(f)],
+        }
+    };
+    let mut last = vec![0usize; n];
+    for (i, inst) in insts.iter().enumerate() {
+        for s in reads(inst).into_iter().flatten() {
+            if let Src::Reg(r) = s {
+                last[r] = last[r].max(i);
+            }
+        }
+    }
+    for (s, _) in &outputs {
+        if let Src::Reg(r) = s {
+            last[*r] = usize::MAX;
+        }
+    }
+    let mut phys = vec![0usize; n];
+    let mut free: Vec<usize> = Vec::new();
+    let mut nregs = 0;
+    // Scalar loads are filled before the first chunk, so they are live from the start:
+    // they take their own registers before any other value can use (and clobber) them.
+    let scalar: Vec<bool> = insts
+        .iter()
+        .map(|inst| matches!(inst, Inst::Load { input } if inputs[*input].1.p == 1))
+        .collect();
+    for i in (0..n).filter(|&i| scalar[i]) {
+        phys[i] = nregs;
+        nregs += 1;
+    }
+    for i in 0..n {
+        if scalar[i] {
+            continue;
+        }
+        phys[i] = free.pop().unwrap_or_else(|| {
+            nregs += 1;
+            nregs - 1
+        });
+        // Inputs whose last reader this is are free from the next instruction on (not for
+        // this one's own result: the loops read and write separate slices).
+        for s in reads(&insts[i]).into_iter().flatten() {
+            if let Src::Reg(r) = s {
+                if last[r] == i && !scalar[r] && !free.contains(&phys[r]) {
+                    free.push(phys[r]);
+                }
+            }
+        }
+        if last[i] <= i {
+            free.push(phys[i]); // never read
+        }
+    }
+    let map = |s: Src| match s {
+        Src::Reg(r) => Src::Reg(phys[r]),
+        other => other,
+    };
+    let insts = insts
+        .into_iter()
+        .map(|inst| match inst {
+            Inst::Load { input } => Inst::Load { input },
+            Inst::Unary { op, a } => Inst::Unary { op, a: map(a) },
+            Inst::Binary { op, a, b } => Inst::Binary {
+                op,
+                a: map(a),
+                b: map(b),
+            },
+            Inst::Compare { cmp, a, b } => Inst::Compare {
+                cmp,
+                a: map(a),
+                b: map(b),
+            },
+            Inst::Select { p, t, f } => Inst::Select {
+                p: map(p),
+                t: map(t),
+                f: map(f),
+            },
+            Inst::ToBool { a } => Inst::ToBool { a: map(a) },
+            Inst::Not { a } => Inst::Not { a: map(a) },
+        })
+        .collect();
+    let outputs = outputs.into_iter().map(|(s, m)| (map(s), m)).collect();
+    (insts, phys, nregs, outputs)
 }
 
 /// Fills `out` with elements `start..start + out.len()` of an input read with `pat`.
@@ -374,7 +479,7 @@ fn run_range<T: Real>(
     regs: &mut Vec<T>,
     base: usize,
 ) -> Result<()> {
-    let need = k.insts.len() * CHUNK;
+    let need = k.nregs * CHUNK;
     if regs.len() < need {
         regs.resize(need, T::zero());
     }
@@ -485,7 +590,7 @@ fn run_generic<T: Real>(
                 data,
                 k.inputs[*i].1,
                 0,
-                &mut regs[r * CHUNK..(r + 1) * CHUNK],
+                &mut regs[k.dst[r] * CHUNK..(k.dst[r] + 1) * CHUNK],
             )?;
         }
     }
@@ -495,11 +600,15 @@ fn run_generic<T: Real>(
         {
             let outs: &[DataMut<'_>] = outputs;
             for (r, inst) in k.insts.iter().enumerate() {
-                let (before, rest) = regs.split_at_mut(r * CHUNK);
-                let out = &mut rest[..len];
+                // The result register and the (distinct) registers it reads.
+                let d = k.dst[r];
+                let (below, rest) = regs.split_at_mut(d * CHUNK);
+                let (out, above) = rest.split_at_mut(CHUNK);
+                let out = &mut out[..len];
                 let get = |s: Src| -> &[T] {
                     match s {
-                        Src::Reg(i) => &before[i * CHUNK..i * CHUNK + len],
+                        Src::Reg(i) if i < d => &below[i * CHUNK..i * CHUNK + len],
+                        Src::Reg(i) => &above[(i - d - 1) * CHUNK..(i - d - 1) * CHUNK + len],
                         // Checked when the kernel was built: full inputs of type T.
                         Src::In(i) => in_slice(inputs, alias, outs, i, start, len, base),
                     }

@@ -557,7 +557,7 @@ impl Plan {
                     if std::env::var_os("STRATA_NATIVE_PLAN_INSTS").is_some() {
                         out += &format!("      inputs {:?}\n", kernel.inputs);
                         for (r, inst) in kernel.insts.iter().enumerate() {
-                            out += &format!("      r{r} = {inst:?}\n");
+                            out += &format!("      r{} = {inst:?}\n", kernel.dst[r]);
                         }
                         out += &format!("      outputs {:?}\n", kernel.outputs);
                     }
