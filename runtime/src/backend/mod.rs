@@ -4,8 +4,10 @@
 mod device;
 pub mod native;
 pub mod pjrt;
+mod replicated;
 
 pub use device::{backend_from_env, Device, DEVICE_ENV};
+pub use replicated::{MirroredBackend, ReplicaBackend, ReplicatedExecutable};
 
 use crate::ir::{Graph, TensorType};
 use crate::{Error, Result, Tensor};
@@ -62,6 +64,9 @@ pub struct Buffer {
 pub(crate) enum Repr {
     Native(native::Storage),
     Pjrt(pjrt::DeviceBuffer),
+    /// One buffer per replica of a [`MirroredBackend`], each of this buffer's type: copies
+    /// of one value (mirrored state) or each replica's own piece of a batch.
+    Replicated(Vec<Buffer>),
 }
 
 impl Buffer {
@@ -88,6 +93,7 @@ impl Buffer {
         match self.repr {
             Repr::Native(_) => "native",
             Repr::Pjrt(_) => "xla",
+            Repr::Replicated(_) => "mirrored",
         }
     }
 
@@ -102,7 +108,7 @@ impl Buffer {
     pub(crate) fn native_storage(&self) -> Result<&native::Storage> {
         match &self.repr {
             Repr::Native(s) => Ok(s),
-            Repr::Pjrt(_) => Err(self.wrong_backend("native")),
+            Repr::Pjrt(_) | Repr::Replicated(_) => Err(self.wrong_backend("native")),
         }
     }
 
@@ -110,7 +116,7 @@ impl Buffer {
         match self.repr {
             Repr::Native(ref mut s) => Ok(s),
             // The error is built only on this path: the native one runs every step.
-            Repr::Pjrt(_) => Err(self.wrong_backend("native")),
+            Repr::Pjrt(_) | Repr::Replicated(_) => Err(self.wrong_backend("native")),
         }
     }
 
@@ -118,7 +124,29 @@ impl Buffer {
     pub(crate) fn pjrt_buffer(&self) -> Result<&pjrt::DeviceBuffer> {
         match &self.repr {
             Repr::Pjrt(b) => Ok(b),
-            Repr::Native(_) => Err(self.wrong_backend("xla")),
+            Repr::Native(_) | Repr::Replicated(_) => Err(self.wrong_backend("xla")),
+        }
+    }
+
+    pub(crate) fn replicated(ty: TensorType, parts: Vec<Buffer>) -> Buffer {
+        Buffer {
+            ty,
+            repr: Repr::Replicated(parts),
+        }
+    }
+
+    /// The per-replica buffers of a [`MirroredBackend`] value; a typed error for any other.
+    pub(crate) fn replica_parts(&self) -> Result<&[Buffer]> {
+        match &self.repr {
+            Repr::Replicated(parts) => Ok(parts),
+            Repr::Native(_) | Repr::Pjrt(_) => Err(self.wrong_backend("mirrored")),
+        }
+    }
+
+    pub(crate) fn replica_parts_mut(&mut self) -> Result<&mut Vec<Buffer>> {
+        match self.repr {
+            Repr::Replicated(ref mut parts) => Ok(parts),
+            Repr::Native(_) | Repr::Pjrt(_) => Err(self.wrong_backend("mirrored")),
         }
     }
 }
@@ -162,6 +190,12 @@ pub trait Backend: Send + Sync {
     /// fit loop reads these every step, so backends avoid building a host tensor.
     fn read_scalar(&self, b: &Buffer) -> Result<f64> {
         self.download(b)?.scalar_f64()
+    }
+
+    /// The data-parallel side of a [`MirroredBackend`] (every graph it compiles runs as
+    /// several replicas); `None` for a backend that runs graphs once, on one device.
+    fn as_mirrored(&self) -> Option<&MirroredBackend> {
+        None
     }
 
     /// Compiles, uploads, runs once and downloads: the convenience for tests and one-off

@@ -66,6 +66,11 @@ impl NativeExecutable {
             profile: std::env::var_os("STRATA_NATIVE_PROFILE").map(|_| Vec::new()),
         })
     }
+
+    /// Makes this executable one replica of a replicated computation.
+    pub fn set_replica(&mut self, replica: super::ReplicaCtx) {
+        self.ctx.replica = replica;
+    }
 }
 
 /// Operand lists longer than this (only `concatenate`) go through a heap vector.

@@ -12,6 +12,7 @@ mod executor;
 mod fuse;
 pub(crate) mod gemm;
 mod plan;
+pub(crate) mod replicated;
 mod sgemm;
 pub(crate) mod strided;
 
@@ -90,32 +91,41 @@ pub(crate) struct KernelCtx {
     pub replica: ReplicaCtx,
 }
 
-/// Which replica of a replicated computation is running. The native backend runs one
-/// replica per executable; `all_reduce_sum` over one replica is the identity.
+/// Which replica of a replicated computation is running, and how it reaches the others.
+/// A lone executable is replica 0 of 1, where `all_reduce_sum` is the identity.
 #[derive(Debug)]
 pub(crate) struct ReplicaCtx {
     pub id: usize,
     pub count: usize,
+    /// Where the replicas of a replicated executable meet (see `replicated`).
+    pub hub: Option<std::sync::Arc<replicated::Hub>>,
 }
 
 impl Default for ReplicaCtx {
     fn default() -> Self {
-        ReplicaCtx { id: 0, count: 1 }
+        ReplicaCtx {
+            id: 0,
+            count: 1,
+            hub: None,
+        }
     }
 }
 
 impl ReplicaCtx {
     pub fn all_reduce_sum(&self, x: Data<'_>, out: DataMut<'_>) -> Result<()> {
-        if self.count != 1 {
-            return Err(Error::Backend {
+        match &self.hub {
+            Some(hub) => hub.all_reduce_sum(self.id, x, out),
+            None if self.count == 1 => {
+                data::with_same!("all_reduce_sum", x, out, |a, o| o.copy_from_slice(a));
+                Ok(())
+            }
+            None => Err(Error::Backend {
                 backend: "native",
                 message: format!(
                     "all_reduce_sum over {} replicas needs a replicated executable",
                     self.count
                 ),
-            });
+            }),
         }
-        data::with_same!("all_reduce_sum", x, out, |a, o| o.copy_from_slice(a));
-        Ok(())
     }
 }

@@ -21,6 +21,8 @@ pub(crate) struct Client {
     raw: *mut ffi::Client,
     devices: Vec<*mut ffi::Device>,
     device_kinds: Vec<String>,
+    /// Each device's global id (what a compile's device assignment names).
+    device_ids: Vec<i64>,
     platform_name: String,
     platform_version: String,
 }
@@ -92,6 +94,7 @@ impl Client {
             raw: args.client,
             devices: Vec::new(),
             device_kinds: Vec::new(),
+            device_ids: Vec::new(),
             platform_name: String::new(),
             platform_version: String::new(),
         };
@@ -103,6 +106,11 @@ impl Client {
             .devices
             .iter()
             .map(|&d| client.device_kind(d))
+            .collect::<Result<_>>()?;
+        client.device_ids = client
+            .devices
+            .iter()
+            .map(|&d| client.device_id(d))
             .collect::<Result<_>>()?;
         Ok(Arc::new(client))
     }
@@ -153,6 +161,35 @@ impl Client {
         Ok(unsafe { std::slice::from_raw_parts(args.devices, args.num_devices) }.to_vec())
     }
 
+    fn description(&self, device: *mut ffi::Device) -> Result<*mut ffi::DeviceDescription> {
+        let f = entry!(&self.api, device_get_description)?;
+        let mut args = ffi::DeviceGetDescriptionArgs {
+            struct_size: size::<ffi::DeviceGetDescriptionArgs>(),
+            extension_start: std::ptr::null_mut(),
+            device,
+            device_description: std::ptr::null_mut(),
+        };
+        // SAFETY: device is one of this live client's devices.
+        let err = unsafe { f(&mut args) };
+        self.api.check(err, "PJRT_Device_GetDescription")?;
+        Ok(args.device_description)
+    }
+
+    fn device_id(&self, device: *mut ffi::Device) -> Result<i64> {
+        let description = self.description(device)?;
+        let f = entry!(&self.api, device_description_id)?;
+        let mut args = ffi::DeviceDescriptionIdArgs {
+            struct_size: size::<ffi::DeviceDescriptionIdArgs>(),
+            extension_start: std::ptr::null_mut(),
+            device_description: description,
+            id: 0,
+        };
+        // SAFETY: the description is owned by the device, which the client keeps alive.
+        let err = unsafe { f(&mut args) };
+        self.api.check(err, "PJRT_DeviceDescription_Id")?;
+        Ok(i64::from(args.id))
+    }
+
     fn device_kind(&self, device: *mut ffi::Device) -> Result<String> {
         let f = entry!(&self.api, device_get_description)?;
         let mut args = ffi::DeviceGetDescriptionArgs {
@@ -198,6 +235,16 @@ impl Client {
 
     pub fn device_count(&self) -> usize {
         self.devices.len()
+    }
+
+    /// The global id of each addressable device, in the plugin's order.
+    pub fn device_ids(&self) -> &[i64] {
+        &self.device_ids
+    }
+
+    /// The position of a device among the client's addressable devices.
+    pub fn device_index(&self, device: *mut ffi::Device) -> Option<usize> {
+        self.devices.iter().position(|&d| d == device)
     }
 
     fn device(&self, index: usize) -> Result<*mut ffi::Device> {
@@ -271,6 +318,7 @@ impl Client {
 
     /// Copies a host tensor to device `device`.
     pub fn upload(self: &Arc<Self>, t: &Tensor, device: usize) -> Result<DeviceBuffer> {
+        let index = device;
         let device = self.device(device)?;
         let f = entry!(&self.api, client_buffer_from_host_buffer)?;
         let ty = t.ty();
@@ -318,6 +366,7 @@ impl Client {
             let buffer = DeviceBuffer {
                 client: self.clone(),
                 raw: args.buffer,
+                device: index,
             };
             self.api.await_event(
                 args.done_with_host_buffer,
@@ -471,6 +520,8 @@ fn with_host_bytes<R>(t: &Tensor, f: impl FnOnce(&[u8]) -> R) -> R {
 pub(crate) struct DeviceBuffer {
     client: Arc<Client>,
     raw: *mut ffi::Buffer,
+    /// The index of its device among the client's addressable devices.
+    device: usize,
 }
 
 // SAFETY: PJRT buffers may be used and freed from any thread; we never alias the handle
@@ -496,6 +547,11 @@ impl DeviceBuffer {
 
     pub fn raw(&self) -> *mut ffi::Buffer {
         self.raw
+    }
+
+    /// The index of the buffer's device among the client's addressable devices.
+    pub fn device(&self) -> usize {
+        self.device
     }
 
     /// Whether the plugin has deleted the buffer's memory: true after it was donated to
@@ -602,6 +658,40 @@ impl LoadedExecutable {
         self.num_outputs
     }
 
+    /// The client-device index of each device the executable runs on, in the order
+    /// `execute` takes argument lists.
+    pub fn addressable_device_indices(&self) -> Result<Vec<usize>> {
+        let api = &self.client.api;
+        let f = entry!(api, loaded_executable_addressable_devices)?;
+        let mut args = ffi::LoadedExecutableAddressableDevicesArgs {
+            struct_size: size::<ffi::LoadedExecutableAddressableDevicesArgs>(),
+            extension_start: std::ptr::null_mut(),
+            executable: self.raw,
+            addressable_devices: std::ptr::null(),
+            num_addressable_devices: 0,
+        };
+        // SAFETY: self.raw is a live executable.
+        let err = unsafe { f(&mut args) };
+        api.check(err, "PJRT_LoadedExecutable_AddressableDevices")?;
+        if args.num_addressable_devices == 0 {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the plugin returned an array of that many device pointers, owned by the
+        // executable (which outlives this call).
+        let devices = unsafe {
+            std::slice::from_raw_parts(args.addressable_devices, args.num_addressable_devices)
+        };
+        devices
+            .iter()
+            .map(|&d| {
+                self.client.device_index(d).ok_or_else(|| Error::Backend {
+                    backend: "xla",
+                    message: "the executable runs on a device the client does not list".into(),
+                })
+            })
+            .collect()
+    }
+
     /// The plugin's serialization of the executable (for the persistent cache).
     pub fn serialize(&self) -> Result<Vec<u8>> {
         self.with_executable(|api, e| {
@@ -697,13 +787,18 @@ impl LoadedExecutable {
         let err = unsafe { f(&mut exec) };
         api.check(err, "PJRT_LoadedExecutable_Execute")?;
         // Own the outputs first, so they are freed even if a device reports failure.
+        // Argument list `d` runs on the executable's `d`-th device, which compilation made
+        // the client's `d`-th (a single-device program runs on device 0; a replicated one
+        // is checked by `addressable_device_indices`).
         let owned: Vec<Vec<DeviceBuffer>> = outputs
             .into_iter()
-            .map(|o| {
+            .enumerate()
+            .map(|(device, o)| {
                 o.into_iter()
                     .map(|raw| DeviceBuffer {
                         client: self.client.clone(),
                         raw,
+                        device,
                     })
                     .collect()
             })

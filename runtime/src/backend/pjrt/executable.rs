@@ -26,6 +26,20 @@ pub(crate) struct ExecutionCounters {
 }
 
 impl ExecutionCounters {
+    /// Counts one state update: written in place (donated) or into a fresh buffer.
+    pub fn update(&self, donated: bool) {
+        let counter = if donated {
+            &self.donated
+        } else {
+            &self.not_donated
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn executed(&self) {
+        self.executions.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn snapshot(&self) -> ExecutionStats {
         ExecutionStats {
             executions: self.executions.load(Ordering::Relaxed),
@@ -37,7 +51,7 @@ impl ExecutionCounters {
 
 /// What becomes of each output of the program after a run.
 #[derive(Clone, Copy, Debug)]
-enum Destination {
+pub(super) enum Destination {
     /// Returned to the caller as a new device buffer (not downloaded).
     Return,
     /// The new value of this parameter, written into its donated buffer.
@@ -53,6 +67,15 @@ pub(crate) struct PjrtExecutable {
     counters: Arc<ExecutionCounters>,
 }
 
+/// Each output's destination under `options`.
+pub(super) fn destinations(g: &Graph, options: &CompileOptions) -> Vec<Destination> {
+    let mut destinations = vec![Destination::Return; g.outputs().len()];
+    for &(o, p) in &options.updates {
+        destinations[o] = Destination::Update(p);
+    }
+    destinations
+}
+
 impl PjrtExecutable {
     pub fn new(
         client: Arc<Client>,
@@ -61,10 +84,7 @@ impl PjrtExecutable {
         options: &CompileOptions,
         counters: Arc<ExecutionCounters>,
     ) -> PjrtExecutable {
-        let mut destinations = vec![Destination::Return; g.outputs().len()];
-        for &(o, p) in &options.updates {
-            destinations[o] = Destination::Update(p);
-        }
+        let destinations = destinations(g, options);
         PjrtExecutable {
             client,
             exe,
@@ -131,17 +151,12 @@ impl Executable for PjrtExecutable {
                     // The old handle was donated (its memory now holds the update); only
                     // the handle is left to free, by dropping it.
                     let donated = args[p].pjrt_buffer()?.is_deleted()?;
-                    let counter = if donated {
-                        &self.counters.donated
-                    } else {
-                        &self.counters.not_donated
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
+                    self.counters.update(donated);
                     args[p] = b;
                 }
             }
         }
-        self.counters.executions.fetch_add(1, Ordering::Relaxed);
+        self.counters.executed();
         Ok(returned)
     }
 }

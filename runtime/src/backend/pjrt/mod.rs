@@ -13,6 +13,7 @@ mod executable;
 mod ffi;
 mod options;
 pub mod plugin;
+mod replicated;
 pub(crate) mod stablehlo;
 
 pub use cache::{CacheDir, CacheStats};

@@ -1,0 +1,413 @@
+//! Replicated execution on the native backend: one worker thread per replica, each owning
+//! its own planned executable (arena, scratch, kernel context), meeting the others at a
+//! barrier-based all-reduce. A multi-core CPU gets data parallelism this way: each thread
+//! runs the whole step on its share of the batch, and only the all-reduced values (the
+//! gradients, the loss and metric increments) cross threads.
+
+use super::data::{Data, DataMut, Storage};
+use super::executor::NativeExecutable;
+use super::{NativeBackend, ReplicaCtx};
+use crate::backend::replicated::{check_replicas, ReplicaBackend, ReplicatedExecutable};
+use crate::backend::{Backend, Buffer, CompileOptions};
+use crate::ir::{Graph, TensorType};
+use crate::{Error, Result, Tensor};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::thread::JoinHandle;
+
+/// The native backend runs replicas as threads; more than this is surely a mistake.
+pub const MAX_NATIVE_REPLICAS: usize = 256;
+
+impl ReplicaBackend for NativeBackend {
+    fn max_replicas(&self) -> usize {
+        MAX_NATIVE_REPLICAS
+    }
+
+    fn replica_device_kind(&self, _replica: usize) -> String {
+        "cpu thread".into()
+    }
+
+    /// Every replica's memory is host memory: placing a tensor is uploading it.
+    fn upload_to(&self, t: &Tensor, _replica: usize) -> Result<Buffer> {
+        self.upload(t)
+    }
+
+    fn upload_into_replica(&self, t: &Tensor, b: &mut Buffer, _replica: usize) -> Result<()> {
+        self.upload_into(t, b)
+    }
+
+    fn compile_replicated(
+        &self,
+        graph: &Graph,
+        options: &CompileOptions,
+        replicas: usize,
+    ) -> Result<Box<dyn ReplicatedExecutable>> {
+        check_replicas("native", replicas, MAX_NATIVE_REPLICAS)?;
+        graph.verify()?;
+        options.validate(graph)?;
+        Ok(Box::new(NativeReplicated::new(graph, options, replicas)?))
+    }
+}
+
+/// Where the replicas of one executable exchange data: a slot per replica and a barrier
+/// that a failing replica can break, so the others return an error instead of waiting
+/// forever.
+pub(crate) struct Hub {
+    replicas: usize,
+    slots: Vec<RwLock<Storage>>,
+    gate: Mutex<Gate>,
+    cv: Condvar,
+}
+
+struct Gate {
+    arrived: usize,
+    generation: u64,
+    aborted: bool,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Hub({} replicas)", self.replicas)
+    }
+}
+
+/// The error replicas see when another replica failed first (that one reports the cause).
+const ABORTED: &str = "another replica failed during this step";
+
+impl Hub {
+    fn new(replicas: usize) -> Hub {
+        Hub {
+            replicas,
+            slots: (0..replicas)
+                .map(|_| RwLock::new(Storage::F32(Vec::new())))
+                .collect(),
+            gate: Mutex::new(Gate {
+                arrived: 0,
+                generation: 0,
+                aborted: false,
+            }),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Waits until every replica has arrived; an error if a replica aborted instead.
+    fn barrier(&self) -> Result<()> {
+        let mut g = self.gate.lock().unwrap_or_else(PoisonError::into_inner);
+        if g.aborted {
+            return Err(aborted());
+        }
+        let generation = g.generation;
+        g.arrived += 1;
+        if g.arrived == self.replicas {
+            g.arrived = 0;
+            g.generation += 1;
+            self.cv.notify_all();
+            return Ok(());
+        }
+        while g.generation == generation && !g.aborted {
+            g = self.cv.wait(g).unwrap_or_else(PoisonError::into_inner);
+        }
+        if g.generation == generation {
+            Err(aborted())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Breaks the barrier for everyone: called by a replica that failed or panicked.
+    fn abort(&self) {
+        let mut g = self.gate.lock().unwrap_or_else(PoisonError::into_inner);
+        g.aborted = true;
+        self.cv.notify_all();
+    }
+
+    /// Re-arms the barrier before an execution (every replica is idle then).
+    fn reset(&self) {
+        let mut g = self.gate.lock().unwrap_or_else(PoisonError::into_inner);
+        g.arrived = 0;
+        g.aborted = false;
+    }
+
+    /// Replica `id`'s part of an all-reduce: publishes `x`, waits for every replica's,
+    /// and writes their sum into `out`. Every replica adds the slots in replica order, so
+    /// every replica's result is bit-identical (the replicas' parameters stay equal).
+    pub fn all_reduce_sum(&self, id: usize, x: Data<'_>, out: DataMut<'_>) -> Result<()> {
+        {
+            let mut slot = self.slots[id]
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            store(&mut slot, x);
+        }
+        self.barrier()?;
+        let summed = self.sum_slots(out);
+        // Nobody may overwrite its slot (the next all-reduce) before all have read it.
+        let passed = self.barrier();
+        summed.and(passed)
+    }
+
+    fn sum_slots(&self, mut out: DataMut<'_>) -> Result<()> {
+        for (r, slot) in self.slots.iter().enumerate() {
+            let slot = slot.read().unwrap_or_else(PoisonError::into_inner);
+            let first = r == 0;
+            match (slot.data(), out.reborrow()) {
+                (Data::F32(a), DataMut::F32(o)) => accumulate(o, a, first, |x, y| x + y)?,
+                (Data::F64(a), DataMut::F64(o)) => accumulate(o, a, first, |x, y| x + y)?,
+                (Data::I32(a), DataMut::I32(o)) => accumulate(o, a, first, i32::wrapping_add)?,
+                (Data::I64(a), DataMut::I64(o)) => accumulate(o, a, first, i64::wrapping_add)?,
+                (a, o) => {
+                    return Err(Error::Backend {
+                        backend: "native",
+                        message: format!(
+                            "all_reduce_sum of {} into {} (sums need f32, f64, i32 or i64 on every replica)",
+                            a.dtype(),
+                            o.dtype()
+                        ),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn aborted() -> Error {
+    Error::Backend {
+        backend: "native",
+        message: ABORTED.into(),
+    }
+}
+
+/// `out = a` for the first replica's slot, `out = f(out, a)` for the others.
+fn accumulate<T: Copy>(out: &mut [T], a: &[T], first: bool, f: impl Fn(T, T) -> T) -> Result<()> {
+    if a.len() != out.len() {
+        return Err(Error::Backend {
+            backend: "native",
+            message: format!(
+                "all_reduce_sum: the replicas' operands differ in size ({} and {} elements)",
+                a.len(),
+                out.len()
+            ),
+        });
+    }
+    if first {
+        out.copy_from_slice(a);
+    } else {
+        for (o, &v) in out.iter_mut().zip(a) {
+            *o = f(*o, v);
+        }
+    }
+    Ok(())
+}
+
+/// Copies `x` into a slot, reusing its memory when the element type is unchanged.
+fn store(slot: &mut Storage, x: Data<'_>) {
+    match (slot, x) {
+        (Storage::F32(v), Data::F32(a)) => replace_with(v, a),
+        (Storage::F64(v), Data::F64(a)) => replace_with(v, a),
+        (Storage::I32(v), Data::I32(a)) => replace_with(v, a),
+        (Storage::I64(v), Data::I64(a)) => replace_with(v, a),
+        (slot, x) => *slot = x.to_storage(),
+    }
+}
+
+fn replace_with<T: Copy>(v: &mut Vec<T>, a: &[T]) {
+    v.clear();
+    v.extend_from_slice(a);
+}
+
+type Job = Vec<Buffer>;
+type Done = (Vec<Buffer>, Result<Vec<Buffer>>);
+
+/// A replica's thread: it owns the replica's executable and runs it on each argument
+/// list it is sent.
+struct Worker {
+    jobs: Option<mpsc::Sender<Job>>,
+    done: mpsc::Receiver<Done>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Breaks the hub's barrier if the replica's thread unwinds, so the other replicas stop
+/// waiting for it.
+struct AbortOnUnwind(Arc<Hub>);
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abort();
+        }
+    }
+}
+
+enum Replicas {
+    /// One replica runs on the calling thread: nothing to meet.
+    Inline(Box<NativeExecutable>),
+    Threads {
+        workers: Vec<Worker>,
+        hub: Arc<Hub>,
+    },
+}
+
+pub(crate) struct NativeReplicated {
+    replicas: Replicas,
+    count: usize,
+    param_types: Vec<TensorType>,
+    output_types: Vec<TensorType>,
+}
+
+impl NativeReplicated {
+    fn new(g: &Graph, options: &CompileOptions, count: usize) -> Result<NativeReplicated> {
+        let replicas = if count == 1 {
+            Replicas::Inline(Box::new(NativeExecutable::new(g, options)?))
+        } else {
+            let hub = Arc::new(Hub::new(count));
+            let mut workers = Vec::with_capacity(count);
+            for id in 0..count {
+                let mut exe = NativeExecutable::new(g, options)?;
+                exe.set_replica(ReplicaCtx {
+                    id,
+                    count,
+                    hub: Some(hub.clone()),
+                });
+                workers.push(spawn(id, exe, hub.clone())?);
+            }
+            Replicas::Threads { workers, hub }
+        };
+        Ok(NativeReplicated {
+            replicas,
+            count,
+            param_types: g.param_types(),
+            output_types: g.output_types(),
+        })
+    }
+}
+
+fn spawn(id: usize, mut exe: NativeExecutable, hub: Arc<Hub>) -> Result<Worker> {
+    let (jobs, job_rx) = mpsc::channel::<Job>();
+    let (done_tx, done) = mpsc::channel::<Done>();
+    let thread = std::thread::Builder::new()
+        .name(format!("strata-replica-{id}"))
+        .spawn(move || {
+            while let Ok(mut args) = job_rx.recv() {
+                let guard = AbortOnUnwind(hub.clone());
+                let result = crate::backend::Executable::execute(&mut exe, &mut args);
+                if result.is_err() {
+                    hub.abort();
+                }
+                drop(guard);
+                if done_tx.send((args, result)).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| Error::Backend {
+            backend: "native",
+            message: format!("cannot start the thread of replica {id}: {e}"),
+        })?;
+    Ok(Worker {
+        jobs: Some(jobs),
+        done,
+        thread: Some(thread),
+    })
+}
+
+impl Drop for NativeReplicated {
+    fn drop(&mut self) {
+        if let Replicas::Threads { workers, .. } = &mut self.replicas {
+            // Closing the job channels ends the workers' loops.
+            for w in workers.iter_mut() {
+                w.jobs = None;
+            }
+            for w in workers.iter_mut() {
+                if let Some(t) = w.thread.take() {
+                    let _ = t.join();
+                }
+            }
+        }
+    }
+}
+
+/// Keeps the first error, but prefers a cause over a replica that only saw the barrier
+/// break because of it.
+fn note(e: Error, first_error: &mut Option<Error>) {
+    let is_abort = |e: &Error| matches!(e, Error::Backend { message, .. } if message == ABORTED);
+    match first_error {
+        Some(f) if is_abort(f) && !is_abort(&e) => *first_error = Some(e),
+        None => *first_error = Some(e),
+        Some(_) => {}
+    }
+}
+
+fn died(replica: usize) -> Error {
+    Error::Backend {
+        backend: "native",
+        message: format!("the thread of replica {replica} stopped (it panicked)"),
+    }
+}
+
+impl ReplicatedExecutable for NativeReplicated {
+    fn replicas(&self) -> usize {
+        self.count
+    }
+
+    fn param_types(&self) -> &[TensorType] {
+        &self.param_types
+    }
+
+    fn output_types(&self) -> &[TensorType] {
+        &self.output_types
+    }
+
+    fn execute(&mut self, args: &mut [Vec<Buffer>]) -> Result<Vec<Vec<Buffer>>> {
+        if args.len() != self.count {
+            return Err(Error::invalid(
+                "native replicated execute",
+                format!("{} argument lists for {} replicas", args.len(), self.count),
+            ));
+        }
+        let (workers, hub) = match &mut self.replicas {
+            Replicas::Inline(exe) => {
+                let out = crate::backend::Executable::execute(exe.as_mut(), &mut args[0])?;
+                return Ok(vec![out]);
+            }
+            Replicas::Threads { workers, hub } => (workers, hub),
+        };
+        hub.reset();
+        let mut sent = vec![false; self.count];
+        for (r, (w, a)) in workers.iter().zip(args.iter_mut()).enumerate() {
+            let job = std::mem::take(a);
+            match w.jobs.as_ref().map(|j| j.send(job)) {
+                Some(Ok(())) => sent[r] = true,
+                Some(Err(mpsc::SendError(job))) => {
+                    *a = job;
+                    hub.abort();
+                }
+                None => hub.abort(),
+            }
+        }
+        let mut outs = Vec::with_capacity(self.count);
+        let mut first_error: Option<Error> = None;
+        for (r, w) in workers.iter().enumerate() {
+            if !sent[r] {
+                note(died(r), &mut first_error);
+                continue;
+            }
+            match w.done.recv() {
+                Ok((a, result)) => {
+                    args[r] = a;
+                    match result {
+                        Ok(o) => outs.push(o),
+                        Err(e) => note(e, &mut first_error),
+                    }
+                }
+                Err(_) => {
+                    hub.abort();
+                    note(died(r), &mut first_error);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(outs),
+        }
+    }
+}

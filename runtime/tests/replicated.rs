@@ -1,0 +1,199 @@
+//! Replicated execution on both backends: `all_reduce_sum` sums every replica's operand
+//! (f32 and i32), `replica_id` tells replicas apart, state updates stay in place on each
+//! replica, and values of the wrong kind or replica count are typed errors.
+//!
+//! The XLA half needs the CPU plugin (`scripts/install-xla-plugin`, run by `scripts/test`);
+//! without it those tests fail with the install command.
+
+use std::sync::Arc;
+use strata_runtime::backend::native::NativeBackend;
+use strata_runtime::backend::pjrt::{CacheDir, PjrtBackend, PjrtOptions};
+use strata_runtime::backend::{Backend, CompileOptions, Device, MirroredBackend, ReplicaBackend};
+use strata_runtime::ir::{DType, Graph, TensorType};
+use strata_runtime::{Error, Tensor};
+
+fn xla_cpu(devices: usize) -> Arc<dyn ReplicaBackend> {
+    match PjrtBackend::with_options(
+        &Device::XlaCpu {
+            devices: Some(devices),
+        },
+        PjrtOptions {
+            cache: CacheDir::Disabled,
+            ..PjrtOptions::default()
+        },
+    ) {
+        Ok(b) => Arc::new(b),
+        Err(e) => panic!("the XLA CPU plugin is needed for this test: {e}"),
+    }
+}
+
+fn f32t(dims: &[usize], v: &[f32]) -> Tensor {
+    Tensor::from_vec(dims, v.to_vec()).unwrap()
+}
+
+/// `w += all_reduce(x)` (an in-place update) and outputs `all_reduce(x) + replica_id`, and
+/// the all-reduce of an i32 operand.
+fn graph() -> (Graph, CompileOptions) {
+    let mut g = Graph::new("replicated");
+    let w = g.parameter(TensorType::new(DType::F32, [3]));
+    let x = g.parameter(TensorType::new(DType::F32, [3]));
+    let k = g.parameter(TensorType::new(DType::I32, [2]));
+    let s = g.all_reduce_sum(x).unwrap();
+    let id = g.replica_id();
+    let idf = g.convert(id, DType::F32).unwrap();
+    let idb = g.broadcast_in_dim(idf, [3usize], &[]).unwrap();
+    let out = g.add(s, idb).unwrap();
+    let new_w = g.add(w, s).unwrap();
+    let ks = g.all_reduce_sum(k).unwrap();
+    g.set_outputs(vec![new_w, out, ks]).unwrap();
+    (
+        g,
+        CompileOptions {
+            updates: vec![(0, 0)],
+        },
+    )
+}
+
+fn check(inner: Arc<dyn ReplicaBackend>, replicas: usize) {
+    let name = inner.name();
+    let m = MirroredBackend::new(inner, replicas).unwrap();
+    let (g, options) = graph();
+    let mut exe = m.compile(&g, &options).unwrap();
+    let xs: Vec<Tensor> = (0..replicas)
+        .map(|r| {
+            let r = r as f32;
+            f32t(&[3], &[1.0 + r, 0.5 * r, -2.0])
+        })
+        .collect();
+    let ks: Vec<Tensor> = (0..replicas)
+        .map(|r| Tensor::from_vec(&[2], vec![r as i32, 10]).unwrap())
+        .collect();
+    let mut args = vec![
+        m.upload(&f32t(&[3], &[0.0, 1.0, 2.0])).unwrap(),
+        m.upload_per_replica(&xs).unwrap(),
+        m.upload_per_replica(&ks).unwrap(),
+    ];
+    let n = replicas as f32;
+    let sum: Vec<f32> = (0..3)
+        .map(|i| xs.iter().map(|t| t.to_vec::<f32>().unwrap()[i]).sum())
+        .collect();
+    for step in 1..=3 {
+        let outs = exe.execute(&mut args).unwrap();
+        assert_eq!(outs.len(), 2, "{name} x{replicas}");
+        for (r, t) in m.download_per_replica(&outs[0]).unwrap().iter().enumerate() {
+            let want: Vec<f32> = sum.iter().map(|s| s + r as f32).collect();
+            assert_eq!(
+                t.to_vec::<f32>().unwrap(),
+                want,
+                "{name} x{replicas} replica {r}"
+            );
+        }
+        let isum = (0..replicas as i32).sum::<i32>();
+        for t in m.download_per_replica(&outs[1]).unwrap() {
+            assert_eq!(t.to_vec::<i32>().unwrap(), vec![isum, 10 * replicas as i32]);
+        }
+        // The state was updated in place on every replica, identically.
+        let ws = m.download_per_replica(&args[0]).unwrap();
+        let want: Vec<f32> = [0.0, 1.0, 2.0]
+            .iter()
+            .zip(&sum)
+            .map(|(w, s)| w + step as f32 * s)
+            .collect();
+        for w in &ws {
+            assert_eq!(
+                w.to_vec::<f32>().unwrap(),
+                want,
+                "{name} x{replicas} step {step}"
+            );
+        }
+        assert_eq!(m.download(&args[0]).unwrap(), ws[0]);
+    }
+    assert_eq!(
+        m.read_scalar(&m.upload(&Tensor::scalar(n)).unwrap())
+            .unwrap(),
+        n as f64
+    );
+}
+
+#[test]
+fn all_reduce_sums_over_native_threads() {
+    for replicas in [1, 2, 4] {
+        check(Arc::new(NativeBackend::new()), replicas);
+    }
+}
+
+#[test]
+fn all_reduce_sums_over_xla_cpu_devices() {
+    let xla = xla_cpu(4);
+    for replicas in [1, 2, 4] {
+        check(xla.clone(), replicas);
+    }
+}
+
+#[test]
+fn wrong_values_are_typed_errors() {
+    let native: Arc<dyn ReplicaBackend> = Arc::new(NativeBackend::new());
+    let two = MirroredBackend::new(native.clone(), 2).unwrap();
+    let four = MirroredBackend::new(native.clone(), 4).unwrap();
+    assert!(matches!(
+        MirroredBackend::new(native.clone(), 0),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let t = f32t(&[3], &[1.0, 2.0, 3.0]);
+    // One piece per replica, all of one type.
+    assert!(two.upload_per_replica(std::slice::from_ref(&t)).is_err());
+    assert!(two
+        .upload_per_replica(&[t.clone(), f32t(&[2], &[1.0, 2.0])])
+        .is_err());
+    // A mirrored value is not a native buffer, nor one of another replica count.
+    let v = two.upload(&t).unwrap();
+    assert!(matches!(
+        native.download(&v),
+        Err(Error::WrongBackend { .. })
+    ));
+    assert!(four.download(&v).is_err());
+    let plain = native.upload(&t).unwrap();
+    assert!(matches!(
+        two.download(&plain),
+        Err(Error::WrongBackend { .. })
+    ));
+
+    let (g, options) = graph();
+    let mut exe = two.compile(&g, &options).unwrap();
+    let mut wrong = vec![two.upload(&t).unwrap(), v, plain];
+    assert!(exe.execute(&mut wrong).is_err());
+    let mut short = vec![two.upload(&t).unwrap()];
+    assert!(matches!(
+        exe.execute(&mut short),
+        Err(Error::InvalidArgument { .. })
+    ));
+    // More replicas than the XLA client has devices.
+    assert!(matches!(
+        MirroredBackend::new(xla_cpu(2), 4),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+#[test]
+fn xla_arguments_on_the_wrong_device_are_refused() {
+    let xla = xla_cpu(2);
+    let mut exe = xla.compile_replicated(&graph().0, &graph().1, 2).unwrap();
+    let w = f32t(&[3], &[0.0; 3]);
+    let k = Tensor::from_vec(&[2], vec![0i32, 0]).unwrap();
+    // Replica 1's list, all placed on device 0.
+    let mut args: Vec<Vec<_>> = (0..2)
+        .map(|_| {
+            vec![
+                xla.upload_to(&w, 0).unwrap(),
+                xla.upload_to(&w, 0).unwrap(),
+                xla.upload_to(&k, 0).unwrap(),
+            ]
+        })
+        .collect();
+    match exe.execute(&mut args) {
+        Err(Error::InvalidArgument { message, .. }) => {
+            assert!(message.contains("device"), "{message}")
+        }
+        other => panic!("expected a wrong-device error, got {other:?}"),
+    }
+}
