@@ -105,6 +105,21 @@ pub enum Error {
     #[error("device `{device}` is not available: {message}")]
     DeviceUnavailable { device: String, message: String },
 
+    /// Something this version of Strata does not do yet.
+    #[error("{what} is not supported yet: {message}")]
+    Unsupported { what: String, message: String },
+
+    /// No usable TPU: every place looked and what was found there.
+    #[error("no TPU available: {}", tried.join("; "))]
+    TpuNotFound { tried: Vec<String> },
+
+    /// A strategy name (`STRATA_STRATEGY`) that `StrategySpec::from_str` does not know.
+    #[error(
+        "unknown strategy `{input}`: {message} (expected auto, tpu, one:DEVICE, \
+         mirrored:native[:N], mirrored:xla-cpu[:N], mirrored:cuda[:N] or mirrored:tpu[:N])"
+    )]
+    StrategyParse { input: String, message: String },
+
     /// A device name that `Device::from_str` does not know.
     #[error(
         "unknown device `{input}`: {message} (expected native, xla-cpu, xla-cpu:N, cuda or tpu)"

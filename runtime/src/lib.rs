@@ -12,6 +12,7 @@ pub mod nn;
 pub(crate) mod ops;
 pub mod optim;
 pub mod random;
+pub mod strategy;
 mod tensor;
 pub mod train;
 

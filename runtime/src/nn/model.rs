@@ -5,6 +5,7 @@ use crate::backend::native::NativeBackend;
 use crate::backend::Backend;
 use crate::ir::Value;
 use crate::random::Rng;
+use crate::strategy::Strategy;
 use crate::train::TrainState;
 use crate::{Error, Result, Tensor};
 use std::fmt::Write;
@@ -107,20 +108,29 @@ pub struct Model<A: Architecture> {
     pub(crate) backend: Arc<dyn Backend>,
     /// Optimizer, loss, metrics and their device buffers, after `compile`.
     pub(crate) train: Option<TrainState>,
+    /// The strategy `backend` came from, if any.
+    strategy: Option<Strategy>,
 }
 
 impl<A: Architecture> Model<A> {
     /// A model of `arch`; built at once if the architecture declares its input shape.
     /// (Should that build fail, the model stays unbuilt and the error comes back from the
-    /// first call that needs the shapes.)
+    /// first call that needs the shapes.) Created inside [`Strategy::scope`], it runs on
+    /// that strategy's devices; otherwise on the native backend.
     pub fn new(arch: A) -> Model<A> {
+        let strategy = Strategy::current();
+        let backend = match &strategy {
+            Some(s) => s.backend(),
+            None => Arc::new(NativeBackend::new()),
+        };
         let mut m = Model {
             arch,
             seed: 0,
             built: None,
             weights: Vec::new(),
-            backend: Arc::new(NativeBackend::new()),
+            backend,
             train: None,
+            strategy,
         };
         if let Some(shape) = m.arch.input_shape() {
             let _ = m.build(&shape);
@@ -148,6 +158,21 @@ impl<A: Architecture> Model<A> {
             t.drop_device();
         }
         self.backend = backend;
+        self.strategy = None;
+    }
+
+    /// Runs this model under `strategy` from now on: its parameters, optimizer state and
+    /// metrics move onto the strategy's devices (replicated) at the next `fit`, and `fit`
+    /// splits each global batch over its replicas. The same as creating the model inside
+    /// `strategy.scope(...)`.
+    pub fn set_strategy(&mut self, strategy: &Strategy) {
+        self.set_backend(strategy.backend());
+        self.strategy = Some(strategy.clone());
+    }
+
+    /// The strategy this model runs under, if it was given one.
+    pub fn strategy(&self) -> Option<&Strategy> {
+        self.strategy.as_ref()
     }
 
     /// Runs this model on `device` (see [`Device`](crate::backend::Device)).

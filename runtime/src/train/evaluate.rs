@@ -1,6 +1,7 @@
 //! `evaluate` and `predict`.
 
 use super::compile::not_compiled;
+use super::distribute;
 use super::fit::{check_pair, set_inputs, with_rows};
 use super::step::{eval_graph, predict_graph, StepKey};
 use super::Logs;
@@ -58,24 +59,42 @@ impl<A: Architecture> Model<A> {
             gather_rows(x, &rows, &mut xb)?;
             gather_rows(y, &rows, &mut yb)?;
             let sw = Tensor::F32(ndarray::ArrayD::ones(ndarray::IxDyn(&[b])));
+            // Evaluation pads an uneven batch itself: padding weighs nothing and the
+            // divisions use the real count, so it cannot change a result.
+            let dist = self.dist("evaluate", b, true)?;
+            let (x_ty, y_ty) = match dist {
+                Some(d) => (with_rows(&x_ty, d.local), with_rows(&y_ty, d.local)),
+                None => (x_ty, y_ty),
+            };
             let key = StepKey::Eval {
                 x: x_ty.clone(),
                 y: y_ty.clone(),
+                dist,
             };
             self.prepare(&key, |m| {
                 let t = m.train.as_ref().ok_or_else(not_compiled)?;
                 let d = t.device.as_ref().ok_or_else(not_compiled)?;
-                eval_graph(m, t, &d.layout, &x_ty, &y_ty)
+                eval_graph(m, t, &d.layout, dist, &x_ty, &y_ty)
             })?;
             let backend = self.backend.clone();
             let t = self.train.as_mut().ok_or_else(not_compiled)?;
             let d = t.device.as_mut().ok_or_else(not_compiled)?;
-            set_inputs(
-                backend.as_ref(),
-                &mut d.args,
-                d.layout.len(),
-                &[&xb, &yb, &sw],
-            )?;
+            match (dist, backend.as_mirrored()) {
+                (Some(dist), Some(m)) => {
+                    let pieces = [
+                        distribute::shard(&xb, 1, dist)?,
+                        distribute::shard(&yb, 1, dist)?,
+                        distribute::shard_weights(&vec![1.0; b], 1, dist)?,
+                    ];
+                    distribute::set_replica_inputs(m, &mut d.args, d.layout.len(), &pieces, &[])?;
+                }
+                _ => set_inputs(
+                    backend.as_ref(),
+                    &mut d.args,
+                    d.layout.len(),
+                    &[&xb, &yb, &sw],
+                )?,
+            }
             let exe = d.exes.get_mut(&key).ok_or_else(not_compiled)?;
             let outs = exe.execute(&mut d.args)?;
             logs = Logs::default();
@@ -130,10 +149,24 @@ impl<A: Architecture> Model<A> {
         while start < n {
             let b = batch_size.min(n - start);
             let rows: Vec<usize> = (start..start + b).collect();
-            let x_ty = with_rows(&x.ty(), b);
-            let mut xb = Tensor::zeros(&x_ty);
+            let mut xb = Tensor::zeros(&with_rows(&x.ty(), b));
             gather_rows(&x, &rows, &mut xb)?;
             let backend = self.backend.clone();
+            // Under data parallelism each replica predicts its share of the batch.
+            let dist = self.dist("predict", b, true)?;
+            let x_ty = with_rows(&x.ty(), dist.map_or(b, |d| d.local));
+            let x_in = |args: &mut Vec<Buffer>, base: usize| -> Result<()> {
+                match (dist, backend.as_mirrored()) {
+                    (Some(d), Some(m)) => distribute::set_replica_inputs(
+                        m,
+                        args,
+                        base,
+                        &[distribute::shard(&xb, 1, d)?],
+                        &[],
+                    ),
+                    _ => set_inputs(backend.as_ref(), args, base, &[&xb]),
+                }
+            };
             let out = if compiled {
                 let key = StepKey::Predict { x: x_ty.clone() };
                 self.prepare(&key, |m| {
@@ -152,7 +185,7 @@ impl<A: Architecture> Model<A> {
                     .as_mut()
                     .and_then(|t| t.device.as_mut())
                     .ok_or_else(not_compiled)?;
-                set_inputs(backend.as_ref(), &mut d.args, d.layout.len(), &[&xb])?;
+                x_in(&mut d.args, d.layout.len())?;
                 let exe = d.exes.get_mut(&key).ok_or_else(not_compiled)?;
                 exe.execute(&mut d.args)?
             } else {
@@ -165,13 +198,16 @@ impl<A: Architecture> Model<A> {
                     );
                 }
                 let base = self.weights.len();
-                set_inputs(backend.as_ref(), &mut own_args, base, &[&xb])?;
+                x_in(&mut own_args, base)?;
                 own_exes
                     .get_mut(&x_ty)
                     .ok_or_else(not_compiled)?
                     .execute(&mut own_args)?
             };
-            parts.push(backend.download(&out[0])?);
+            parts.push(match backend.as_mirrored() {
+                Some(m) => distribute::gather_outputs(&m.download_per_replica(&out[0])?, b)?,
+                None => backend.download(&out[0])?,
+            });
             start += b;
         }
         concat_rows(&parts)

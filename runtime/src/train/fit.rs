@@ -167,6 +167,7 @@ impl<A: Architecture> Model<A> {
             self.check_inputs("fit validation_data", vx)?;
             self.check_targets("fit validation_data", vy, vn)?;
         }
+        self.check_replica_split("fit", x.dims()[0], opts.batch_size, opts.pad_to_replicas)?;
         let mut ds = Dataset::from_arrays(x, y)?
             .with_sample_weight(sw)?
             .batch(opts.batch_size)?;
@@ -289,7 +290,8 @@ impl<A: Architecture> Model<A> {
                     count += more as usize;
                 }
                 if ready {
-                    let out = self.train_call(&pool[..run], &mut stage, &mut logs)?;
+                    let out =
+                        self.train_call(&pool[..run], &mut stage, &mut logs, opts.pad_to_replicas)?;
                     done += run;
                     if differs {
                         pool.swap(0, run);
@@ -362,12 +364,14 @@ impl<A: Architecture> Model<A> {
     }
 
     /// Runs one train call over `batches` (equal-sized; one step each), writing the
-    /// running loss and metrics into `logs`.
+    /// running loss and metrics into `logs`. Under a data-parallel strategy each batch is
+    /// the global one, split over the replicas (padded when `pad`).
     fn train_call(
         &mut self,
         batches: &[Batch],
         stage: &mut Staging,
         logs: &mut Logs,
+        pad: bool,
     ) -> Result<StepOut> {
         let k = batches.len();
         let batch = batches[0].x.dims()[0];
@@ -386,24 +390,30 @@ impl<A: Architecture> Model<A> {
             [one] => (&one.x, &one.y),
             _ => (&stage.x, &stage.y),
         };
+        // The step graph sees one replica's rows of each batch (all of them on one device).
+        let dist = self.dist("fit", batch, pad)?;
+        let rows = dist.map_or(batch, |d| d.local);
         // The last call's key is checked in place (building one allocates), so a steady
         // loop looks its executable up without allocating.
-        let same = |t: &TensorType, v: &Tensor| t.dtype == v.dtype() && t.dims() == v.dims();
+        let same = |t: &TensorType, v: &Tensor| {
+            t.dtype == v.dtype() && t.dims()[0] == k * rows && t.dims()[1..] == v.dims()[1..]
+        };
         let last_fits = self.train.as_ref().and_then(|t| t.device.as_ref()).and_then(|d| d.last_train.as_ref()).is_some_and(|key| {
-            matches!(key, StepKey::Train { batch: b, k: kk, x: xt, y: yt } if *b == batch && *kk == k && same(xt, x) && same(yt, y))
+            matches!(key, StepKey::Train { batch: b, k: kk, x: xt, y: yt, dist: dd } if *b == batch && *kk == k && *dd == dist && same(xt, x) && same(yt, y))
         });
         if !last_fits {
-            let (x_ty, y_ty) = (x.ty(), y.ty());
+            let (x_ty, y_ty) = (with_rows(&x.ty(), k * rows), with_rows(&y.ty(), k * rows));
             let key = StepKey::Train {
                 batch,
                 k,
                 x: x_ty.clone(),
                 y: y_ty.clone(),
+                dist,
             };
             self.prepare(&key, |m| {
                 let t = m.train.as_ref().ok_or_else(not_compiled)?;
                 let d = t.device.as_ref().ok_or_else(not_compiled)?;
-                train_graph(m, t, &d.layout, batch, k, &x_ty, &y_ty)
+                train_graph(m, t, &d.layout, rows, k, dist, &x_ty, &y_ty)
             })?;
             if let Some(d) = self.train.as_mut().and_then(|t| t.device.as_mut()) {
                 d.last_train = Some(key);
@@ -413,12 +423,22 @@ impl<A: Architecture> Model<A> {
         let t = self.train.as_mut().ok_or_else(not_compiled)?;
         let d = t.device.as_mut().ok_or_else(not_compiled)?;
         let base = d.layout.len();
-        set_inputs(
-            backend.as_ref(),
-            &mut d.args,
-            base,
-            &[x, y, &stage.sw, &stage.lr],
-        )?;
+        match (dist, backend.as_mirrored()) {
+            (Some(dist), Some(m)) => super::distribute::set_batch_inputs(
+                m,
+                &mut d.args,
+                base,
+                (x, y, &stage.sw, &stage.lr),
+                k,
+                dist,
+            )?,
+            _ => set_inputs(
+                backend.as_ref(),
+                &mut d.args,
+                base,
+                &[x, y, &stage.sw, &stage.lr],
+            )?,
+        }
         let exe = d
             .last_train
             .as_ref()

@@ -7,6 +7,7 @@
 
 mod callbacks;
 mod compile;
+mod distribute;
 mod evaluate;
 mod fit;
 mod progress;
@@ -113,6 +114,9 @@ pub struct Fit {
     pub callbacks: Vec<Box<dyn Callback>>,
     /// 0 silent, 1 progress bar, 2 one line per epoch.
     pub verbose: u8,
+    /// Under a data-parallel strategy, pad a global batch that does not split evenly over
+    /// the replicas with zero-weight samples instead of refusing it.
+    pub pad_to_replicas: bool,
 }
 
 impl Default for Fit {
@@ -129,6 +133,7 @@ impl Default for Fit {
             initial_epoch: 0,
             callbacks: Vec::new(),
             verbose: 1,
+            pad_to_replicas: false,
         }
     }
 }
@@ -180,6 +185,11 @@ impl Fit {
     }
     pub fn verbose(mut self, v: u8) -> Fit {
         self.verbose = v;
+        self
+    }
+    /// See [`Fit::pad_to_replicas`](Fit#structfield.pad_to_replicas).
+    pub fn pad_to_replicas(mut self, on: bool) -> Fit {
+        self.pad_to_replicas = on;
         self
     }
 }

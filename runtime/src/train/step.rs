@@ -3,6 +3,7 @@
 //! described by [`Layout`] first, then its own inputs.
 
 use super::compile::{Layout, TrainState};
+use super::distribute::{self, Dist};
 use crate::autodiff;
 use crate::backend::CompileOptions;
 use crate::ir::{Comparison, DType, Graph, TensorType, Value};
@@ -11,7 +12,8 @@ use crate::nn::{Architecture, Forward, Model};
 use crate::optim::{apply_weight_decay, clip_gradients, Step};
 use crate::{Error, Result};
 
-/// Which step graph, for which shapes.
+/// Which step graph, for which shapes. Under data parallelism `x` and `y` are one
+/// replica's types and `dist` says how the global batch is split.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum StepKey {
     /// `k` steps of `batch` rows each.
@@ -20,10 +22,12 @@ pub(crate) enum StepKey {
         k: usize,
         x: TensorType,
         y: TensorType,
+        dist: Option<Dist>,
     },
     Eval {
         x: TensorType,
         y: TensorType,
+        dist: Option<Dist>,
     },
     Predict {
         x: TensorType,
@@ -105,13 +109,17 @@ fn declare_state(g: &mut Graph, layout: &Layout) -> Vec<Value> {
 /// The train step: inputs `x [k·b, …]`, `y [k·b, …]`, `sw [k·b]`, `lr [k]`; outputs the new
 /// state (updating the state parameters in place), the running loss and metric results,
 /// whether every step's loss was finite, and the last step's batch loss. A step whose loss is not finite changes
-/// nothing, nor do the steps after it.
+/// nothing, nor do the steps after it. With `dist` this is one replica's program: `b` is
+/// its share of each global batch, and one all-reduce per step makes every replica take
+/// the global step (see `distribute`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn train_graph<A: Architecture>(
     model: &Model<A>,
     t: &TrainState,
     layout: &Layout,
     batch: usize,
     k: usize,
+    dist: Option<Dist>,
     x_ty: &TensorType,
     y_ty: &TensorType,
 ) -> Result<(Graph, CompileOptions)> {
@@ -139,7 +147,10 @@ pub(crate) fn train_graph<A: Architecture>(
         };
         let lrk = g.reshape(lrk, [])?;
         let offset = g.constant(crate::Tensor::from_vec(&[2], vec![step as i32, 0])?);
-        let key = g.add(state[layout.key], offset)?;
+        let mut key = g.add(state[layout.key], offset)?;
+        if dist.is_some() {
+            key = distribute::replica_key(&mut g, key)?;
+        }
 
         let params: Vec<Value> = cur[layout.params.clone()].to_vec();
         let (pred, logits, state_updates) = {
@@ -149,11 +160,28 @@ pub(crate) fn train_graph<A: Architecture>(
         };
         t.loss.check(g.ty(yk), g.ty(pred))?;
         let mut new = cur.clone();
-        let loss = accumulate(&mut g, t, layout, &mut new, yk, pred, logits, swk, batch)?;
-
         let trainable: Vec<Value> = layout.trainable.iter().map(|&i| params[i]).collect();
-        let one = g.scalar(1.0, DType::F32);
-        let grads = autodiff::vjp(&mut g, &[loss], &[one], &trainable)?;
+        let (loss, grads, state_updates) = match dist {
+            None => {
+                let loss = accumulate(&mut g, t, layout, &mut new, yk, pred, logits, swk, batch)?;
+                let one = g.scalar(1.0, DType::F32);
+                let grads = autodiff::vjp(&mut g, &[loss], &[one], &trainable)?;
+                (loss, grads, state_updates)
+            }
+            Some(d) => {
+                let r = distribute::reduce_train_step(
+                    &mut g,
+                    t,
+                    layout,
+                    &mut new,
+                    (yk, pred, logits, swk),
+                    &trainable,
+                    &state_updates,
+                    d,
+                )?;
+                (r.loss, r.grads, r.updates)
+            }
+        };
         let grads = clip_gradients(&mut g, cfg, &grads)?;
         let it = cur[layout.iterations];
         let next = g.add_scalar(it, 1.0)?;
@@ -210,11 +238,13 @@ pub(crate) fn train_graph<A: Architecture>(
 }
 
 /// The evaluation step: inputs `x`, `y`, `sw`; accumulates the loss and metrics (inference
-/// behaviour) and outputs their state and results.
+/// behaviour) and outputs their state and results. With `dist`, one replica's program over
+/// its share of the batch, the increments summed over replicas.
 pub(crate) fn eval_graph<A: Architecture>(
     model: &Model<A>,
     t: &TrainState,
     layout: &Layout,
+    dist: Option<Dist>,
     x_ty: &TensorType,
     y_ty: &TensorType,
 ) -> Result<(Graph, CompileOptions)> {
@@ -232,7 +262,14 @@ pub(crate) fn eval_graph<A: Architecture>(
     };
     t.loss.check(g.ty(y), g.ty(pred))?;
     let mut cur = state.clone();
-    accumulate(&mut g, t, layout, &mut cur, y, pred, logits, sw, batch)?;
+    match dist {
+        None => {
+            accumulate(&mut g, t, layout, &mut cur, y, pred, logits, sw, batch)?;
+        }
+        Some(d) => {
+            distribute::reduce_eval_step(&mut g, t, layout, &mut cur, (y, pred, logits, sw), d)?
+        }
+    }
     let ms = layout.metric_state.clone();
     let mut outputs: Vec<Value> = cur[ms.clone()].to_vec();
     outputs.extend(results(&mut g, &t.metrics, layout, &cur)?);

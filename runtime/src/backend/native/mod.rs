@@ -17,6 +17,7 @@ mod sgemm;
 pub(crate) mod strided;
 
 pub use data::Storage;
+pub use replicated::MAX_NATIVE_REPLICAS;
 
 use super::{Backend, Buffer, CompileOptions, Executable};
 use crate::backend::native::data::{Data, DataMut};

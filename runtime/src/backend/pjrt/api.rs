@@ -119,13 +119,18 @@ impl Api {
     }
 
     fn open(path: &Path) -> Result<Api> {
-        if is_libtpu(path) && std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
+        if is_libtpu(path)
+            && std::env::var_os("TPU_SKIP_MDS_QUERY").is_none()
+            && !crate::strategy::pci::tpu_chips_present()
+        {
             // Without this, libtpu's initialisation queries cloud metadata for ~10 minutes
             // on a machine that is not a Cloud TPU VM (measured); with it, ~0.5 s. libtpu
-            // reads it during PJRT_Plugin_Initialize below, on this thread. (std's own
-            // environment lock orders this with Rust readers; a C library reading the
-            // environment on another thread at this instant is the remaining, accepted,
-            // risk of setting it here rather than asking every user to.)
+            // reads it during PJRT_Plugin_Initialize below, on this thread. A machine whose
+            // PCI bus shows TPU chips is a TPU VM, where the metadata answers at once and
+            // libtpu is left to use it, as under JAX. (std's own environment lock orders
+            // this with Rust readers; a C library reading the environment on another
+            // thread at this instant is the remaining, accepted, risk of setting it here
+            // rather than asking every user to.)
             std::env::set_var("TPU_SKIP_MDS_QUERY", "1");
         }
         // SAFETY: loading runs the library's initialisers. The path was chosen by the user

@@ -229,6 +229,12 @@ impl PjrtBackend {
     }
 }
 
+/// Loads and initialises the plugin at `path` (once per process: later calls return at
+/// once) without creating a client.
+pub(crate) fn load_plugin(path: &Path) -> Result<()> {
+    Api::load(path).map(|_| ())
+}
+
 /// A client that cannot start because its device is absent is a `DeviceUnavailable`:
 /// libtpu says NOT_FOUND ("No jellyfish device found"), the CUDA plugin
 /// FAILED_PRECONDITION ("No visible GPU devices"). Other failures (a malformed request,

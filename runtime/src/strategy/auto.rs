@@ -1,0 +1,107 @@
+//! `Strategy::auto`: the best strategy this machine offers, probed in order of speed, each
+//! probe bounded to fail fast (the TPU probe reads the PCI bus before touching libtpu; the
+//! GPU probe looks for an NVIDIA device before loading the CUDA plugin).
+
+use super::spec::{local_tpu, StrategySpec, STRATEGY_ENV};
+use super::Strategy;
+use crate::backend::pjrt::{find_plugin, PluginKind};
+use crate::backend::{Device, DEVICE_ENV};
+use crate::{Error, Result};
+use std::path::Path;
+
+/// The strategy `STRATA_STRATEGY` forces, if set.
+pub(super) fn from_env() -> Result<Option<Strategy>> {
+    match std::env::var(STRATEGY_ENV) {
+        Ok(s) if !s.trim().is_empty() => {
+            let spec: StrategySpec = s.parse()?;
+            let strategy = spec.build()?;
+            let why = match strategy.reason() {
+                Some(r) => format!("{STRATEGY_ENV}={}: {r}", s.trim()),
+                None => format!("{STRATEGY_ENV}={}", s.trim()),
+            };
+            Ok(Some(strategy.with_reason(why)))
+        }
+        Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(s)) => Err(Error::StrategyParse {
+            input: s.to_string_lossy().into_owned(),
+            message: format!("{STRATEGY_ENV} is not valid UTF-8"),
+        }),
+    }
+}
+
+/// `STRATA_STRATEGY`, else the best strategy on `STRATA_DEVICE`'s device, else a probe.
+pub(super) fn choose() -> Result<Strategy> {
+    if let Some(s) = from_env()? {
+        return Ok(s);
+    }
+    if std::env::var_os(DEVICE_ENV).is_some_and(|d| !d.is_empty()) {
+        let device = Device::from_env()?;
+        let s = default_for(device)?;
+        return Ok(s.with_reason(format!("{DEVICE_ENV}={device}")));
+    }
+    probe()
+}
+
+/// TPU, else GPUs, else XLA on the CPU, else the native backend.
+pub(super) fn probe() -> Result<Strategy> {
+    let mut skipped = Vec::new();
+    match local_tpu() {
+        Ok(s) => return Ok(s.with_reason("a TPU is present")),
+        Err(e) => skipped.push(format!("no TPU ({})", short(&e))),
+    }
+    match gpu() {
+        Ok(s) => return Ok(s.with_reason(format!("{}; GPUs present", skipped.join("; ")))),
+        Err(why) => skipped.push(why),
+    }
+    match find_plugin(PluginKind::Cpu, None) {
+        Ok(p) => match default_for(Device::XlaCpu { devices: None }) {
+            Ok(s) => {
+                skipped.push(format!("XLA CPU plugin at {}", p.display()));
+                return Ok(s.with_reason(skipped.join("; ")));
+            }
+            Err(e) => skipped.push(format!("XLA CPU plugin unusable ({})", short(&e))),
+        },
+        Err(_) => skipped.push(format!(
+            "no XLA CPU plugin (`{}`)",
+            PluginKind::Cpu.install_command()
+        )),
+    }
+    Ok(default_for(Device::Native)?.with_reason(skipped.join("; ")))
+}
+
+/// Every GPU, when an NVIDIA device and the CUDA plugin are both present.
+fn gpu() -> std::result::Result<Strategy, String> {
+    // Loading the CUDA plugin costs seconds and a process-wide XLA runtime; without an
+    // NVIDIA device it could only fail.
+    if !Path::new("/dev/nvidia0").exists() && !Path::new("/dev/nvidiactl").exists() {
+        return Err("no NVIDIA GPU (/dev/nvidia0 absent)".into());
+    }
+    if find_plugin(PluginKind::Cuda, None).is_err() {
+        return Err(format!(
+            "no CUDA plugin (`{}`)",
+            PluginKind::Cuda.install_command()
+        ));
+    }
+    Strategy::mirrored(Device::Cuda, None).map_err(|e| format!("no usable GPU ({})", short(&e)))
+}
+
+/// The most telling part of an error, for a one-line reason.
+fn short(e: &Error) -> String {
+    match e {
+        Error::TpuNotFound { tried } => tried.last().cloned().unwrap_or_default(),
+        e => e.to_string(),
+    }
+}
+
+/// The best strategy on one kind of device. Accelerators: every device. The CPU: see the
+/// measurements in the comments below.
+pub(super) fn default_for(device: Device) -> Result<Strategy> {
+    match device {
+        Device::Tpu => local_tpu(),
+        Device::Cuda => Strategy::mirrored(Device::Cuda, None),
+        // `xla-cpu:N` asks for N devices: mirror over them.
+        Device::XlaCpu { devices: Some(n) } if n > 1 => Strategy::mirrored(device, None),
+        Device::XlaCpu { .. } => Strategy::one_device(device),
+        Device::Native => Strategy::mirrored(Device::Native, None),
+    }
+}
