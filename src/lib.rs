@@ -13,6 +13,24 @@
 
 pub use strata_runtime::*;
 
+/// What the tutorial uses, in one import: `use strata::prelude::*;`.
+pub mod prelude {
+    pub use crate::backend::Device;
+    pub use crate::loss::{
+        BinaryCrossentropy, CategoricalCrossentropy, MeanSquaredError,
+        SparseCategoricalCrossentropy,
+    };
+    pub use crate::metrics::Accuracy;
+    pub use crate::model;
+    pub use crate::nn::Model;
+    pub use crate::optim::{Adam, OptimizerExt, RMSprop, SGD};
+    pub use crate::strategy::{
+        MirroredStrategy, OneDeviceStrategy, Strategy, TpuClusterResolver, TpuStrategy,
+    };
+    pub use crate::train::{Fit, History};
+    pub use crate::{Error, Result, Tensor};
+}
+
 /// Declares a model: a stack of Keras layers, every argument and shape checked at
 /// compile time.
 ///

@@ -29,17 +29,25 @@ pub(super) fn from_env() -> Result<Option<Strategy>> {
     }
 }
 
-/// `STRATA_STRATEGY`, else the best strategy on `STRATA_DEVICE`'s device, else a probe.
-pub(super) fn choose() -> Result<Strategy> {
+/// `STRATA_STRATEGY`, else the best strategy on `STRATA_DEVICE`'s device, if either is set.
+pub(super) fn forced() -> Result<Option<Strategy>> {
     if let Some(s) = from_env()? {
-        return Ok(s);
+        return Ok(Some(s));
     }
     if std::env::var_os(DEVICE_ENV).is_some_and(|d| !d.is_empty()) {
         let device = Device::from_env()?;
         let s = default_for(device)?;
-        return Ok(s.with_reason(format!("{DEVICE_ENV}={device}")));
+        return Ok(Some(s.with_reason(format!("{DEVICE_ENV}={device}"))));
     }
-    probe()
+    Ok(None)
+}
+
+/// What the environment forces, else a probe.
+pub(super) fn choose() -> Result<Strategy> {
+    match forced()? {
+        Some(s) => Ok(s),
+        None => probe(),
+    }
 }
 
 /// TPU, else GPUs, else XLA on the CPU, else the native backend.
@@ -88,7 +96,11 @@ fn gpu() -> std::result::Result<Strategy, String> {
 /// The most telling part of an error, for a one-line reason.
 fn short(e: &Error) -> String {
     match e {
-        Error::TpuNotFound { tried } => tried.last().cloned().unwrap_or_default(),
+        // The last attempt says why; its details stay in the error itself.
+        Error::TpuNotFound { tried } => tried
+            .last()
+            .map(|t| t.split(" (").next().unwrap_or(t).to_string())
+            .unwrap_or_default(),
         e => e.to_string(),
     }
 }

@@ -91,9 +91,7 @@ impl fmt::Display for Strategy {
         let s = if n == 1 { "" } else { "s" };
         match self.kind {
             StrategyKind::OneDevice => write!(f, "OneDeviceStrategy on {}", self.device),
-            StrategyKind::Mirrored => {
-                write!(f, "MirroredStrategy over {n} {what}{s} ({})", self.spec())
-            }
+            StrategyKind::Mirrored => write!(f, "MirroredStrategy over {n} {what}{s}"),
             StrategyKind::Tpu => write!(f, "TPUStrategy over {n} {what}{s}"),
         }
     }
@@ -287,23 +285,31 @@ impl Strategy {
     }
 
     /// The best strategy this machine offers: the TPU if present, else every GPU, else
-    /// XLA on the CPU if its plugin is installed, else the native backend. Honours
-    /// `STRATA_STRATEGY` (which forces a strategy) and then `STRATA_DEVICE` (which limits
-    /// the choice to one device kind). Prints one line to stderr saying what it chose and
-    /// why; [`reason`](Self::reason) holds the same.
+    /// XLA on the CPU if its plugin is installed, else the native backend. What the
+    /// environment forces comes first (see [`from_env`](Self::from_env)). Prints one line
+    /// to stderr saying what it chose and why; [`reason`](Self::reason) holds the same.
     pub fn auto() -> Result<Strategy> {
         let s = auto::choose()?;
-        eprintln!(
-            "strata: using {s} ({})",
-            s.reason().unwrap_or("chosen by Strategy::auto")
-        );
+        s.announce();
         Ok(s)
     }
 
-    /// The strategy `STRATA_STRATEGY` names, if it is set (`auto` probes as
-    /// [`auto`](Self::auto) does, without printing).
+    /// The strategy the environment forces, if it does: `STRATA_STRATEGY` (a
+    /// [`StrategySpec`]: `tpu`, `mirrored:xla-cpu:4`, `one:native`, ...), else the best
+    /// strategy on `STRATA_DEVICE`'s device. Prints one line to stderr when it does.
     pub fn from_env() -> Result<Option<Strategy>> {
-        auto::from_env()
+        let s = auto::forced()?;
+        if let Some(s) = &s {
+            s.announce();
+        }
+        Ok(s)
+    }
+
+    fn announce(&self) {
+        eprintln!(
+            "strata: using {self} ({})",
+            self.reason().unwrap_or("chosen by Strategy::auto")
+        );
     }
 
     /// What `auto` would pick on `device` alone: every TPU core or GPU; the native

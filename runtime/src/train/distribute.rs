@@ -125,7 +125,11 @@ fn metric_increments(
 
 /// Sums every value over the replicas with one all-reduce: f32 values are flattened into
 /// one vector (one barrier on the native backend, one collective on XLA), others go alone.
-fn all_reduce_all(g: &mut Graph, values: &[Value]) -> Result<Vec<Value>> {
+/// Over one replica the sum is the value itself.
+fn all_reduce_all(g: &mut Graph, values: &[Value], d: Dist) -> Result<Vec<Value>> {
+    if d.replicas == 1 {
+        return Ok(values.to_vec());
+    }
     let packable: Vec<usize> = (0..values.len())
         .filter(|&i| g.ty(values[i]).dtype == DType::F32)
         .collect();
@@ -212,7 +216,7 @@ pub(crate) fn reduce_train_step(
     packed.extend(&incs);
     packed.extend(&grads);
     packed.extend(updates.iter().map(|&(_, v)| v));
-    let summed = all_reduce_all(g, &packed)?;
+    let summed = all_reduce_all(g, &packed, d)?;
     let (loss, rest) = (summed[0], &summed[1..]);
     let (incs_sum, rest) = rest.split_at(incs.len());
     let (grads_sum, updates_sum) = rest.split_at(grads.len());
@@ -244,7 +248,7 @@ pub(crate) fn reduce_eval_step(
     let incs = metric_increments(g, &t.metrics, layout, cur, y, pred, sw)?;
     let mut packed = vec![local];
     packed.extend(&incs);
-    let summed = all_reduce_all(g, &packed)?;
+    let summed = all_reduce_all(g, &packed, d)?;
     apply_reduced(g, layout, cur, summed[0], &summed[1..], d)
 }
 

@@ -213,6 +213,20 @@ pub(crate) fn wake() {
     }
 }
 
+/// Runs `f` with this thread's kernels kept on it, as inside a crew task: for a thread
+/// that is itself one of several replicas filling the cores (`replicated`), where the
+/// crew's threads would only compete with the other replicas for them.
+pub(crate) fn serial<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IN_CREW.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(IN_CREW.with(|c| c.replace(true)));
+    f()
+}
+
 /// How many tasks [`run`] can run at once from this thread (1 inside a crew task).
 pub(crate) fn width() -> usize {
     if IN_CREW.with(|c| c.get()) {
