@@ -11,12 +11,13 @@
 
 use strata::prelude::*;
 
-fn main() -> Result<()> {
+// `pub` so that `tests/seed_tpu.rs` can run the example as it is.
+pub fn main() -> Result<()> {
     // STRATA_STRATEGY / STRATA_DEVICE, when set, choose instead of the tutorial's TPU.
     let strategy = match Strategy::from_env()? {
         Some(strategy) => strategy,
         None => tpu_strategy().or_else(|e| {
-            println!("No TPU here ({e}); continuing on Strategy::auto().");
+            println!("{e}; continuing on Strategy::auto().");
             Strategy::auto()
         })?,
     };

@@ -94,8 +94,8 @@ fn no_tpu_without_libtpu_fails_fast_at_new() {
         }),
         "without libtpu",
     );
-    assert!(tried[0].contains("does not exist"), "{tried:?}");
-    assert!(tried[1].contains("could not be read"), "{tried:?}");
+    assert!(tried[0].contains("could not be read"), "{tried:?}");
+    assert!(tried[1].contains("does not exist"), "{tried:?}");
 
     // With a chip but no plugin, the plugin is what is missing.
     let chip = ResolverOptions {

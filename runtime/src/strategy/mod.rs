@@ -312,8 +312,9 @@ impl Strategy {
         );
     }
 
-    /// What `auto` would pick on `device` alone: every TPU core or GPU; the native
-    /// backend's threads. See `auto` for the measurements behind the CPU choices.
+    /// What `auto` would pick on `device` alone: every TPU core or GPU, mirrored; on the
+    /// CPU one device (`xla-cpu:N`: mirrored over its N devices). The measurements behind
+    /// the CPU choice are in `strategy/auto.rs`.
     pub fn default_for(device: Device) -> Result<Strategy> {
         auto::default_for(device)
     }

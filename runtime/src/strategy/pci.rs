@@ -52,7 +52,7 @@ impl PciScan {
     pub fn describe(&self, dir: &Path) -> String {
         match self {
             PciScan::Found { chips, devices } if chips.is_empty() => format!(
-                "no TPU chip on the PCI bus ({devices} devices in {}, none of Google's vendor id {GOOGLE_VENDOR} with a TPU device id)",
+                "no TPU chip on the PCI bus (none of the {devices} devices in {} is a Google TPU)",
                 dir.display()
             ),
             PciScan::Found { chips, .. } => format!(

@@ -81,11 +81,17 @@ impl TpuClusterResolver {
             None => find_plugin(PluginKind::Tpu, None),
         };
         let scan = pci::scan(&options.pci_devices);
-        let mut tried = vec![match &plugin {
-            Ok(p) => format!("libtpu plugin found at {}", p.display()),
-            Err(e) => e.to_string(),
-        }];
-        tried.push(scan.describe(&options.pci_devices));
+        // The bus first: it decides whether there is a TPU at all.
+        let tried = vec![
+            scan.describe(&options.pci_devices),
+            match &plugin {
+                Ok(p) => format!("libtpu found at {}", p.display()),
+                Err(Error::PluginNotFound { install, .. }) => {
+                    format!("libtpu is not installed (`{install}`)")
+                }
+                Err(e) => e.to_string(),
+            },
+        ];
         let plugin = match (plugin, &scan) {
             // Chips but no plugin: what is missing is the plugin, with its install command.
             (Err(e), PciScan::Found { chips, .. }) if !chips.is_empty() => return Err(e),
