@@ -155,7 +155,10 @@ pub fn native_default_replicas() -> usize {
 impl Strategy {
     /// No replication: every graph runs once, on `device`.
     pub fn one_device(device: Device) -> Result<Strategy> {
-        let backend: Arc<dyn Backend> = Arc::from(device.backend()?);
+        let backend: Arc<dyn Backend> = match device {
+            Device::Tpu => spec::local_tpu_backend()?,
+            _ => Arc::from(device.backend()?),
+        };
         Ok(Strategy {
             kind: StrategyKind::OneDevice,
             device,
@@ -195,8 +198,13 @@ impl Strategy {
                 let n = replicas.unwrap_or(backend.device_count());
                 Strategy::replicated(StrategyKind::Mirrored, device, backend, n)
             }
-            Device::Cuda | Device::Tpu => {
+            Device::Cuda => {
                 let backend = Arc::new(PjrtBackend::new(&device)?);
+                let n = replicas.unwrap_or(backend.device_count());
+                Strategy::replicated(StrategyKind::Mirrored, device, backend, n)
+            }
+            Device::Tpu => {
+                let backend = spec::local_tpu_backend()?;
                 let n = replicas.unwrap_or(backend.device_count());
                 Strategy::replicated(StrategyKind::Mirrored, device, backend, n)
             }

@@ -3,10 +3,12 @@
 //! `mirrored:cuda[:N]`, `mirrored:tpu[:N]`.
 
 use super::{Strategy, TpuClusterResolver, TpuStrategy};
+use crate::backend::pjrt::PjrtBackend;
 use crate::backend::Device;
 use crate::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// The environment variable that forces a strategy on any program using
 /// [`Strategy::auto`].
@@ -46,6 +48,15 @@ pub(super) fn local_tpu() -> Result<Strategy> {
     resolver.connect()?;
     resolver.initialize()?;
     TpuStrategy::new(&resolver)
+}
+
+/// The process's TPU client, through the resolver: it fails fast without a TPU, and it
+/// shares the one client libtpu allows with every other user in the process.
+pub(super) fn local_tpu_backend() -> Result<Arc<PjrtBackend>> {
+    let resolver = TpuClusterResolver::new("")?;
+    resolver.connect()?;
+    resolver.initialize()?;
+    resolver.backend()
 }
 
 /// Most replicas a name may ask for (a guard against typos, as for `xla-cpu:N`).
