@@ -197,3 +197,39 @@ fn xla_arguments_on_the_wrong_device_are_refused() {
         other => panic!("expected a wrong-device error, got {other:?}"),
     }
 }
+
+#[test]
+fn rows_of_a_batch_go_to_their_replicas() {
+    let t = Tensor::from_vec(&[4, 2], vec![0f32, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]).unwrap();
+    let ids = Tensor::from_vec(&[4], vec![10i32, 11, 12, 13]).unwrap();
+    for inner in [
+        Arc::new(NativeBackend::new()) as Arc<dyn ReplicaBackend>,
+        xla_cpu(2),
+    ] {
+        let m = MirroredBackend::new(inner, 2).unwrap();
+        let mut b = m.upload(&Tensor::scalar(0f32)).unwrap();
+        // Built fresh, then refilled in place with other rows (a repeat pads replica 1).
+        for rows in [vec![vec![0, 1], vec![2, 3]], vec![vec![3, 0], vec![2, 2]]] {
+            m.upload_rows_per_replica_into(&t, &rows, &mut b).unwrap();
+            assert_eq!(b.ty(), &TensorType::new(DType::F32, [2, 2]));
+            let got = m.download_per_replica(&b).unwrap();
+            for (r, idx) in rows.iter().enumerate() {
+                let want: Vec<f32> = idx
+                    .iter()
+                    .flat_map(|&i| [2.0 * i as f32, 2.0 * i as f32 + 1.0])
+                    .collect();
+                assert_eq!(got[r].to_vec::<f32>().unwrap(), want, "{}", m.name());
+            }
+            let mut c = m.upload(&Tensor::scalar(0i32)).unwrap();
+            m.upload_rows_per_replica_into(&ids, &rows, &mut c).unwrap();
+            let got = m.download_per_replica(&c).unwrap();
+            assert_eq!(got[1].to_vec::<i32>().unwrap()[0], 10 + rows[1][0] as i32);
+        }
+        assert!(m
+            .upload_rows_per_replica_into(&t, &[vec![9], vec![0]], &mut b)
+            .is_err());
+        assert!(m
+            .upload_rows_per_replica_into(&t, &[vec![0]], &mut b)
+            .is_err());
+    }
+}

@@ -28,6 +28,19 @@ pub trait ReplicaBackend: Backend {
         *b = self.upload_to(t, replica)?;
         Ok(())
     }
+    /// Copies rows `rows` of `t` (indices along its first axis) into replica `replica`'s
+    /// buffer `b`: a replica's share of a batch, taken without building it on the host
+    /// first where the backend can.
+    fn upload_rows_into_replica(
+        &self,
+        t: &Tensor,
+        rows: &[usize],
+        b: &mut Buffer,
+        replica: usize,
+    ) -> Result<()> {
+        let part = gathered(t, rows)?;
+        self.upload_into_replica(&part, b, replica)
+    }
     /// Compiles `graph`, one replica's program, to run as `replicas` replicas.
     fn compile_replicated(
         &self,
@@ -47,6 +60,23 @@ pub trait ReplicatedExecutable: Send {
     /// replica `r`'s device; updated parameters are replaced in place in each list.
     /// Returns each replica's other outputs.
     fn execute(&mut self, args: &mut [Vec<Buffer>]) -> Result<Vec<Vec<Buffer>>>;
+}
+
+/// Rows `rows` of `t` as a new tensor.
+pub(crate) fn gathered(t: &Tensor, rows: &[usize]) -> Result<Tensor> {
+    let mut dims = t.dims().to_vec();
+    match dims.first_mut() {
+        Some(d) => *d = rows.len(),
+        None => {
+            return Err(Error::invalid(
+                "upload_rows",
+                "a scalar has no rows to split over replicas",
+            ))
+        }
+    }
+    let mut part = Tensor::zeros(&TensorType::new(t.dtype(), dims));
+    crate::data::gather_rows(t, rows, &mut part)?;
+    Ok(part)
 }
 
 /// Checks a replica count against what a backend can run.
@@ -115,6 +145,44 @@ impl MirroredBackend {
         for (r, (t, part)) in parts.iter().zip(b.replica_parts_mut()?).enumerate() {
             self.inner.upload_into_replica(t, part, r)?;
         }
+        Ok(())
+    }
+
+    /// One value per replica holding rows `rows[r]` of `t` for replica `r` (a batch split
+    /// over the replicas), reusing `b`'s memory when it is such a value already.
+    pub fn upload_rows_per_replica_into(
+        &self,
+        t: &Tensor,
+        rows: &[Vec<usize>],
+        b: &mut Buffer,
+    ) -> Result<()> {
+        if rows.len() != self.replicas {
+            return Err(Error::invalid(
+                "upload_rows_per_replica",
+                format!("{} row lists for {} replicas", rows.len(), self.replicas),
+            ));
+        }
+        let reusable = matches!(b.replica_parts(), Ok(p) if p.len() == self.replicas);
+        if !reusable {
+            let parts = rows
+                .iter()
+                .enumerate()
+                .map(|(r, idx)| self.inner.upload_to(&gathered(t, idx)?, r))
+                .collect::<Result<Vec<_>>>()?;
+            *b = Buffer::replicated(parts[0].ty().clone(), parts);
+            return Ok(());
+        }
+        for (r, (idx, part)) in rows.iter().zip(b.replica_parts_mut()?).enumerate() {
+            self.inner.upload_rows_into_replica(t, idx, part, r)?;
+        }
+        let ty = b.replica_parts()?[0].ty().clone();
+        if b.replica_parts()?.iter().any(|p| p.ty() != &ty) {
+            return Err(Error::invalid(
+                "upload_rows_per_replica",
+                "every replica must get the same number of rows",
+            ));
+        }
+        b.ty = ty;
         Ok(())
     }
 

@@ -112,14 +112,14 @@ fn short(e: &Error) -> String {
 }
 
 /// The best strategy on one kind of device. Accelerators: every device, mirrored. The
-/// CPU: one device. Measured on the tutorial's workload (2 cores, steady-state ms/step,
-/// batch 32 / 1024): native one device 0.48 / 6.1, mirrored over 2 threads 0.79 / 5.4;
-/// XLA one device 0.67 / 5.6-9.3, mirrored over 2 or 4 virtual devices 0.85-1.8 / 7.6-9.0.
-/// Virtual XLA CPU devices share the same cores, and at the tutorial's batch of 32 each
-/// native replica repeats the whole optimizer update for a sixteenth of the work, so
-/// splitting only pays at large batches; mirroring over threads stays one
-/// `STRATA_STRATEGY=mirrored:native:N` away. (One device also never refuses a batch
-/// that does not split over replicas.)
+/// CPU: one device. Measured on the tutorial's workload (2 cores, busy machine, best
+/// epoch, ms/step at batch 32 / 1024): native one device 0.31-0.44 / 4.4-6.4, mirrored
+/// over 2 threads 0.58-0.85 / 4.7-7.2; XLA one device 0.70 / 6.0, mirrored over 2 virtual
+/// devices 0.73 / 6.3, over 4: 1.58 / 7.6. One native device already spreads its large
+/// kernels over the cores, virtual XLA CPU devices share the same cores, and every
+/// replica repeats the whole optimizer update, so on a CPU splitting the batch does not
+/// pay; mirroring stays one `STRATA_STRATEGY=mirrored:native:N` away. (One device also
+/// never refuses a batch that does not split over replicas.)
 pub(super) fn default_for(device: Device) -> Result<Strategy> {
     match device {
         Device::Tpu => local_tpu(),

@@ -322,26 +322,23 @@ fn replica_rows(k: usize, d: Dist, r: usize) -> impl Iterator<Item = (usize, boo
     })
 }
 
-/// Each replica's rows of `t`, which stacks `k` global batches of `d.global` rows.
-pub(crate) fn shard(t: &Tensor, k: usize, d: Dist) -> Result<Vec<Tensor>> {
-    if t.dims().first() != Some(&(k * d.global)) {
-        return Err(Error::invalid(
-            "shard",
-            format!(
-                "expected {k} batches of {} rows, got {}",
-                d.global,
-                t.shape()
-            ),
-        ));
-    }
-    let mut dims = t.dims().to_vec();
-    dims[0] = k * d.local;
-    let ty = TensorType::new(t.dtype(), dims);
+/// Each replica's source rows in a tensor stacking `k` global batches of `d.global` rows.
+pub(crate) fn shard_rows(k: usize, d: Dist) -> Vec<Vec<usize>> {
     (0..d.replicas)
-        .map(|r| {
-            let idx: Vec<usize> = replica_rows(k, d, r).map(|(i, _)| i).collect();
-            let mut out = Tensor::zeros(&ty);
-            gather_rows(t, &idx, &mut out)?;
+        .map(|r| replica_rows(k, d, r).map(|(i, _)| i).collect())
+        .collect()
+}
+
+/// Each replica's rows of `t`, which stacks `k` global batches of `d.global` rows.
+#[cfg(test)]
+fn shard(t: &Tensor, k: usize, d: Dist) -> Result<Vec<Tensor>> {
+    shard_rows(k, d)
+        .iter()
+        .map(|rows| {
+            let mut dims = t.dims().to_vec();
+            dims[0] = rows.len();
+            let mut out = Tensor::zeros(&TensorType::new(t.dtype(), dims));
+            gather_rows(t, rows, &mut out)?;
             Ok(out)
         })
         .collect()
@@ -365,33 +362,36 @@ pub(crate) fn shard_weights(sw: &[f32], k: usize, d: Dist) -> Result<Vec<Tensor>
         .collect()
 }
 
-/// Puts the step inputs after the state in `args`: `per_replica[i]` holds input `i`'s
-/// piece for each replica, `mirrored` inputs go to every replica whole. Reuses the
-/// buffers already there when the layout matches.
+/// Puts the step inputs after the state in `args`: each of `split` goes to the replicas
+/// as their rows `rows[r]`, each of `per_replica` holds one piece per replica, and each of
+/// `mirrored` goes to every replica whole. Reuses the buffers already there when the
+/// layout matches.
 pub(crate) fn set_replica_inputs(
     m: &MirroredBackend,
     args: &mut Vec<Buffer>,
     base: usize,
+    (split, rows): (&[&Tensor], &[Vec<usize>]),
     per_replica: &[Vec<Tensor>],
     mirrored: &[&Tensor],
 ) -> Result<()> {
     use crate::backend::Backend;
-    if args.len() != base + per_replica.len() + mirrored.len() {
+    let total = split.len() + per_replica.len() + mirrored.len();
+    if args.len() != base + total {
         args.truncate(base);
-        for parts in per_replica {
-            args.push(m.upload_per_replica(parts)?);
-        }
-        for t in mirrored {
-            args.push(m.upload(t)?);
-        }
-        return Ok(());
+        args.extend(
+            (0..total).map(|_| Buffer::replicated(TensorType::scalar(DType::F32), Vec::new())),
+        );
     }
-    let (pieces, whole) = args[base..].split_at_mut(per_replica.len());
+    let (splits, rest) = args[base..].split_at_mut(split.len());
+    let (pieces, whole) = rest.split_at_mut(per_replica.len());
+    for (b, t) in splits.iter_mut().zip(split) {
+        m.upload_rows_per_replica_into(t, rows, b)?;
+    }
     for (b, parts) in pieces.iter_mut().zip(per_replica) {
         m.upload_per_replica_into(parts, b)?;
     }
     for (b, t) in whole.iter_mut().zip(mirrored) {
-        if b.ty() == &t.ty() {
+        if b.ty() == &t.ty() && matches!(b.replica_parts(), Ok(p) if p.len() == m.replicas()) {
             m.upload_into(t, b)?;
         } else {
             *b = m.upload(t)?;
@@ -410,12 +410,9 @@ pub(crate) fn set_batch_inputs(
     k: usize,
     d: Dist,
 ) -> Result<()> {
-    let pieces = [
-        shard(x, k, d)?,
-        shard(y, k, d)?,
-        shard_weights(&sw.to_vec::<f32>()?, k, d)?,
-    ];
-    set_replica_inputs(m, args, base, &pieces, &[lr])
+    let rows = shard_rows(k, d);
+    let weights = shard_weights(&sw.to_vec::<f32>()?, k, d)?;
+    set_replica_inputs(m, args, base, (&[x, y], &rows), &[weights], &[lr])
 }
 
 /// The rows of every replica's output (`parts[r]` holds replica `r`'s `local` rows),

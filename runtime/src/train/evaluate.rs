@@ -81,12 +81,16 @@ impl<A: Architecture> Model<A> {
             let d = t.device.as_mut().ok_or_else(not_compiled)?;
             match (dist, backend.as_mirrored()) {
                 (Some(dist), Some(m)) => {
-                    let pieces = [
-                        distribute::shard(&xb, 1, dist)?,
-                        distribute::shard(&yb, 1, dist)?,
-                        distribute::shard_weights(&vec![1.0; b], 1, dist)?,
-                    ];
-                    distribute::set_replica_inputs(m, &mut d.args, d.layout.len(), &pieces, &[])?;
+                    let rows = distribute::shard_rows(1, dist);
+                    let weights = distribute::shard_weights(&vec![1.0; b], 1, dist)?;
+                    distribute::set_replica_inputs(
+                        m,
+                        &mut d.args,
+                        d.layout.len(),
+                        (&[&xb, &yb], &rows),
+                        &[weights],
+                        &[],
+                    )?;
                 }
                 _ => set_inputs(
                     backend.as_ref(),
@@ -161,7 +165,8 @@ impl<A: Architecture> Model<A> {
                         m,
                         args,
                         base,
-                        &[distribute::shard(&xb, 1, d)?],
+                        (&[&xb], &distribute::shard_rows(1, d)),
+                        &[],
                         &[],
                     ),
                     _ => set_inputs(backend.as_ref(), args, base, &[&xb]),

@@ -36,6 +36,51 @@ impl ReplicaBackend for NativeBackend {
         self.upload_into(t, b)
     }
 
+    /// Copies the rows straight into the replica's storage: no host tensor in between.
+    fn upload_rows_into_replica(
+        &self,
+        t: &Tensor,
+        rows: &[usize],
+        b: &mut Buffer,
+        _replica: usize,
+    ) -> Result<()> {
+        let dims = t.dims();
+        let (n, row) = match dims.split_first() {
+            Some((&n, rest)) => (n, rest.iter().product::<usize>()),
+            None => return Err(Error::invalid("upload_rows", "a scalar has no rows")),
+        };
+        if let Some(&bad) = rows.iter().find(|&&i| i >= n) {
+            return Err(Error::invalid(
+                "upload_rows",
+                format!("row {bad} out of range for {n} rows"),
+            ));
+        }
+        let mut out = dims.to_vec();
+        out[0] = rows.len();
+        let ty = TensorType::new(t.dtype(), out);
+        fn fill<T: Copy>(v: &mut Vec<T>, src: &[T], rows: &[usize], row: usize) {
+            v.clear();
+            v.reserve(rows.len() * row);
+            for &i in rows {
+                v.extend_from_slice(&src[i * row..(i + 1) * row]);
+            }
+        }
+        let storage = b.native_storage_mut()?;
+        let copied = match (t, &mut *storage) {
+            (Tensor::F32(a), Storage::F32(v)) => a.as_slice().map(|s| fill(v, s, rows, row)),
+            (Tensor::F64(a), Storage::F64(v)) => a.as_slice().map(|s| fill(v, s, rows, row)),
+            (Tensor::I32(a), Storage::I32(v)) => a.as_slice().map(|s| fill(v, s, rows, row)),
+            (Tensor::I64(a), Storage::I64(v)) => a.as_slice().map(|s| fill(v, s, rows, row)),
+            _ => None,
+        };
+        if copied.is_none() {
+            // Another element type, or a non-contiguous array: through a host tensor.
+            *storage = Storage::from_tensor(&crate::backend::replicated::gathered(t, rows)?);
+        }
+        b.ty = ty;
+        Ok(())
+    }
+
     fn compile_replicated(
         &self,
         graph: &Graph,
