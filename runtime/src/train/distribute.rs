@@ -46,7 +46,7 @@ impl Dist {
                 format!("cannot split a batch of {global} over {replicas} replicas"),
             ));
         }
-        if global % replicas != 0 && !pad {
+        if !global.is_multiple_of(replicas) && !pad {
             return Err(indivisible(what, global, replicas));
         }
         Ok(Dist {
