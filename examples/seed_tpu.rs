@@ -5,9 +5,9 @@
 //!     cargo run --release --example seed_tpu
 //!
 //! Without a TPU it says so in one line and continues on `Strategy::auto()`: every GPU,
-//! else XLA on the CPU if its plugin is installed, else the native backend (nothing to
-//! install). `STRATA_STRATEGY` forces a strategy (`tpu`, `mirrored:xla-cpu:4`,
-//! `mirrored:native:2`, `one:native`, ...) and `STRATA_DEVICE` a device (`xla-cpu`, ...).
+//! else the native backend (nothing to install). `STRATA_STRATEGY` forces a strategy
+//! (`tpu`, `mirrored:xla-cpu:4`, `mirrored:native:2`, `one:native`, ...) and
+//! `STRATA_DEVICE` a device (`xla-cpu`, ...).
 
 use strata::prelude::*;
 
