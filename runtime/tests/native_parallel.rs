@@ -67,8 +67,8 @@ fn large_matmul_matches_a_plain_loop() {
 }
 
 /// Every size class of the f32 product: below and above the register tile, the packing
-/// blocks (k past 256, m past 144) and the thread split, with operands read row- and
-/// column-major.
+/// blocks (k past 256, m past 144, n past 2048) and the thread split, with each operand
+/// read row- and column-major (B in place or packed).
 #[test]
 fn matmul_shapes_sweep() {
     let shapes = [
@@ -79,26 +79,21 @@ fn matmul_shapes_sweep() {
         (150, 513, 70),
         (31, 64, 129),
         (200, 40, 3),
+        (32, 784, 128),
+        (150, 20, 2100),
     ];
     for (i, &(m, k, n)) in shapes.iter().enumerate() {
-        for transposed in [false, true] {
-            let a = if transposed {
-                t(&[k, m], 10 + i as u64)
-            } else {
-                t(&[m, k], 10 + i as u64)
-            };
-            let b = t(&[k, n], 20 + i as u64);
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            // Stored transposed when t: A as [k, m], B as [n, k].
+            let a = t(&if ta { [k, m] } else { [m, k] }, 10 + i as u64);
+            let b = t(&if tb { [n, k] } else { [k, n] }, 20 + i as u64);
             let mut g = Graph::new("mm");
             let (pa, pb) = (g.parameter(a.ty()), g.parameter(b.ty()));
-            let dims = if transposed {
-                DotDims {
-                    lhs_batch: vec![],
-                    rhs_batch: vec![],
-                    lhs_contract: vec![0],
-                    rhs_contract: vec![0],
-                }
-            } else {
-                DotDims::matmul()
+            let dims = DotDims {
+                lhs_batch: vec![],
+                rhs_batch: vec![],
+                lhs_contract: vec![if ta { 0 } else { 1 }],
+                rhs_contract: vec![if tb { 1 } else { 0 }],
             };
             let c = g.dot_general(pa, pb, dims).unwrap();
             g.set_outputs(vec![c]).unwrap();
@@ -114,18 +109,15 @@ fn matmul_shapes_sweep() {
                 for col in 0..n {
                     let want: f64 = (0..k)
                         .map(|p| {
-                            let x = if transposed {
-                                av[p * m + r]
-                            } else {
-                                av[r * k + p]
-                            };
-                            x as f64 * bv[p * n + col] as f64
+                            let x = if ta { av[p * m + r] } else { av[r * k + p] };
+                            let y = if tb { bv[col * k + p] } else { bv[p * n + col] };
+                            x as f64 * y as f64
                         })
                         .sum();
                     let got = cv[r * n + col] as f64;
                     assert!(
                         (got - want).abs() < 1e-4 * (k as f64).sqrt().max(1.0),
-                        "{m}x{k}x{n} t={transposed} [{r},{col}]: {got} vs {want}"
+                        "{m}x{k}x{n} ta={ta} tb={tb} [{r},{col}]: {got} vs {want}"
                     );
                 }
             }

@@ -83,6 +83,10 @@ pub(crate) fn matmul<T: Real>(
     let tasks = tasks.min(extent / align).max(1);
     let per = extent.div_ceil(tasks).div_ceil(align) * align;
     let isa = super::sgemm::isa();
+    // Names this product, so blocks on one thread share A's packing (A is not written
+    // while the product runs).
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let block = |t: usize| {
         let lo = (t * per).min(extent);
         let hi = ((t + 1) * per).min(extent);
@@ -109,6 +113,7 @@ pub(crate) fn matmul<T: Real>(
             unsafe {
                 super::sgemm::sgemm(
                     isa,
+                    call,
                     mm,
                     nn,
                     k,

@@ -18,9 +18,18 @@ const MC: usize = 144;
 /// Columns of `B` per packed block.
 const NC: usize = 2048;
 
+/// Packed panels of `A` and `B`, grown once and reused by every product on this thread,
+/// and which block of `A` the panels hold: (product, A, ic, pc, mc, kc).
+struct Pack {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    a_key: Option<(u64, usize, usize, usize, usize, usize)>,
+}
+
 thread_local! {
-    /// Packed panels of `A` and `B`, grown once and reused by every product on this thread.
-    static PACK: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static PACK: RefCell<Pack> = const {
+        RefCell::new(Pack { a: Vec::new(), b: Vec::new(), a_key: None })
+    };
 }
 
 /// The instruction sets with a kernel here.
@@ -62,14 +71,17 @@ impl View {
 }
 
 /// `C = A·B` (or `C += A·B` with `accumulate`) for `A: m×k`, `B: k×n`, `C: m×n` row-major
-/// with row stride `ldc`.
+/// with row stride `ldc`. `call` names the product this is a block of: blocks of one
+/// product on the same thread share `A`'s packed panels instead of packing them again.
 ///
 /// # Safety
 /// The views must address `m×k` and `k×n` valid elements, `c` must be valid for writes of
-/// `(m-1)·ldc + n` elements and alias neither input, and `isa` must be supported.
+/// `(m-1)·ldc + n` elements and alias neither input, and `isa` must be supported. `A`'s
+/// elements must not change between two calls with the same `call`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn sgemm(
     isa: Isa,
+    call: u64,
     m: usize,
     n: usize,
     k: usize,
@@ -83,9 +95,18 @@ pub(crate) unsafe fn sgemm(
         Isa::Avx512 => (MR512, NR512),
         Isa::Avx2 => (MR256, NR256),
     };
+    // Rows of B whose columns are contiguous are read in place, each `k` step `b.rs`
+    // apart: a panel's `kc × nr` block then occupies as many cache lines as a packed one,
+    // and the copy (all of B, per block of A) is gone. Only a ragged last panel, or a
+    // transposed B, is packed.
+    let direct_b = b.cs == 1;
     PACK.with(|p| {
         let mut p = p.borrow_mut();
-        let (pa, pb) = &mut *p;
+        let Pack {
+            a: pa,
+            b: pb,
+            a_key,
+        } = &mut *p;
         let need_a = MC.div_ceil(mr) * mr * KC;
         let need_b = NC.min(n).div_ceil(nr) * nr * KC;
         if pa.len() < need_a {
@@ -101,20 +122,41 @@ pub(crate) unsafe fn sgemm(
             while pc < k {
                 let kc = KC.min(k - pc);
                 // SAFETY: the packed buffers were sized for these blocks above.
-                unsafe { pack_b(b, pc, jc, kc, nc, nr, pb) };
+                if direct_b {
+                    if !nc.is_multiple_of(nr) {
+                        let last = nc / nr * nr;
+                        unsafe {
+                            pack_b(b, pc, jc + last, kc, nc - last, nr, &mut pb[last * kc..])
+                        };
+                    }
+                } else {
+                    unsafe { pack_b(b, pc, jc, kc, nc, nr, pb) };
+                }
                 let acc = accumulate || pc > 0;
                 let mut ic = 0;
                 while ic < m {
                     let mc = MC.min(m - ic);
-                    unsafe { pack_a(a, ic, pc, mc, kc, mr, pa) };
+                    let key = (call, a.ptr as usize, ic, pc, mc, kc);
+                    if *a_key != Some(key) {
+                        unsafe { pack_a(a, ic, pc, mc, kc, mr, pa) };
+                        *a_key = Some(key);
+                    }
                     for jr in (0..nc).step_by(nr) {
+                        let cols = nr.min(nc - jr);
+                        let (bp, bs) = if direct_b && cols == nr {
+                            // SAFETY: a full panel inside B.
+                            let p =
+                                unsafe { b.ptr.offset(pc as isize * b.rs + (jc + jr) as isize) };
+                            (p, b.rs as usize)
+                        } else {
+                            (pb[jr * kc..].as_ptr(), nr)
+                        };
                         for ir in (0..mc).step_by(mr) {
-                            let (rows, cols) = (mr.min(mc - ir), nr.min(nc - jr));
+                            let rows = mr.min(mc - ir);
                             let ap = pa[ir * kc..].as_ptr();
-                            let bp = pb[jr * kc..].as_ptr();
                             // SAFETY: the tile lies inside `c` (rows and columns clipped).
                             let cp = unsafe { c.add((ic + ir) * ldc + jc + jr) };
-                            unsafe { tile(isa, kc, ap, bp, cp, ldc, acc, rows, cols) };
+                            unsafe { tile(isa, kc, ap, bp, bs, cp, ldc, acc, rows, cols) };
                         }
                     }
                     ic += mc;
@@ -178,24 +220,27 @@ unsafe fn pack_b(b: View, pc: usize, jc: usize, kc: usize, nc: usize, nr: usize,
     }
 }
 
-/// One `rows × cols` tile of `C` from packed panels; partial tiles go through a buffer.
+/// One `rows × cols` tile of `C` from a packed panel of `A` and a panel of `B` whose `k`
+/// steps are `bs` apart. Short tiles run a kernel for exactly their rows; narrow ones go
+/// through a buffer.
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile(
     isa: Isa,
     kc: usize,
     a: *const f32,
     b: *const f32,
+    bs: usize,
     c: *mut f32,
     ldc: usize,
     acc: bool,
     rows: usize,
     cols: usize,
 ) {
-    let (mr, nr) = match isa {
-        Isa::Avx512 => (MR512, NR512),
-        Isa::Avx2 => (MR256, NR256),
+    let nr = match isa {
+        Isa::Avx512 => NR512,
+        Isa::Avx2 => NR256,
     };
-    let full = rows == mr && cols == nr;
+    let full = cols == nr;
     let mut buf = [0f32; MR512 * NR512];
     let (dst, ld, add) = if full {
         (c, ldc, acc)
@@ -203,11 +248,11 @@ unsafe fn tile(
         (buf.as_mut_ptr(), nr, false)
     };
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: the caller checked the ISA; `dst` holds a full tile with row stride `ld`.
+    // SAFETY: the caller checked the ISA; `dst` holds `rows` full rows with stride `ld`.
     unsafe {
         match isa {
-            Isa::Avx512 => kernel_avx512(kc, a, b, dst, ld, add),
-            Isa::Avx2 => kernel_avx2(kc, a, b, dst, ld, add),
+            Isa::Avx512 => rows_avx512(rows, kc, a, b, bs, dst, ld, add),
+            Isa::Avx2 => rows_avx2(rows, kc, a, b, bs, dst, ld, add),
         }
     }
     if !full {
@@ -222,6 +267,34 @@ unsafe fn tile(
     }
 }
 
+/// Dispatches `rows` (1..=MR) to the kernel computing exactly that many rows.
+macro_rules! by_rows {
+    ($name:ident, $kernel:ident, $($r:literal)*) => {
+        #[cfg(target_arch = "x86_64")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            rows: usize,
+            kc: usize,
+            a: *const f32,
+            b: *const f32,
+            bs: usize,
+            c: *mut f32,
+            ldc: usize,
+            acc: bool,
+        ) {
+            // SAFETY: forwarded from `tile`.
+            unsafe {
+                match rows {
+                    $($r => $kernel::<$r>(kc, a, b, bs, c, ldc, acc),)*
+                    _ => unreachable!("tile rows out of range"),
+                }
+            }
+        }
+    };
+}
+by_rows!(rows_avx512, kernel_avx512, 1 2 3 4 5 6 7 8 9 10 11 12);
+by_rows!(rows_avx2, kernel_avx2, 1 2 3 4 5 6);
+
 /// AVX-512 tile: 12 rows × 32 columns (24 accumulators), one FMA per register per `k`.
 const MR512: usize = 12;
 const NR512: usize = 32;
@@ -234,19 +307,21 @@ const NR256: usize = 16;
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn kernel_avx512(
+unsafe fn kernel_avx512<const R: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
+    bs: usize,
     c: *mut f32,
     ldc: usize,
     acc: bool,
 ) {
     use std::arch::x86_64::*;
-    let mut t = [[_mm512_setzero_ps(); 2]; MR512];
+    let mut t = [[_mm512_setzero_ps(); 2]; R];
     let (mut ap, mut bp) = (a, b);
     for _ in 0..kc {
-        // SAFETY: packed panels hold `kc` steps of MR512 and NR512 values.
+        // SAFETY: A's panel holds `kc` steps of MR512 values; B's `kc` steps of NR512
+        // values, `bs` apart.
         unsafe {
             let b0 = _mm512_loadu_ps(bp);
             let b1 = _mm512_loadu_ps(bp.add(16));
@@ -256,7 +331,7 @@ unsafe fn kernel_avx512(
                 row[1] = _mm512_fmadd_ps(av, b1, row[1]);
             }
             ap = ap.add(MR512);
-            bp = bp.add(NR512);
+            bp = bp.add(bs);
         }
     }
     for (r, row) in t.iter().enumerate() {
@@ -276,12 +351,21 @@ unsafe fn kernel_avx512(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_avx2(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool) {
+unsafe fn kernel_avx2<const R: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    bs: usize,
+    c: *mut f32,
+    ldc: usize,
+    acc: bool,
+) {
     use std::arch::x86_64::*;
-    let mut t = [[_mm256_setzero_ps(); 2]; MR256];
+    let mut t = [[_mm256_setzero_ps(); 2]; R];
     let (mut ap, mut bp) = (a, b);
     for _ in 0..kc {
-        // SAFETY: packed panels hold `kc` steps of MR256 and NR256 values.
+        // SAFETY: A's panel holds `kc` steps of MR256 values; B's `kc` steps of NR256
+        // values, `bs` apart.
         unsafe {
             let b0 = _mm256_loadu_ps(bp);
             let b1 = _mm256_loadu_ps(bp.add(8));
@@ -291,7 +375,7 @@ unsafe fn kernel_avx2(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc:
                 row[1] = _mm256_fmadd_ps(av, b1, row[1]);
             }
             ap = ap.add(MR256);
-            bp = bp.add(NR256);
+            bp = bp.add(bs);
         }
     }
     for (r, row) in t.iter().enumerate() {
