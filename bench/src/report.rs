@@ -98,6 +98,7 @@ fn summarize(name: &str, batch: usize, runs: &[Value]) -> Value {
         "execute_us_per_step": fastest_execute(runs).map(|s| s / steps * 1e6),
         "allocs_per_step": med(runs, "allocs_per_step"),
         "execute_allocs_per_step": med(runs, "execute_allocs_per_step"),
+        "epoch_allocs": med(runs, "epoch_allocs"),
         "alloc_bytes_per_step": med(runs, "alloc_bytes_per_step"),
         "minor_faults_per_step": med(runs, "minor_faults_per_step"),
         "first_epoch_extra_s": med(runs, "first_epoch_extra_s"),
@@ -129,6 +130,7 @@ fn pair(v: &Value, a: &str, b: &str, digits: usize) -> String {
 fn count(v: &Value, key: &str) -> String {
     match num(v, key) {
         Some(x) if x == x.round() => format!("{x:.0}"),
+        Some(x) if x < 0.1 => format!("{x:.3}"),
         Some(x) => format!("{x:.1}"),
         None => "—".into(),
     }
@@ -139,7 +141,7 @@ pub fn table(ours: &[Value], peers: &[Value]) -> String {
     let mut s = String::new();
     s.push_str(
         "| backend | batch | runs | steady epoch s (min / med) | fit s (cold, med) | compile s (cold / cached) \
-         | µs/step (min) | execute µs/step | allocs/step (fit / execute) | minor faults/step | peak RSS MiB \
+         | µs/step (min) | execute µs/step | allocs/step (fit / execute), per epoch | minor faults/step | peak RSS MiB \
          | loss ep. 5 | × best peer |\n",
     );
     s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -154,9 +156,10 @@ pub fn table(ours: &[Value], peers: &[Value]) -> String {
         let allocs = match (num(r, "allocs_per_step"), num(r, "execute_allocs_per_step")) {
             (None, None) => "—".into(),
             _ => format!(
-                "{} / {}",
+                "{} / {}, {}",
                 count(r, "allocs_per_step"),
-                count(r, "execute_allocs_per_step")
+                count(r, "execute_allocs_per_step"),
+                count(r, "epoch_allocs")
             ),
         };
         let _ = writeln!(
@@ -729,9 +732,10 @@ fn targets(
                     r["batch"]
                 ),
                 format!(
-                    "{} in the fit loop, {} in execute",
+                    "{} per step in the fit loop, {} in execute ({} per epoch outside its steps)",
                     count(r, "allocs_per_step"),
-                    count(r, "execute_allocs_per_step")
+                    count(r, "execute_allocs_per_step"),
+                    count(r, "epoch_allocs")
                 ),
                 Some(a == 0.0),
             );

@@ -163,8 +163,14 @@ impl Backend for Timed {
 #[derive(Clone, Copy, Default)]
 struct Epoch {
     secs: f64,
+    /// Everything the epoch allocated, its set-up (shuffle order, progress, logs) included.
     allocs: u64,
-    bytes: u64,
+    /// What the steps allocated: counted from one batch's end to the next, so each
+    /// interval is exactly one call's work (next batch, upload, execute, logs, callbacks).
+    step_allocs: u64,
+    step_bytes: u64,
+    /// The steps those intervals cover (an epoch's first call has no interval before it).
+    steps_counted: u64,
     minor_faults: u64,
     backend: StatsSnap,
 }
@@ -175,6 +181,11 @@ struct Probe {
     stats: Arc<Stats>,
     epochs: Arc<Mutex<Vec<Epoch>>>,
     at: Option<(Instant, alloc::Snapshot, u64, StatsSnap)>,
+    /// The last batch end this epoch (its step index and the counters then), and the
+    /// step allocations summed so far.
+    last_batch: Option<(usize, alloc::Snapshot)>,
+    steps: alloc::Snapshot,
+    steps_counted: u64,
 }
 
 impl Callback for Probe {
@@ -183,8 +194,24 @@ impl Callback for Probe {
         // last, so the probe's own work stays outside the epoch it measures.
         let faults = sys::minor_faults();
         let stats = self.stats.snap();
+        self.last_batch = None;
+        self.steps = alloc::Snapshot::default();
+        self.steps_counted = 0;
         let allocs = alloc::Snapshot::now();
         self.at = Some((Instant::now(), allocs, faults, stats));
+        Ok(())
+    }
+
+    fn on_batch_end(&mut self, step: usize, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
+        // Atomic loads only: the probe itself allocates nothing here.
+        let now = alloc::Snapshot::now();
+        if let Some((prev, at)) = self.last_batch {
+            let d = now.since(at);
+            self.steps.allocs += d.allocs;
+            self.steps.bytes += d.bytes;
+            self.steps_counted += step.saturating_sub(prev) as u64;
+        }
+        self.last_batch = Some((step, now));
         Ok(())
     }
 
@@ -200,8 +227,10 @@ impl Callback for Probe {
                 v.push(Epoch {
                     secs: (secs_end - t0).as_secs_f64(),
                     allocs: d.allocs,
-                    bytes: d.bytes,
                     minor_faults: f - f0,
+                    step_allocs: self.steps.allocs,
+                    step_bytes: self.steps.bytes,
+                    steps_counted: self.steps_counted,
                     backend: s.since(s0),
                 });
             }
@@ -289,6 +318,9 @@ pub fn run(cfg: &Config) -> Result<Value> {
         stats: stats.clone(),
         epochs: epochs.clone(),
         at: None,
+        last_batch: None,
+        steps: alloc::Snapshot::default(),
+        steps_counted: 0,
     };
     let before = stats.snap();
     let t = Instant::now();
@@ -363,8 +395,15 @@ pub fn run(cfg: &Config) -> Result<Value> {
         // What epoch 1 took beyond a steady epoch: compiles, building the train graph,
         // first-touch page faults, thread-pool start.
         "first_epoch_extra_s": first.secs - steady_median,
-        "allocs_per_step": sum(|e| e.allocs) / steady_steps,
-        "alloc_bytes_per_step": sum(|e| e.bytes) / steady_steps,
+        // Allocations per steady-state step, measured between batch ends; what an epoch
+        // allocates beyond those intervals (its set-up and first call) is reported per epoch.
+        "allocs_per_step": sum(|e| e.step_allocs) / sum(|e| e.steps_counted).max(1.0),
+        "alloc_bytes_per_step": sum(|e| e.step_bytes) / sum(|e| e.steps_counted).max(1.0),
+        "epoch_allocs": steady
+            .iter()
+            .map(|e| e.allocs.saturating_sub(e.step_allocs) as f64)
+            .sum::<f64>()
+            / (steady.len().max(1) as f64),
         "execute_allocs_per_step": sum(|e| e.backend.execute_allocs) / steady_steps,
         "minor_faults_per_step": sum(|e| e.minor_faults) / steady_steps,
         "executes_per_epoch": steady.first().map(|e| e.backend.executes),

@@ -31,25 +31,40 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Allocations between consecutive batch ends.
+/// Allocations between consecutive batch ends, per epoch: an epoch's first interval
+/// would include the epoch's own set-up, so each epoch starts a new list.
 #[derive(Clone, Default)]
-struct PerStep(Arc<Mutex<(usize, Vec<usize>)>>);
+struct PerStep(Arc<Mutex<(usize, Vec<Vec<usize>>)>>);
 
 impl Callback for PerStep {
+    fn on_epoch_begin(&mut self, _e: usize, _c: &mut Control<'_>) -> Result<()> {
+        let mut g = self.0.lock().unwrap();
+        g.1.push(Vec::with_capacity(64));
+        g.0 = ALLOCS.load(Ordering::Relaxed);
+        Ok(())
+    }
+
     fn on_batch_end(&mut self, _s: usize, _l: &Logs, _c: &mut Control<'_>) -> Result<()> {
         let now = ALLOCS.load(Ordering::Relaxed);
         let mut g = self.0.lock().unwrap();
         let d = now - g.0;
-        g.1.push(d);
+        if let Some(epoch) = g.1.last_mut() {
+            epoch.push(d);
+        }
         g.0 = ALLOCS.load(Ordering::Relaxed);
         Ok(())
     }
 }
 
-#[test]
-fn a_steady_state_step_allocates_nothing() {
-    let x = random::normal(&[640, 784], 0.0, 1.0, 1).unwrap();
-    let y = random::uniform_int(&[640], 0, 10, 2).unwrap();
+/// The counter is process-wide: the tests here run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Trains the tutorial's model on `samples` random samples at batch 32 and returns the
+/// allocations of each step, per epoch (a step's count runs from the previous batch end,
+/// so an epoch's first step also carries the epoch's set-up).
+fn per_step_allocations(samples: usize, epochs: usize) -> Vec<Vec<usize>> {
+    let x = random::normal(&[samples, 784], 0.0, 1.0, 1).unwrap();
+    let y = random::uniform_int(&[samples], 0, 10, 2).unwrap();
     let mut m = Model::new(Sequential::new(
         Some(vec![784]),
         vec![
@@ -65,14 +80,45 @@ fn a_steady_state_step_allocates_nothing() {
     )
     .unwrap();
     let probe = PerStep::default();
-    m.fit(&x, &y, Fit::epochs(2).verbose(0).callback(probe.clone()))
-        .unwrap();
+    m.fit(
+        &x,
+        &y,
+        Fit::epochs(epochs).verbose(0).callback(probe.clone()),
+    )
+    .unwrap();
     let counts = probe.0.lock().unwrap().1.clone();
-    // The first steps compile and warm buffers; the rest must not allocate.
-    let steady = &counts[counts.len() / 2 + 1..];
-    eprintln!("allocations per step: {counts:?}");
+    eprintln!("allocations per step, per epoch: {counts:?}");
+    counts
+}
+
+#[test]
+fn a_steady_state_step_allocates_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let counts = per_step_allocations(640, 2);
+    assert_eq!(counts.len(), 2);
+    assert_eq!(counts[1].len(), 20);
+    // The first steps compile and warm buffers; the second epoch's steps after its first
+    // must not allocate.
+    let steady = &counts[1][1..];
     assert!(
         steady.iter().all(|&c| c == 0),
         "steady-state steps allocated: {steady:?}"
     );
+}
+
+#[test]
+fn the_partial_last_batch_reuses_its_buffers() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 20 batches of 32 and one of 10: each epoch switches shapes for its last step and
+    // back for the next epoch's first. Once both shapes have run, neither allocates.
+    let counts = per_step_allocations(650, 3);
+    assert_eq!(counts.len(), 3);
+    for (e, epoch) in counts.iter().enumerate().skip(1) {
+        assert_eq!(epoch.len(), 21);
+        let steps = &epoch[1..];
+        assert!(
+            steps.iter().all(|&c| c == 0),
+            "epoch {e}: steps allocated {steps:?}"
+        );
+    }
 }

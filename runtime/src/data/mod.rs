@@ -378,6 +378,15 @@ pub enum Batches {
 }
 
 impl Batches {
+    /// The next batch's sample count, where it is known before the batch is made (not
+    /// from a prefetch thread): lets a loop hand `next_into` a buffer of that size.
+    pub fn next_rows(&self) -> Option<usize> {
+        match self {
+            Batches::Inline { ranges, next, .. } => ranges.get(*next).map(|&(lo, hi)| hi - lo),
+            _ => None,
+        }
+    }
+
     /// The next batch, written into `b` (reusing its memory when the batch is made here
     /// rather than on the prefetch thread). `None` at the end of the epoch.
     pub fn next_into(&mut self, b: &mut Batch) -> Option<Result<()>> {

@@ -1,6 +1,7 @@
 //! `compile`: the optimizer, loss and metrics a model trains with, and the device-resident
 //! state (parameters, optimizer slots, iteration count, random key, metric accumulators).
 
+use super::spares::Spares;
 use super::step::StepKey;
 use crate::backend::{Backend, Buffer, Executable};
 use crate::ir::{DType, TensorType};
@@ -109,8 +110,12 @@ pub(crate) struct DeviceState {
     pub iterations: u64,
     /// The last call's returned outputs, reused by the next call.
     pub outs: Vec<Buffer>,
-    /// The key of the last train call's executable.
-    pub last_train: Option<StepKey>,
+    /// The keys of the train executables compiled, and which one the last call ran:
+    /// found again by comparing shapes in place, as building a key allocates.
+    pub train_keys: Vec<StepKey>,
+    pub last_train: Option<usize>,
+    /// Input buffers of other shapes (the partial batch's, validation's), kept for reuse.
+    pub spare_inputs: Spares<Vec<Buffer>>,
 }
 
 /// What `compile` set up.
@@ -258,7 +263,9 @@ impl<A: Architecture> Model<A> {
             exes: HashMap::new(),
             iterations: 0,
             outs: Vec::new(),
+            train_keys: Vec::new(),
             last_train: None,
+            spare_inputs: Spares::default(),
         });
         Ok(())
     }

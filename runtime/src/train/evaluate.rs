@@ -3,6 +3,7 @@
 use super::compile::not_compiled;
 use super::distribute;
 use super::fit::{check_pair, set_inputs, with_rows};
+use super::spares::Spares;
 use super::step::{eval_graph, predict_graph, StepKey};
 use super::Logs;
 use crate::backend::{Buffer, CompileOptions};
@@ -97,6 +98,7 @@ impl<A: Architecture> Model<A> {
                     &mut d.args,
                     d.layout.len(),
                     &[&xb, &yb, &sw],
+                    &mut d.spare_inputs,
                 )?,
             }
             let exe = d.exes.get_mut(&key).ok_or_else(not_compiled)?;
@@ -169,7 +171,7 @@ impl<A: Architecture> Model<A> {
                         &[],
                         &[],
                     ),
-                    _ => set_inputs(backend.as_ref(), args, base, &[&xb]),
+                    _ => set_inputs(backend.as_ref(), args, base, &[&xb], &mut Spares::default()),
                 }
             };
             let out = if compiled {

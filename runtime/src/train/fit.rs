@@ -3,6 +3,7 @@
 use super::callbacks::{Flags, ModelAccess};
 use super::compile::not_compiled;
 use super::progress::Progress;
+use super::spares::Spares;
 use super::step::{train_graph, StepKey};
 use super::{Fit, History, Logs};
 use crate::backend::Buffer;
@@ -223,8 +224,10 @@ impl<A: Architecture> Model<A> {
             cb.on_train_begin(&mut control.with(self))?;
         }
         let mut stage = Staging::default();
-        // Batch buffers, reused from step to step (and epoch to epoch).
+        // Batch buffers, reused from step to step (and epoch to epoch); those of another
+        // size (the partial last batch's, or the full ones' while it runs) wait in `spare`.
         let mut pool: Vec<Batch> = Vec::new();
+        let mut spare: Spares<Batch> = Spares::default();
         let mut logs = Logs::default();
         'epochs: for epoch in opts.initial_epoch..opts.epochs {
             if control.stop {
@@ -246,6 +249,14 @@ impl<A: Architecture> Model<A> {
             loop {
                 if pool.len() <= count {
                     pool.push(Batch::default());
+                }
+                if let Some(n) = batches.next_rows() {
+                    spare.fit(
+                        &mut pool[count],
+                        // An empty (new) buffer is filled in place, not kept.
+                        |b| b.x.dims().first().is_some_and(|&r| r == n || r == 0),
+                        || Ok(Batch::default()),
+                    )?;
                 }
                 let more = match batches.next_into(&mut pool[count]) {
                     Some(r) => {
@@ -384,7 +395,7 @@ impl<A: Architecture> Model<A> {
                     .config()
                     .learning_rate
                     .at(d.iterations + i as u64)
-            });
+            })?;
         }
         let (x, y) = match batches {
             [one] => (&one.x, &one.y),
@@ -393,32 +404,46 @@ impl<A: Architecture> Model<A> {
         // The step graph sees one replica's rows of each batch (all of them on one device).
         let dist = self.dist("fit", batch, pad)?;
         let rows = dist.map_or(batch, |d| d.local);
-        // The last call's key is checked in place (building one allocates), so a steady
-        // loop looks its executable up without allocating.
+        // Keys are compared in place (building one allocates), so a steady loop, the
+        // partial batch's call included, finds its executable without allocating.
         let same = |t: &TensorType, v: &Tensor| {
             t.dtype == v.dtype() && t.dims()[0] == k * rows && t.dims()[1..] == v.dims()[1..]
         };
-        let last_fits = self.train.as_ref().and_then(|t| t.device.as_ref()).and_then(|d| d.last_train.as_ref()).is_some_and(|key| {
-            matches!(key, StepKey::Train { batch: b, k: kk, x: xt, y: yt, dist: dd } if *b == batch && *kk == k && *dd == dist && same(xt, x) && same(yt, y))
-        });
-        if !last_fits {
-            let (x_ty, y_ty) = (with_rows(&x.ty(), k * rows), with_rows(&y.ty(), k * rows));
-            let key = StepKey::Train {
-                batch,
-                k,
-                x: x_ty.clone(),
-                y: y_ty.clone(),
-                dist,
-            };
-            self.prepare(&key, |m| {
-                let t = m.train.as_ref().ok_or_else(not_compiled)?;
-                let d = t.device.as_ref().ok_or_else(not_compiled)?;
-                train_graph(m, t, &d.layout, rows, k, dist, &x_ty, &y_ty)
-            })?;
-            if let Some(d) = self.train.as_mut().and_then(|t| t.device.as_mut()) {
-                d.last_train = Some(key);
+        let fits = |key: &StepKey| matches!(key, StepKey::Train { batch: b, k: kk, x: xt, y: yt, dist: dd } if *b == batch && *kk == k && *dd == dist && same(xt, x) && same(yt, y));
+        let found = self
+            .train
+            .as_ref()
+            .and_then(|t| t.device.as_ref())
+            .and_then(|d| {
+                d.last_train
+                    .filter(|&i| d.train_keys.get(i).is_some_and(fits))
+                    .or_else(|| d.train_keys.iter().position(fits))
+            });
+        let index = match found {
+            Some(i) => i,
+            None => {
+                let (x_ty, y_ty) = (with_rows(&x.ty(), k * rows), with_rows(&y.ty(), k * rows));
+                let key = StepKey::Train {
+                    batch,
+                    k,
+                    x: x_ty.clone(),
+                    y: y_ty.clone(),
+                    dist,
+                };
+                self.prepare(&key, |m| {
+                    let t = m.train.as_ref().ok_or_else(not_compiled)?;
+                    let d = t.device.as_ref().ok_or_else(not_compiled)?;
+                    train_graph(m, t, &d.layout, rows, k, dist, &x_ty, &y_ty)
+                })?;
+                let d = self
+                    .train
+                    .as_mut()
+                    .and_then(|t| t.device.as_mut())
+                    .ok_or_else(not_compiled)?;
+                d.train_keys.push(key);
+                d.train_keys.len() - 1
             }
-        }
+        };
         let backend = self.backend.clone();
         let t = self.train.as_mut().ok_or_else(not_compiled)?;
         let d = t.device.as_mut().ok_or_else(not_compiled)?;
@@ -437,11 +462,13 @@ impl<A: Architecture> Model<A> {
                 &mut d.args,
                 base,
                 &[x, y, &stage.sw, &stage.lr],
+                &mut d.spare_inputs,
             )?,
         }
+        d.last_train = Some(index);
         let exe = d
-            .last_train
-            .as_ref()
+            .train_keys
+            .get(index)
             .and_then(|key| d.exes.get_mut(key))
             .ok_or_else(|| Error::invalid("fit", "internal: step not compiled"))?;
         exe.execute_into(&mut d.args, &mut d.outs)?;
@@ -496,45 +523,66 @@ pub(crate) fn with_rows(t: &TensorType, n: usize) -> TensorType {
 }
 
 /// Puts `inputs` after the state in `args`, reusing the buffers already there when the
-/// types match (no allocation in steady state on the native backend).
+/// types match (no allocation in steady state on the native backend). Buffers of other
+/// types are swapped with a set from `spare` that fits, or made, and the ones they
+/// replace are kept there: alternating shapes (the partial last batch) reuse both sets.
 pub(crate) fn set_inputs(
     backend: &dyn crate::backend::Backend,
     args: &mut Vec<Buffer>,
     base: usize,
     inputs: &[&Tensor],
+    spare: &mut Spares<Vec<Buffer>>,
 ) -> Result<()> {
-    let reuse = args.len() == base + inputs.len()
-        && args[base..]
-            .iter()
-            .zip(inputs)
-            .all(|(b, t)| b.ty().dtype == t.dtype() && b.ty().dims() == t.dims());
-    if reuse {
-        for (b, t) in args[base..].iter_mut().zip(inputs) {
-            backend.upload_into(t, b)?;
+    let fits = |set: &[Buffer]| {
+        set.len() == inputs.len()
+            && set
+                .iter()
+                .zip(inputs)
+                .all(|(b, t)| b.ty().dtype == t.dtype() && b.ty().dims() == t.dims())
+    };
+    if !fits(&args[base.min(args.len())..]) {
+        let mut set = match spare.take(|s| fits(s)) {
+            Some(s) => s,
+            None => inputs
+                .iter()
+                .map(|t| backend.upload(t))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        if args.len() == base + set.len() {
+            for (a, s) in args[base..].iter_mut().zip(&mut set) {
+                std::mem::swap(a, s);
+            }
+        } else {
+            let old: Vec<Buffer> = args.drain(base.min(args.len())..).collect();
+            args.append(&mut set);
+            set = old;
         }
-    } else {
-        args.truncate(base);
-        for t in inputs {
-            args.push(backend.upload(t)?);
+        if !set.is_empty() {
+            spare.keep(set);
         }
+    }
+    for (b, t) in args[base..].iter_mut().zip(inputs) {
+        backend.upload_into(t, b)?;
     }
     Ok(())
 }
 
 /// Host-side inputs of one call beyond the batch itself (`k` batches stacked when a call
-/// runs several steps), kept from step to step so their memory is reused.
+/// runs several steps), kept from step to step so their memory is reused; those of
+/// another size (the partial last call's) wait in `spare`.
 #[derive(Default)]
 struct Staging {
     x: Tensor,
     y: Tensor,
     sw: Tensor,
     lr: Tensor,
+    spare: Spares<Tensor>,
 }
 
 impl Staging {
     fn fill(&mut self, batches: &[Batch]) -> Result<()> {
         let rows: usize = batches.iter().map(|b| b.x.dims()[0]).sum();
-        refit(&mut self.sw, rows);
+        refit(&mut self.sw, rows, &mut self.spare)?;
         let Tensor::F32(sw) = &mut self.sw else {
             unreachable!("refit makes f32")
         };
@@ -549,41 +597,54 @@ impl Staging {
             at += n;
         }
         if batches.len() > 1 {
-            stack_into(batches.iter().map(|b| &b.x), &mut self.x)?;
-            stack_into(batches.iter().map(|b| &b.y), &mut self.y)?;
+            stack_into(batches.iter().map(|b| &b.x), &mut self.x, &mut self.spare)?;
+            stack_into(batches.iter().map(|b| &b.y), &mut self.y, &mut self.spare)?;
         }
         Ok(())
     }
 
-    fn set_lr(&mut self, k: usize, lr: impl Fn(usize) -> f32) {
-        refit(&mut self.lr, k);
+    fn set_lr(&mut self, k: usize, lr: impl Fn(usize) -> f32) -> Result<()> {
+        refit(&mut self.lr, k, &mut self.spare)?;
         if let Tensor::F32(a) = &mut self.lr {
             for (i, v) in a.iter_mut().enumerate() {
                 *v = lr(i);
             }
         }
+        Ok(())
     }
 }
 
-/// Makes `t` an f32 vector of `n` elements, keeping its memory when it already is one.
-fn refit(t: &mut Tensor, n: usize) {
-    let fits = matches!(t, Tensor::F32(a) if a.ndim() == 1 && a.len() == n);
-    if !fits {
-        *t = Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[n])));
-    }
+/// Makes `t` an f32 vector of `n` elements: itself when it already is one, else a kept one.
+fn refit(t: &mut Tensor, n: usize, spare: &mut Spares<Tensor>) -> Result<()> {
+    spare.fit(
+        t,
+        |t| matches!(t, Tensor::F32(a) if a.ndim() == 1 && a.len() == n),
+        || Ok(Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[n])))),
+    )
 }
 
-/// Concatenates tensors along the first axis into `out` (reusing it when it fits).
-fn stack_into<'a>(parts: impl Iterator<Item = &'a Tensor> + Clone, out: &mut Tensor) -> Result<()> {
+/// Concatenates tensors along the first axis into `out` (reusing it, or a kept tensor,
+/// when it fits).
+fn stack_into<'a>(
+    parts: impl Iterator<Item = &'a Tensor> + Clone,
+    out: &mut Tensor,
+    spare: &mut Spares<Tensor>,
+) -> Result<()> {
     let first = parts
         .clone()
         .next()
         .ok_or_else(|| Error::invalid("fit", "no batches"))?;
     let rows: usize = parts.clone().map(|t| t.dims()[0]).sum();
-    let ty = with_rows(&first.ty(), rows);
-    if out.ty() != ty {
-        *out = Tensor::zeros(&ty);
-    }
+    // Compared in place: building the type allocates.
+    spare.fit(
+        out,
+        |o| {
+            o.dtype() == first.dtype()
+                && o.dims().first() == Some(&rows)
+                && o.dims().get(1..) == first.dims().get(1..)
+        },
+        || Ok(Tensor::zeros(&with_rows(&first.ty(), rows))),
+    )?;
     let mut at = 0;
     for p in parts {
         copy_rows_into(p, out, at)?;

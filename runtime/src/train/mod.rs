@@ -11,6 +11,7 @@ mod distribute;
 mod evaluate;
 mod fit;
 mod progress;
+mod spares;
 mod step;
 
 pub use callbacks::{
