@@ -157,6 +157,9 @@ impl Backend for Timed {
     fn read_scalar(&self, b: &Buffer) -> Result<f64> {
         self.inner.read_scalar(b)
     }
+    fn read_f32_into(&self, b: &Buffer, out: &mut [f32]) -> Result<()> {
+        self.inner.read_f32_into(b, out)
+    }
 }
 
 /// One epoch as the probe saw it.

@@ -566,3 +566,29 @@ fn unusual_output_lists_compile_and_run() {
     none.set_outputs(vec![]).unwrap();
     assert!(xla.run(&none, &[Tensor::scalar(1f32)]).unwrap().is_empty());
 }
+
+#[test]
+fn f32_vectors_read_into_a_slice_on_both_backends() {
+    let t = f32t(&[3], &[1.5, -2.0, 7.25]);
+    let backends: [Box<dyn Backend>; 2] = [Box::new(NativeBackend::new()), Box::new(xla_cpu())];
+    for b in &backends {
+        let buf = b.upload(&t).unwrap();
+        let mut out = [0f32; 3];
+        b.read_f32_into(&buf, &mut out).unwrap();
+        assert_eq!(out, [1.5, -2.0, 7.25]);
+        // A slice of the wrong length, or a buffer that is not an f32 vector, is refused.
+        let short = b.read_f32_into(&buf, &mut [0f32; 2]);
+        assert!(
+            matches!(&short, Err(Error::InvalidArgument { .. })),
+            "{short:?}"
+        );
+        let matrix = b.upload(&f32t(&[1, 3], &[0.0; 3])).unwrap();
+        let r = b.read_f32_into(&matrix, &mut out);
+        assert!(matches!(&r, Err(Error::InvalidArgument { .. })), "{r:?}");
+        let ints = b
+            .upload(&Tensor::from_vec(&[3], vec![1i32, 2, 3]).unwrap())
+            .unwrap();
+        let r = b.read_f32_into(&ints, &mut out);
+        assert!(matches!(&r, Err(Error::InvalidArgument { .. })), "{r:?}");
+    }
+}

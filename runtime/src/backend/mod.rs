@@ -9,7 +9,7 @@ mod replicated;
 pub use device::{backend_from_env, Device, DEVICE_ENV};
 pub use replicated::{MirroredBackend, ReplicaBackend, ReplicatedExecutable};
 
-use crate::ir::{Graph, TensorType};
+use crate::ir::{DType, Graph, TensorType};
 use crate::{Error, Result, Tensor};
 
 /// How a graph is compiled.
@@ -192,6 +192,16 @@ pub trait Backend: Send + Sync {
         self.download(b)?.scalar_f64()
     }
 
+    /// The elements of an f32 vector buffer, written into `out` (as long as the buffer):
+    /// the fit loop reads a step's losses, metrics and flags this way, in one transfer and
+    /// without allocating.
+    fn read_f32_into(&self, b: &Buffer, out: &mut [f32]) -> Result<()> {
+        check_f32_vector(b, out.len())?;
+        let t = self.download(b)?;
+        out.copy_from_slice(t.array::<f32>()?.as_slice().unwrap_or(&[]));
+        Ok(())
+    }
+
     /// The data-parallel side of a [`MirroredBackend`] (every graph it compiles runs as
     /// several replicas); `None` for a backend that runs graphs once, on one device.
     fn as_mirrored(&self) -> Option<&MirroredBackend> {
@@ -209,6 +219,18 @@ pub trait Backend: Send + Sync {
         let outs = exe.execute(&mut args)?;
         outs.iter().map(|b| self.download(b)).collect()
     }
+}
+
+/// Checks that `b` is an f32 vector of `n` elements, for [`Backend::read_f32_into`].
+pub(crate) fn check_f32_vector(b: &Buffer, n: usize) -> Result<()> {
+    let ty = b.ty();
+    if ty.dtype != DType::F32 || ty.rank() != 1 || ty.numel() != n {
+        return Err(Error::invalid(
+            "read_f32_into",
+            format!("expected an f32[{n}] buffer, got {ty}"),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks that execution arguments match the compiled parameter types.

@@ -274,6 +274,10 @@ impl Backend for MirroredBackend {
         self.inner.read_scalar(&self.parts(b)?[0])
     }
 
+    fn read_f32_into(&self, b: &Buffer, out: &mut [f32]) -> Result<()> {
+        self.inner.read_f32_into(&self.parts(b)?[0], out)
+    }
+
     fn as_mirrored(&self) -> Option<&MirroredBackend> {
         Some(self)
     }

@@ -472,13 +472,27 @@ impl<A: Architecture> Model<A> {
             .and_then(|key| d.exes.get_mut(key))
             .ok_or_else(|| Error::invalid("fit", "internal: step not compiled"))?;
         exe.execute_into(&mut d.args, &mut d.outs)?;
-        let outs = &d.outs;
-        logs.set("loss", backend.read_scalar(&outs[0])?);
-        for (name, b) in t.metric_names.iter().zip(&outs[1..]) {
-            logs.set(name, backend.read_scalar(b)?);
+        // The logs vector: loss, each metric, the finite flag, the last batch's loss.
+        let n = t.metric_names.len() + 3;
+        let packed = d
+            .outs
+            .last()
+            .ok_or_else(|| Error::invalid("fit", "internal: the step returned nothing"))?;
+        let mut vals = [0f32; 32];
+        let mut heap: Vec<f32>;
+        let vals: &mut [f32] = if n <= vals.len() {
+            &mut vals[..n]
+        } else {
+            heap = vec![0.0; n];
+            &mut heap
+        };
+        backend.read_f32_into(packed, vals)?;
+        logs.set("loss", vals[0] as f64);
+        for (name, v) in t.metric_names.iter().zip(&vals[1..n - 2]) {
+            logs.set(name, *v as f64);
         }
-        let ok = backend.read_scalar(&outs[outs.len() - 2])? != 0.0;
-        let batch_loss = backend.read_scalar(&outs[outs.len() - 1])?;
+        let ok = vals[n - 2] != 0.0;
+        let batch_loss = vals[n - 1] as f64;
         if ok {
             d.iterations += k as u64;
         } else {

@@ -98,6 +98,20 @@ fn results(
     Ok(out)
 }
 
+/// Scalars of any type as one f32 vector, in order.
+fn pack_f32(g: &mut Graph, scalars: &[Value]) -> Result<Value> {
+    let mut parts = Vec::with_capacity(scalars.len());
+    for &s in scalars {
+        let f = if g.ty(s).dtype == DType::F32 {
+            s
+        } else {
+            g.convert(s, DType::F32)?
+        };
+        parts.push(g.reshape(f, [1])?);
+    }
+    g.concatenate(&parts, 0)
+}
+
 fn declare_state(g: &mut Graph, layout: &Layout) -> Vec<Value> {
     layout
         .types
@@ -107,9 +121,11 @@ fn declare_state(g: &mut Graph, layout: &Layout) -> Vec<Value> {
 }
 
 /// The train step: inputs `x [k·b, …]`, `y [k·b, …]`, `sw [k·b]`, `lr [k]`; outputs the new
-/// state (updating the state parameters in place), the running loss and metric results,
-/// whether every step's loss was finite, and the last step's batch loss. A step whose loss is not finite changes
-/// nothing, nor do the steps after it. With `dist` this is one replica's program: `b` is
+/// state (updating the state parameters in place), then one f32 vector of the logs: the
+/// running loss and metric results, whether every step's loss was finite (1 or 0), and
+/// the last step's batch loss (one vector so the host reads one buffer per call: on XLA
+/// each read is a device round trip). A step whose loss is not finite changes nothing,
+/// nor do the steps after it. With `dist` this is one replica's program: `b` is
 /// its share of each global batch, and one all-reduce per step makes every replica take
 /// the global step (see `distribute`).
 #[allow(clippy::too_many_arguments)]
@@ -228,10 +244,11 @@ pub(crate) fn train_graph<A: Architecture>(
     }
     let offset = g.constant(crate::Tensor::from_vec(&[2], vec![k as i32, 0])?);
     cur[layout.key] = g.add(state[layout.key], offset)?;
+    let mut logs = results(&mut g, &t.metrics, layout, &cur)?;
+    logs.push(ok);
+    logs.push(last_loss);
     let mut outputs = cur.clone();
-    outputs.extend(results(&mut g, &t.metrics, layout, &cur)?);
-    outputs.push(ok);
-    outputs.push(last_loss);
+    outputs.push(pack_f32(&mut g, &logs)?);
     g.set_outputs(outputs)?;
     let updates = (0..layout.len()).map(|i| (i, i)).collect();
     Ok((g, CompileOptions { updates }))

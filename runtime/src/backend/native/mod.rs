@@ -64,6 +64,20 @@ impl Backend for NativeBackend {
         b.native_storage()?.to_tensor(b.ty())
     }
 
+    fn read_f32_into(&self, b: &Buffer, out: &mut [f32]) -> Result<()> {
+        super::check_f32_vector(b, out.len())?;
+        match b.native_storage()?.data() {
+            Data::F32(a) if a.len() == out.len() => {
+                out.copy_from_slice(a);
+                Ok(())
+            }
+            _ => Err(Error::invalid(
+                "read_f32_into",
+                format!("the buffer's storage does not hold its {}", b.ty()),
+            )),
+        }
+    }
+
     fn read_scalar(&self, b: &Buffer) -> Result<f64> {
         let s = b.native_storage()?;
         if b.ty().numel() != 1 || s.is_empty() {

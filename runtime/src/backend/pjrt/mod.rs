@@ -329,4 +329,9 @@ impl Backend for PjrtBackend {
     fn download(&self, b: &Buffer) -> Result<Tensor> {
         self.client.download(self.own(b)?, b.ty())
     }
+
+    fn read_f32_into(&self, b: &Buffer, out: &mut [f32]) -> Result<()> {
+        crate::backend::check_f32_vector(b, out.len())?;
+        self.client.read_slice(self.own(b)?, b.ty(), out)
+    }
 }
