@@ -180,6 +180,11 @@ pub fn table(ours: &[Value], peers: &[Value]) -> String {
             ratio,
         );
     }
+    s.push_str(
+        "\nexecute µs/step: time inside `Backend::execute`. Native returns when the step is \
+         done; XLA returns once the run is launched, and the wait shows in the fit loop's \
+         read of the step's logs.\n",
+    );
     s
 }
 

@@ -616,6 +616,9 @@ pub(crate) struct LoadedExecutable {
     client: Arc<Client>,
     raw: *mut ffi::LoadedExecutable,
     num_outputs: usize,
+    /// The last execution's completion events, awaited at the next execution or on drop
+    /// (see `execute`).
+    pending: std::sync::Mutex<Vec<*mut ffi::Event>>,
 }
 
 // SAFETY: PJRT loaded executables may be executed and freed from any thread.
@@ -629,6 +632,7 @@ impl LoadedExecutable {
             client,
             raw,
             num_outputs: 0,
+            pending: std::sync::Mutex::new(Vec::new()),
         };
         exe.num_outputs = exe.with_executable(|api, e| {
             let f = entry!(api, executable_num_outputs)?;
@@ -752,11 +756,36 @@ impl LoadedExecutable {
         })
     }
 
+    /// Awaits the previous execution's completion, returning its error if it failed.
+    fn settle(&self) -> Result<()> {
+        let events = match self.pending.lock() {
+            Ok(mut p) => std::mem::take(&mut *p),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        let mut status = Ok(());
+        for e in events {
+            let r = self
+                .client
+                .api
+                .await_event(e, "PJRT_LoadedExecutable_Execute (device)");
+            if status.is_ok() {
+                status = r;
+            }
+        }
+        status
+    }
+
     /// Executes once per device: `args[d]` is device `d`'s argument list (in the order of
     /// `PJRT_LoadedExecutable_AddressableDevices`). Arguments the program aliases to outputs
-    /// are donated: their handles are dead afterwards and must only be dropped. Waits for
-    /// completion and returns each device's outputs.
+    /// are donated: their handles are dead afterwards and must only be dropped. Returns
+    /// each device's outputs as soon as the run is launched: reading an output waits for
+    /// it, and the host does not pay a second wake-up per call to learn what the read
+    /// tells it anyway. The run's completion is awaited at the next call (by then it has
+    /// normally happened), which reports a failed run, and before the executable is freed.
+    /// Dropping an input while the run uses it is safe: PJRT frees a buffer's memory only
+    /// once the work using it is done.
     pub fn execute(&self, args: &[Vec<*mut ffi::Buffer>]) -> Result<Vec<Vec<DeviceBuffer>>> {
+        self.settle()?;
         let api = &self.client.api;
         let f = entry!(api, loaded_executable_execute)?;
         let num_args = args.first().map_or(0, Vec::len);
@@ -826,26 +855,25 @@ impl LoadedExecutable {
                     .collect()
             })
             .collect();
-        let mut status = Ok(());
-        for e in events {
-            let r = api.await_event(e, "PJRT_LoadedExecutable_Execute (device)");
-            if status.is_ok() {
-                status = r;
-            }
+        let events: Vec<*mut ffi::Event> = events.into_iter().filter(|e| !e.is_null()).collect();
+        match self.pending.lock() {
+            Ok(mut p) => *p = events,
+            Err(poisoned) => *poisoned.into_inner() = events,
         }
-        status.map(|()| owned)
+        Ok(owned)
     }
 }
 
 impl Drop for LoadedExecutable {
     fn drop(&mut self) {
+        let _ = self.settle();
         if let Ok(f) = entry!(&self.client.api, loaded_executable_destroy) {
             let mut args = ffi::LoadedExecutableDestroyArgs {
                 struct_size: size::<ffi::LoadedExecutableDestroyArgs>(),
                 extension_start: std::ptr::null_mut(),
                 executable: self.raw,
             };
-            // SAFETY: we own the handle; running executions were awaited in execute.
+            // SAFETY: we own the handle; its last run was awaited just above.
             let err = unsafe { f(&mut args) };
             let _ = self.client.api.check(err, "PJRT_LoadedExecutable_Destroy");
         }
