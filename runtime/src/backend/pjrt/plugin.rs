@@ -114,7 +114,11 @@ pub fn find_plugin(kind: PluginKind, explicit: Option<&Path>) -> Result<PathBuf>
     if let Some(p) = std::env::var_os("STRATA_PJRT_PLUGIN").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
-    find_plugin_in(kind, &plugin_dirs(), site_packages())
+    // The project's and $STRATA_PLUGIN_DIR's plugins are searched first anyway; only
+    // without one there is Python asked for its site-packages (starting python3, through
+    // a pyenv shim perhaps, costs a tenth of a second: as much as training the tutorial).
+    let dirs = plugin_dirs();
+    find_plugin_in(kind, &dirs, &[]).or_else(|_| find_plugin_in(kind, &dirs, site_packages()))
 }
 
 /// Searches `plugin_dirs` (each holding one directory per package, as
