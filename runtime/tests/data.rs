@@ -252,3 +252,26 @@ fn random_helpers_are_seeded_and_in_range() {
     assert!(random::uniform_int(&[3], 5, 5, 0).is_err());
     assert!(random::normal(&[3], 0.0, -1.0, 0).is_err());
 }
+
+#[test]
+fn large_normal_tensors_are_seeded_block_by_block() {
+    // More than one 65,536-value block: made on several threads, yet the same for a seed.
+    let n = 300_000;
+    let a = random::normal(&[n], 0.0, 1.0, 5).unwrap();
+    assert_eq!(a, random::normal(&[n], 0.0, 1.0, 5).unwrap());
+    assert_ne!(a, random::normal(&[n], 0.0, 1.0, 6).unwrap());
+    // The first block is the same whatever the length: values depend on seed and index.
+    let short = random::normal(&[1000], 0.0, 1.0, 5).unwrap();
+    assert_eq!(a.as_slice().unwrap()[..1000], short.as_slice().unwrap()[..]);
+    // Each block on its own is standard normal, and blocks are not copies of each other.
+    let v = a.as_slice().unwrap();
+    for block in v.chunks(1 << 16) {
+        let m = block.iter().map(|&x| x as f64).sum::<f64>() / block.len() as f64;
+        let var = block.iter().map(|&x| (x as f64 - m).powi(2)).sum::<f64>() / block.len() as f64;
+        assert!(
+            m.abs() < 0.03 && (var - 1.0).abs() < 0.05,
+            "mean {m}, var {var}"
+        );
+    }
+    assert_ne!(v[..100], v[1 << 16..(1 << 16) + 100]);
+}
