@@ -194,7 +194,9 @@ impl<A: Architecture> Model<A> {
     }
 
     /// Runs `k` training steps per backend call (Keras' `steps_per_execution`, the TPU
-    /// best practice): the train graph holds `k` unrolled steps.
+    /// best practice): the train graph holds `k` unrolled steps. On a CPU that is slower,
+    /// not faster (measured at batch 32 with `k = 32`: 0.131 s against 0.099 s per epoch
+    /// natively, 0.24 against 0.20 s on XLA CPU), until the steps become a loop.
     pub fn set_steps_per_execution(&mut self, k: usize) -> Result<()> {
         let t = self.train.as_mut().ok_or_else(not_compiled)?;
         if k == 0 {
