@@ -4,8 +4,9 @@
 //! The host generator is xoshiro256++ (Blackman and Vigna) seeded through SplitMix64: a
 //! seed gives the same numbers on every machine. `normal` fills blocks of 65,536 values
 //! from streams seeded by (seed, block), on every core, so the tutorial's 7.8 million
-//! normals cost little next to training and still do not depend on the thread count. (The IR's
-//! `random_uniform` is counter-based instead, so every backend produces the same bits.)
+//! normals cost little next to training and still do not depend on the thread count.
+//! (The IR's `random_uniform` is counter-based instead, so every backend produces the
+//! same bits.)
 
 use crate::{Error, Result};
 use ndarray::{ArrayD, IxDyn};
@@ -149,7 +150,7 @@ const BLOCK: usize = 1 << 16;
 /// length only, not on how many threads made them (the tutorial's 7.8 million normals
 /// take a tenth of a second on one core).
 fn fill_blocks<T: Send>(v: &mut [T], seed: u64, f: impl Fn(&mut Rng, &mut T) + Sync) {
-    let blocks: Vec<(usize, &mut [T])> = v.chunks_mut(BLOCK).enumerate().collect();
+    let mut blocks: Vec<(usize, &mut [T])> = v.chunks_mut(BLOCK).enumerate().collect();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(blocks.len());
@@ -161,7 +162,6 @@ fn fill_blocks<T: Send>(v: &mut [T], seed: u64, f: impl Fn(&mut Rng, &mut T) + S
             }
         }
     };
-    let mut blocks = blocks;
     if threads <= 1 {
         run(&mut blocks);
         return;

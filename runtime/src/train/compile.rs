@@ -116,6 +116,8 @@ pub(crate) struct DeviceState {
     pub last_train: Option<usize>,
     /// Input buffers of other shapes (the partial batch's, validation's), kept for reuse.
     pub spare_inputs: Spares<Vec<Buffer>>,
+    /// The last train call's logs vector on the host (grown once, read into every step).
+    pub log_values: Vec<f32>,
 }
 
 /// What `compile` set up.
@@ -268,6 +270,7 @@ impl<A: Architecture> Model<A> {
             train_keys: Vec::new(),
             last_train: None,
             spare_inputs: Spares::default(),
+            log_values: Vec::new(),
         });
         Ok(())
     }

@@ -255,8 +255,8 @@ impl<A: Architecture> Model<A> {
                         &mut pool[count],
                         // An empty (new) buffer is filled in place, not kept.
                         |b| b.x.dims().first().is_some_and(|&r| r == n || r == 0),
-                        || Ok(Batch::default()),
-                    )?;
+                        Batch::default,
+                    );
                 }
                 let more = match batches.next_into(&mut pool[count]) {
                     Some(r) => {
@@ -395,7 +395,7 @@ impl<A: Architecture> Model<A> {
                     .config()
                     .learning_rate
                     .at(d.iterations + i as u64)
-            })?;
+            });
         }
         let (x, y) = match batches {
             [one] => (&one.x, &one.y),
@@ -478,14 +478,8 @@ impl<A: Architecture> Model<A> {
             .outs
             .last()
             .ok_or_else(|| Error::invalid("fit", "internal: the step returned nothing"))?;
-        let mut vals = [0f32; 32];
-        let mut heap: Vec<f32>;
-        let vals: &mut [f32] = if n <= vals.len() {
-            &mut vals[..n]
-        } else {
-            heap = vec![0.0; n];
-            &mut heap
-        };
+        d.log_values.resize(n, 0.0);
+        let vals = &mut d.log_values;
         backend.read_f32_into(packed, vals)?;
         logs.set("loss", vals[0] as f64);
         for (name, v) in t.metric_names.iter().zip(&vals[1..n - 2]) {
@@ -596,7 +590,7 @@ struct Staging {
 impl Staging {
     fn fill(&mut self, batches: &[Batch]) -> Result<()> {
         let rows: usize = batches.iter().map(|b| b.x.dims()[0]).sum();
-        refit(&mut self.sw, rows, &mut self.spare)?;
+        refit(&mut self.sw, rows, &mut self.spare);
         let Tensor::F32(sw) = &mut self.sw else {
             unreachable!("refit makes f32")
         };
@@ -617,24 +611,23 @@ impl Staging {
         Ok(())
     }
 
-    fn set_lr(&mut self, k: usize, lr: impl Fn(usize) -> f32) -> Result<()> {
-        refit(&mut self.lr, k, &mut self.spare)?;
+    fn set_lr(&mut self, k: usize, lr: impl Fn(usize) -> f32) {
+        refit(&mut self.lr, k, &mut self.spare);
         if let Tensor::F32(a) = &mut self.lr {
             for (i, v) in a.iter_mut().enumerate() {
                 *v = lr(i);
             }
         }
-        Ok(())
     }
 }
 
 /// Makes `t` an f32 vector of `n` elements: itself when it already is one, else a kept one.
-fn refit(t: &mut Tensor, n: usize, spare: &mut Spares<Tensor>) -> Result<()> {
+fn refit(t: &mut Tensor, n: usize, spare: &mut Spares<Tensor>) {
     spare.fit(
         t,
         |t| matches!(t, Tensor::F32(a) if a.ndim() == 1 && a.len() == n),
-        || Ok(Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[n])))),
-    )
+        || Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[n]))),
+    );
 }
 
 /// Concatenates tensors along the first axis into `out` (reusing it, or a kept tensor,
@@ -657,8 +650,8 @@ fn stack_into<'a>(
                 && o.dims().first() == Some(&rows)
                 && o.dims().get(1..) == first.dims().get(1..)
         },
-        || Ok(Tensor::zeros(&with_rows(&first.ty(), rows))),
-    )?;
+        || Tensor::zeros(&with_rows(&first.ty(), rows)),
+    );
     let mut at = 0;
     for p in parts {
         copy_rows_into(p, out, at)?;

@@ -3,8 +3,6 @@
 //! differ from the full batches', and switching to it and back every epoch would
 //! otherwise allocate both sets again each time.
 
-use crate::Result;
-
 /// Values kept per kind: the full batch's and the partial one's, with room for a
 /// validation set's between epochs.
 const KEEP: usize = 4;
@@ -35,21 +33,12 @@ impl<T> Spares<T> {
 
     /// Makes `cur` a value that `fits`: `cur` itself, or a kept value (keeping `cur` in
     /// its place), or, when none fits, `make()`'s.
-    pub fn fit(
-        &mut self,
-        cur: &mut T,
-        fits: impl Fn(&T) -> bool,
-        make: impl FnOnce() -> Result<T>,
-    ) -> Result<()> {
+    pub fn fit(&mut self, cur: &mut T, fits: impl Fn(&T) -> bool, make: impl FnOnce() -> T) {
         if fits(cur) {
-            return Ok(());
+            return;
         }
-        let new = match self.take(&fits) {
-            Some(v) => v,
-            None => make()?,
-        };
+        let new = self.take(&fits).unwrap_or_else(make);
         let old = std::mem::replace(cur, new);
         self.keep(old);
-        Ok(())
     }
 }

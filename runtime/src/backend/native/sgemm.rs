@@ -174,7 +174,7 @@ unsafe fn pack_a(a: View, ic: usize, pc: usize, mc: usize, kc: usize, mr: usize,
     for p in 0..mc.div_ceil(mr) {
         let rows = mr.min(mc - p * mr);
         let panel = &mut out[p * kc * mr..(p + 1) * kc * mr];
-        // SAFETY (all three loops): rows `i0..i0+rows` and depths `pc..pc+kc` lie in A.
+        // SAFETY: rows `ic+p·mr..+rows` and depths `pc..pc+kc` lie in A.
         unsafe { pack_panel(a, ic + p * mr, pc, rows, mr, panel) };
     }
 }
@@ -197,11 +197,11 @@ unsafe fn pack_b(b: View, pc: usize, jc: usize, kc: usize, nc: usize, nr: usize,
 }
 
 /// One panel of `panel.len() / w` depths: `panel[k·w + r] = m[i0 + r, d0 + k]` for
-/// `r < n`, zero for `n ≤ r < w`
-/// (the padding written once, not tested per element). When a depth's `n` values are
-/// contiguous (a transposed A, a row-major B) each is one copy; otherwise the panel is
-/// written in order, reading `n` rows in step, each row's cache lines used over 16 depths
-/// (measured faster than walking each row and scattering into the panel).
+/// `r < n`, zero for `n ≤ r < w` (the padding written once, not tested per element).
+/// When a depth's `n` values are contiguous (a transposed A, a row-major B) each is one
+/// copy; otherwise the panel is written in order, reading `n` rows in step, each row's
+/// cache lines used over 16 depths (measured faster than walking each row and scattering
+/// into the panel).
 unsafe fn pack_panel(m: View, i0: usize, d0: usize, n: usize, w: usize, panel: &mut [f32]) {
     if n < w {
         panel.fill(0.0);

@@ -756,12 +756,16 @@ impl LoadedExecutable {
         })
     }
 
+    /// The last execution's events (a panic elsewhere cannot leave them half written).
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<*mut ffi::Event>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Awaits the previous execution's completion, returning its error if it failed.
     fn settle(&self) -> Result<()> {
-        let events = match self.pending.lock() {
-            Ok(mut p) => std::mem::take(&mut *p),
-            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
-        };
+        let events = std::mem::take(&mut *self.pending());
         let mut status = Ok(());
         for e in events {
             let r = self
@@ -856,10 +860,7 @@ impl LoadedExecutable {
             })
             .collect();
         let events: Vec<*mut ffi::Event> = events.into_iter().filter(|e| !e.is_null()).collect();
-        match self.pending.lock() {
-            Ok(mut p) => *p = events,
-            Err(poisoned) => *poisoned.into_inner() = events,
-        }
+        *self.pending() = events;
         Ok(owned)
     }
 }
