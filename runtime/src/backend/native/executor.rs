@@ -67,6 +67,12 @@ impl NativeExecutable {
         })
     }
 
+    /// The plan, for tests that inspect or alter which kernels it runs.
+    #[cfg(test)]
+    pub(crate) fn plan_mut(&mut self) -> &mut Plan {
+        &mut self.plan
+    }
+
     /// Makes this executable one replica of a replicated computation.
     pub fn set_replica(&mut self, replica: super::ReplicaCtx) {
         self.ctx.replica = replica;

@@ -93,6 +93,8 @@ pub(crate) struct FusedKernel {
     pub outputs: Vec<(Src, usize)>,
     /// The members, for error messages.
     pub members: Vec<usize>,
+    /// Set when the kernel is Adam's update, run by its hand-written single pass.
+    pub adam: Option<Box<super::fused_adam::AdamKernel>>,
 }
 
 /// The compute type a node can be fused under: `Some(Some(t))` for float type `t`,
@@ -258,6 +260,7 @@ pub(crate) fn build(
         nregs,
         outputs,
         members: members.to_vec(),
+        adam: None,
     }
 }
 
@@ -582,6 +585,10 @@ fn run_generic<T: Real>(
     base: usize,
     end: usize,
 ) -> Result<()> {
+    if let Some(a) = &k.adam {
+        return super::fused_adam::run::<T>(a, inputs, alias, outputs, base)
+            .ok_or_else(|| fused_type_error(k.t));
+    }
     let one = T::one();
     for (r, inst) in k.insts.iter().enumerate() {
         if let (true, Inst::Load { input: i }) = (is_scalar_load(k, inst), inst) {

@@ -10,6 +10,7 @@ mod crew;
 pub(crate) mod data;
 mod executor;
 mod fuse;
+mod fused_adam;
 pub(crate) mod gemm;
 mod plan;
 pub(crate) mod replicated;

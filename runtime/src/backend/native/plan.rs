@@ -10,6 +10,7 @@
 
 use super::data::Storage;
 use super::fuse::{self, FusedKernel, Pattern};
+use super::fused_adam;
 use crate::backend::CompileOptions;
 use crate::ir::{DType, Graph, Node, Op};
 
@@ -415,13 +416,14 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             }
             Unit::Group(gid) => {
                 let grp = &groups[*gid];
-                let kernel = fuse::build(
+                let mut kernel = fuse::build(
                     &nodes,
                     &grp.members,
                     grp.t.unwrap_or(DType::F32),
                     |m| materialize[m],
                     |v| source(v, grp.n),
                 );
+                kernel.adam = fused_adam::detect(&nodes, &kernel, &|v| source(v, grp.n));
                 let ins: Vec<Loc> = kernel
                     .inputs
                     .iter()
@@ -547,7 +549,8 @@ impl Plan {
                 }
                 Step::Fused { kernel, .. } => {
                     out += &format!(
-                        "  fused n={} insts={} inputs={} outputs={} members={:?}\n",
+                        "  fused{} n={} insts={} inputs={} outputs={} members={:?}\n",
+                        if kernel.adam.is_some() { " (adam)" } else { "" },
                         kernel.n,
                         kernel.insts.len(),
                         kernel.inputs.len(),
