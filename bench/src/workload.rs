@@ -218,6 +218,12 @@ impl Callback for Probe {
         Ok(())
     }
 
+    /// Batch ends are only the probe's allocation marks: measuring must not make `fit`
+    /// wait for the device after every call.
+    fn async_safe(&self) -> bool {
+        true
+    }
+
     fn on_epoch_end(&mut self, _epoch: usize, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
         // The mirror image of `on_epoch_begin`: clock first, /proc last.
         let secs_end = Instant::now();

@@ -190,3 +190,69 @@ fn monitoring_a_missing_log_is_an_error() {
         .unwrap_err();
     assert!(e.to_string().contains("val_loss"), "{e}");
 }
+
+/// Records the steps its batch ends report, and the loss each time.
+#[derive(Clone, Default)]
+struct Steps {
+    async_safe: bool,
+    seen: Arc<Mutex<Vec<(usize, f64)>>>,
+}
+
+impl Callback for Steps {
+    fn on_batch_end(&mut self, step: usize, logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
+        let loss = logs.get("loss").unwrap_or(f64::NAN);
+        self.seen.lock().unwrap().push((step, loss));
+        Ok(())
+    }
+    fn async_safe(&self) -> bool {
+        self.async_safe
+    }
+}
+
+#[test]
+fn batch_ends_come_after_every_call_unless_every_callback_is_async_safe() {
+    let (x, y) = data();
+    let fit = |cb: Steps| {
+        let mut m = model(0.1);
+        let h = m
+            .fit(
+                &x,
+                &y,
+                Fit::epochs(2)
+                    .batch_size(4)
+                    .shuffle(false)
+                    .verbose(0)
+                    .callback(cb),
+            )
+            .unwrap();
+        (h, m.weights())
+    };
+    let every = Steps::default();
+    let lagging = Steps {
+        async_safe: true,
+        ..Steps::default()
+    };
+    let (h1, w1) = fit(every.clone());
+    let (h2, w2) = fit(lagging.clone());
+    // The same training either way.
+    assert_eq!(h1, h2);
+    assert_eq!(w1, w2);
+    let every = every.seen.lock().unwrap().clone();
+    let lagging = lagging.seen.lock().unwrap().clone();
+    // Ten calls per epoch, each reported in order...
+    let steps: Vec<usize> = every.iter().map(|s| s.0).collect();
+    assert_eq!(
+        steps,
+        [(0..10).collect::<Vec<_>>(), (0..10).collect()].concat()
+    );
+    // ...or, async-safe, some of them (a fast epoch: maybe only its end), always the last
+    // one of each epoch, with the logs as they were then.
+    assert!(
+        lagging.len() >= 2 && lagging.len() <= every.len(),
+        "{lagging:?}"
+    );
+    let ends: Vec<&(usize, f64)> = lagging.iter().filter(|s| s.0 == 9).collect();
+    assert_eq!(ends.len(), 2, "{lagging:?}");
+    let every_ends: Vec<&(usize, f64)> = every.iter().filter(|s| s.0 == 9).collect();
+    assert_eq!(ends, every_ends);
+}

@@ -72,8 +72,17 @@ pub trait Callback: Send {
         Ok(())
     }
     /// After each backend call (every `steps_per_execution` steps); `step` counts from 0.
+    /// For a callback that is [`async_safe`](Callback::async_safe), only when `fit` reads
+    /// the logs (every 50 ms or so, and at the end of an epoch).
     fn on_batch_end(&mut self, _step: usize, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
         Ok(())
+    }
+    /// Whether the callback can do with batch-end calls now and then, after later steps
+    /// have been launched (Keras' `async_safe`). When every callback can, `fit` does not
+    /// wait for the device after each call: that wait is most of the cost of a small
+    /// step on XLA. The default is no: `on_batch_end` after every call, before the next.
+    fn async_safe(&self) -> bool {
+        false
     }
     fn on_epoch_end(&mut self, _epoch: usize, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
         Ok(())

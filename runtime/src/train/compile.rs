@@ -118,6 +118,14 @@ pub(crate) struct DeviceState {
     pub spare_inputs: Spares<Vec<Buffer>>,
     /// The last train call's logs vector on the host (grown once, read into every step).
     pub log_values: Vec<f32>,
+    /// The last train call's returned outputs (its logs, its status: see
+    /// `step::train_graph`), kept while the next call runs, as the host does not read
+    /// every call's logs. `chained` says the next call takes its status from them, else
+    /// from `status_seed` (healthy); `unread` that the host has not read their logs.
+    pub outs_prev: Vec<Buffer>,
+    pub status_seed: Option<Buffer>,
+    pub chained: bool,
+    pub unread: bool,
 }
 
 /// What `compile` set up.
@@ -234,7 +242,8 @@ impl<A: Architecture> Model<A> {
         }
         let layout = Layout::new(&built.params, t.optimizer.as_ref(), &t.metrics);
         let b = self.backend.as_ref();
-        let mut args = Vec::with_capacity(layout.len() + 4);
+        // The state, then a train call's five inputs (see `step::train_graph`).
+        let mut args = Vec::with_capacity(layout.len() + 5);
         for w in &self.weights {
             args.push(b.upload(w)?);
         }
@@ -271,6 +280,10 @@ impl<A: Architecture> Model<A> {
             last_train: None,
             spare_inputs: Spares::default(),
             log_values: Vec::new(),
+            outs_prev: Vec::new(),
+            status_seed: None,
+            chained: false,
+            unread: false,
         });
         Ok(())
     }

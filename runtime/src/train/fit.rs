@@ -220,6 +220,7 @@ impl<A: Architecture> Model<A> {
         let mut history = History::default();
         let mut callbacks = std::mem::take(&mut opts.callbacks);
         let mut control = Flags::default();
+        let every_call = callbacks.iter().any(|c| !c.async_safe());
         for cb in &mut callbacks {
             cb.on_train_begin(&mut control.with(self))?;
         }
@@ -244,6 +245,8 @@ impl<A: Architecture> Model<A> {
             let mut done = 0;
             let mut batches = ds.iter(epoch);
             let mut first = true;
+            let mut epoch_start = 0u64;
+            let mut last_read = Instant::now();
             // `pool[..count]` are batches waiting to run as one call of up to k steps.
             let mut count = 0;
             loop {
@@ -283,6 +286,7 @@ impl<A: Architecture> Model<A> {
                     if first {
                         self.ensure_device()?;
                         self.reset_metrics()?;
+                        epoch_start = self.start_chain()?;
                         first = false;
                     }
                 }
@@ -300,9 +304,11 @@ impl<A: Architecture> Model<A> {
                 if !more || !differs {
                     count += more as usize;
                 }
+                // A call's logs are read once the next call is launched, or at the end of
+                // the epoch; callbacks may look at (or change) the model between calls, so
+                // with callbacks each call's logs are read before the next call.
                 if ready {
-                    let out =
-                        self.train_call(&pool[..run], &mut stage, &mut logs, opts.pad_to_replicas)?;
+                    self.train_call(&pool[..run], &mut stage, opts.pad_to_replicas)?;
                     done += run;
                     if differs {
                         pool.swap(0, run);
@@ -310,16 +316,32 @@ impl<A: Architecture> Model<A> {
                     } else {
                         count = 0;
                     }
+                }
+                let end = !more && count == 0;
+                // Reading a call's logs makes the host wait for the device (and on XLA
+                // costs a transfer), and the device chain stops on a bad step by itself,
+                // so logs are read for the progress bar now and then and at the end of
+                // the epoch; after every call for callbacks that are not async-safe (they
+                // may look at the model between calls, as in Keras).
+                let read_now = end || (ready && (every_call || last_read.elapsed() >= READ_EVERY));
+                if let Some(out) = read_now
+                    .then(|| self.read_pending_logs(&mut logs))
+                    .transpose()?
+                    .flatten()
+                {
+                    last_read = Instant::now();
                     if !out.ok {
                         progress.abandon();
                         self.sync_weights()?;
+                        // The chain stopped at the first bad step: the good ones counted.
+                        let step = (self.host_iterations()? - epoch_start) as usize;
                         if control.terminate_on_nan {
-                            println!("Batch {}: Invalid loss, terminating training", done - 1);
+                            println!("Batch {step}: Invalid loss, terminating training");
                             break 'epochs;
                         }
                         return Err(Error::NonFiniteLoss {
                             epoch,
-                            step: done - 1,
+                            step,
                             value: out.batch_loss,
                         });
                     }
@@ -328,7 +350,7 @@ impl<A: Architecture> Model<A> {
                         cb.on_batch_end(done - 1, &logs, &mut control.with(self))?;
                     }
                 }
-                if !more && count == 0 {
+                if end {
                     break;
                 }
             }
@@ -374,16 +396,11 @@ impl<A: Architecture> Model<A> {
         Ok(())
     }
 
-    /// Runs one train call over `batches` (equal-sized; one step each), writing the
-    /// running loss and metrics into `logs`. Under a data-parallel strategy each batch is
-    /// the global one, split over the replicas (padded when `pad`).
-    fn train_call(
-        &mut self,
-        batches: &[Batch],
-        stage: &mut Staging,
-        logs: &mut Logs,
-        pad: bool,
-    ) -> Result<StepOut> {
+    /// Launches one train call over `batches` (equal-sized; one step each), chained to
+    /// the previous call's status; `read_pending_logs` reads its logs. Under a
+    /// data-parallel strategy each batch is the global one, split over the replicas
+    /// (padded when `pad`).
+    fn train_call(&mut self, batches: &[Batch], stage: &mut Staging, pad: bool) -> Result<()> {
         let k = batches.len();
         let batch = batches[0].x.dims()[0];
         stage.fill(batches)?;
@@ -471,29 +488,84 @@ impl<A: Architecture> Model<A> {
             .get(index)
             .and_then(|key| d.exes.get_mut(key))
             .ok_or_else(|| Error::invalid("fit", "internal: step not compiled"))?;
-        exe.execute_into(&mut d.args, &mut d.outs)?;
-        // The logs vector: loss, each metric, the finite flag, the last batch's loss.
-        let n = t.metric_names.len() + 3;
-        let packed = d
-            .outs
-            .last()
-            .ok_or_else(|| Error::invalid("fit", "internal: the step returned nothing"))?;
-        d.log_values.resize(n, 0.0);
-        let vals = &mut d.log_values;
-        backend.read_f32_into(packed, vals)?;
-        logs.set("loss", vals[0] as f64);
-        for (name, v) in t.metric_names.iter().zip(&vals[1..n - 2]) {
-            logs.set(name, *v as f64);
-        }
-        let ok = vals[n - 2] != 0.0;
-        let batch_loss = vals[n - 1] as f64;
-        if ok {
-            d.iterations += k as u64;
+        // This call's status is the previous call's (the last of its outputs), or the seed.
+        let chained = d.chained;
+        let status = if chained {
+            d.outs_prev.pop()
         } else {
-            // The steps up to the bad one did run; the host mirror follows the device.
-            d.iterations = backend.read_scalar(&d.args[d.layout.iterations])? as u64;
+            d.status_seed.take()
+        };
+        d.args
+            .push(status.ok_or_else(|| Error::invalid("fit", "internal: no status input"))?);
+        let ran = exe.execute_into(&mut d.args, &mut d.outs);
+        if let Some(status) = d.args.pop() {
+            if chained {
+                d.outs_prev.push(status);
+            } else {
+                d.status_seed = Some(status);
+            }
         }
-        Ok(StepOut { ok, batch_loss })
+        ran?;
+        // Optimistic: a bad step shows when logs are read, and is corrected there.
+        d.iterations += k as u64;
+        // This call's outputs wait in `outs_prev` (the next call's status, the logs the
+        // host may read); the previous call's buffers take the next call's outputs.
+        std::mem::swap(&mut d.outs, &mut d.outs_prev);
+        d.chained = true;
+        d.unread = true;
+        Ok(())
+    }
+
+    /// Reads the last train call's logs if the host has not yet (waiting for the call).
+    fn read_pending_logs(&mut self, logs: &mut Logs) -> Result<Option<StepOut>> {
+        let backend = self.backend.clone();
+        let t = self.train.as_mut().ok_or_else(not_compiled)?;
+        let Some(d) = t.device.as_mut().filter(|d| d.unread) else {
+            return Ok(None);
+        };
+        d.unread = false;
+        let out = read_logs(
+            backend.as_ref(),
+            &t.metric_names,
+            &mut d.log_values,
+            &d.outs_prev,
+            logs,
+        )?;
+        if !out.ok {
+            self.resync_iterations()?;
+        }
+        Ok(Some(out))
+    }
+
+    /// The host's mirror of the optimizer's iteration count.
+    fn host_iterations(&self) -> Result<u64> {
+        let t = self.train.as_ref().ok_or_else(not_compiled)?;
+        Ok(t.device.as_ref().ok_or_else(not_compiled)?.iterations)
+    }
+
+    /// After a bad step: the steps before it did run, and the calls after it changed
+    /// nothing; the host mirror of the iteration count follows the device.
+    fn resync_iterations(&mut self) -> Result<()> {
+        let backend = self.backend.clone();
+        let t = self.train.as_mut().ok_or_else(not_compiled)?;
+        let d = t.device.as_mut().ok_or_else(not_compiled)?;
+        d.iterations = backend.read_scalar(&d.args[d.layout.iterations])? as u64;
+        Ok(())
+    }
+
+    /// Starts a chain of train calls, the first one's status healthy; returns the
+    /// iteration count it starts from.
+    fn start_chain(&mut self) -> Result<u64> {
+        let backend = self.backend.clone();
+        let t = self.train.as_mut().ok_or_else(not_compiled)?;
+        let d = t.device.as_mut().ok_or_else(not_compiled)?;
+        d.chained = false;
+        d.unread = false;
+        if d.status_seed.is_none() {
+            // Never written: the step only reads it.
+            d.status_seed = Some(backend.upload(&Tensor::from_vec(&[2], vec![1.0f32, 0.0])?)?);
+        }
+        Ok(d.iterations)
     }
 
     /// Compiles the graph for `key` unless it is cached.
@@ -521,6 +593,38 @@ impl<A: Architecture> Model<A> {
         d.exes.insert(key.clone(), exe);
         Ok(())
     }
+}
+
+/// How often `fit` reads the logs when nothing needs every call's (the progress bar's
+/// refresh, about Keras' own).
+const READ_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Reads a train call's logs vector (loss, each metric, the finite flag, the last batch's
+/// loss) from its outputs into `logs`, through the host buffer kept for it.
+fn read_logs(
+    backend: &dyn crate::backend::Backend,
+    metric_names: &[String],
+    vals: &mut Vec<f32>,
+    outs: &[Buffer],
+    logs: &mut Logs,
+) -> Result<StepOut> {
+    // The call's outputs end with the logs vector, then the status.
+    let packed = outs
+        .len()
+        .checked_sub(2)
+        .and_then(|i| outs.get(i))
+        .ok_or_else(|| Error::invalid("fit", "internal: the step returned no logs"))?;
+    let n = super::step::logs_len_for(metric_names.len());
+    vals.resize(n, 0.0);
+    backend.read_f32_into(packed, vals)?;
+    logs.set("loss", vals[0] as f64);
+    for (name, v) in metric_names.iter().zip(&vals[1..n - 2]) {
+        logs.set(name, *v as f64);
+    }
+    Ok(StepOut {
+        ok: vals[n - 2] != 0.0,
+        batch_loss: vals[n - 1] as f64,
+    })
 }
 
 /// The type of `t` with `n` rows.

@@ -120,14 +120,28 @@ fn declare_state(g: &mut Graph, layout: &Layout) -> Vec<Value> {
         .collect()
 }
 
-/// The train step: inputs `x [k·b, …]`, `y [k·b, …]`, `sw [k·b]`, `lr [k]`; outputs the new
-/// state (updating the state parameters in place), then one f32 vector of the logs: the
+/// The number of values in a train call's logs vector (see `train_graph`): the loss,
+/// one per metric, the finite flag and the last batch's loss.
+pub(crate) fn logs_len(t: &TrainState) -> usize {
+    logs_len_for(t.metric_names.len())
+}
+
+pub(crate) fn logs_len_for(metrics: usize) -> usize {
+    metrics + 3
+}
+
+/// The train step: inputs `x [k·b, …]`, `y [k·b, …]`, `sw [k·b]`, `lr [k]` and `status
+/// [2]` (1 while the state is healthy, else 0; the first non-finite loss); outputs the new
+/// state (updating the state parameters in place), one f32 vector of `L` logs (the
 /// running loss and metric results, whether every step's loss was finite (1 or 0), and
-/// the last step's batch loss (one vector so the host reads one buffer per call: on XLA
-/// each read is a device round trip). A step whose loss is not finite changes nothing,
-/// nor do the steps after it. With `dist` this is one replica's program: `b` is
-/// its share of each global batch, and one all-reduce per step makes every replica take
-/// the global step (see `distribute`).
+/// the last step's batch loss, or the first non-finite one: one vector so the host reads
+/// one buffer per call, as on XLA each read is a device round trip), and the next call's
+/// `status`. A step whose loss is not finite changes nothing, nor do the steps after it,
+/// in this call or in the calls it hands its status: so the host need not read every
+/// call's logs to stop with the last good state (a read costs a round trip to the
+/// device, and the device waits while the host reads). With `dist` this is one replica's
+/// program: `b` is its share of each global batch, and one all-reduce per step makes
+/// every replica take the global step (see `distribute`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn train_graph<A: Architecture>(
     model: &Model<A>,
@@ -145,10 +159,17 @@ pub(crate) fn train_graph<A: Architecture>(
     let y = g.parameter(y_ty.clone());
     let sw = g.parameter(TensorType::new(DType::F32, [k * batch]));
     let lr = g.parameter(TensorType::new(DType::F32, [k]));
+    let status = g.parameter(TensorType::new(DType::F32, [2]));
     let opt = t.optimizer.as_ref();
     let cfg = opt.config();
     let mut cur = state.clone();
-    let mut ok = g.constant(crate::Tensor::scalar(true));
+    let healthy = g.slice(status, &[0], &[1], &[1])?;
+    let healthy = g.reshape(healthy, [])?;
+    let zero = g.scalar(0.0, DType::F32);
+    let go = g.compare(Comparison::Ne, healthy, zero)?;
+    let bad = g.slice(status, &[1], &[2], &[1])?;
+    let mut bad_loss = g.reshape(bad, [])?;
+    let mut ok = go;
     let mut last_loss = g.scalar(0.0, DType::F32);
     for step in 0..k {
         let (xk, yk, swk) = (
@@ -235,6 +256,9 @@ pub(crate) fn train_graph<A: Architecture>(
 
         last_loss = loss;
         let finite = is_finite(&mut g, loss)?;
+        let not_finite = g.unary(crate::ir::UnaryOp::Not, finite)?;
+        let first_bad = g.binary(crate::ir::BinaryOp::And, ok, not_finite)?;
+        bad_loss = g.select(first_bad, loss, bad_loss)?;
         ok = g.binary(crate::ir::BinaryOp::And, ok, finite)?;
         for i in 0..cur.len() {
             if new[i] != cur[i] {
@@ -243,12 +267,21 @@ pub(crate) fn train_graph<A: Architecture>(
         }
     }
     let offset = g.constant(crate::Tensor::from_vec(&[2], vec![k as i32, 0])?);
-    cur[layout.key] = g.add(state[layout.key], offset)?;
+    let advanced = g.add(state[layout.key], offset)?;
+    cur[layout.key] = g.select(go, advanced, state[layout.key])?;
     let mut logs = results(&mut g, &t.metrics, layout, &cur)?;
     logs.push(ok);
-    logs.push(last_loss);
+    let reported = g.select(ok, last_loss, bad_loss)?;
+    logs.push(reported);
+    if logs.len() != logs_len(t) {
+        return Err(Error::invalid(
+            "train step",
+            format!("internal: {} logs, expected {}", logs.len(), logs_len(t)),
+        ));
+    }
     let mut outputs = cur.clone();
     outputs.push(pack_f32(&mut g, &logs)?);
+    outputs.push(pack_f32(&mut g, &[ok, bad_loss])?);
     g.set_outputs(outputs)?;
     let updates = (0..layout.len()).map(|i| (i, i)).collect();
     Ok((g, CompileOptions { updates }))

@@ -616,8 +616,8 @@ pub(crate) struct LoadedExecutable {
     client: Arc<Client>,
     raw: *mut ffi::LoadedExecutable,
     num_outputs: usize,
-    /// The last execution's completion events, awaited at the next execution or on drop
-    /// (see `execute`).
+    /// The last execution's completion events, awaited once the next execution is
+    /// launched, or on drop (see `execute`).
     pending: std::sync::Mutex<Vec<*mut ffi::Event>>,
 }
 
@@ -763,9 +763,13 @@ impl LoadedExecutable {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Awaits the previous execution's completion, returning its error if it failed.
+    /// Awaits the last execution's completion, returning its error if it failed.
     fn settle(&self) -> Result<()> {
         let events = std::mem::take(&mut *self.pending());
+        self.settle_events(events)
+    }
+
+    fn settle_events(&self, events: Vec<*mut ffi::Event>) -> Result<()> {
         let mut status = Ok(());
         for e in events {
             let r = self
@@ -784,12 +788,13 @@ impl LoadedExecutable {
     /// are donated: their handles are dead afterwards and must only be dropped. Returns
     /// each device's outputs as soon as the run is launched: reading an output waits for
     /// it, and the host does not pay a second wake-up per call to learn what the read
-    /// tells it anyway. The run's completion is awaited at the next call (by then it has
-    /// normally happened), which reports a failed run, and before the executable is freed.
+    /// tells it anyway. The previous run's completion is awaited once this one is
+    /// launched (so the device has this run queued while the host waits: the fit loop
+    /// does not read every call's results), which reports a failed run; the last run is
+    /// awaited before the executable is freed.
     /// Dropping an input while the run uses it is safe: PJRT frees a buffer's memory only
     /// once the work using it is done.
     pub fn execute(&self, args: &[Vec<*mut ffi::Buffer>]) -> Result<Vec<Vec<DeviceBuffer>>> {
-        self.settle()?;
         let api = &self.client.api;
         let f = entry!(api, loaded_executable_execute)?;
         let num_args = args.first().map_or(0, Vec::len);
@@ -860,7 +865,8 @@ impl LoadedExecutable {
             })
             .collect();
         let events: Vec<*mut ffi::Event> = events.into_iter().filter(|e| !e.is_null()).collect();
-        *self.pending() = events;
+        let previous = std::mem::replace(&mut *self.pending(), events);
+        self.settle_events(previous)?;
         Ok(owned)
     }
 }
