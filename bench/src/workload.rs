@@ -383,6 +383,7 @@ pub fn run(cfg: &Config) -> Result<Value> {
     let first = epochs.first().copied().unwrap_or_default();
     let last = |k: &str| history.get(k).and_then(|v| v.last().copied());
     let steady_median = median(&mut steady_s);
+    let per_step = sum(|e| e.step_allocs) / sum(|e| e.steps_counted).max(1.0);
     Ok(json!({
         "backend": cfg.device.to_string(),
         "batch": cfg.batch,
@@ -405,12 +406,14 @@ pub fn run(cfg: &Config) -> Result<Value> {
         // first-touch page faults, thread-pool start.
         "first_epoch_extra_s": first.secs - steady_median,
         // Allocations per steady-state step, measured between batch ends; what an epoch
-        // allocates beyond those intervals (its set-up and first call) is reported per epoch.
-        "allocs_per_step": sum(|e| e.step_allocs) / sum(|e| e.steps_counted).max(1.0),
+        // allocates beyond that rate times its steps (its set-up) is reported per epoch.
+        // (The probe is async-safe, so batch ends come now and then, not after every
+        // call: the steps before the first one are counted at the measured rate.)
+        "allocs_per_step": per_step,
         "alloc_bytes_per_step": sum(|e| e.step_bytes) / sum(|e| e.steps_counted).max(1.0),
         "epoch_allocs": steady
             .iter()
-            .map(|e| e.allocs.saturating_sub(e.step_allocs) as f64)
+            .map(|e| (e.allocs as f64 - per_step * steps as f64).max(0.0))
             .sum::<f64>()
             / (steady.len().max(1) as f64),
         "execute_allocs_per_step": sum(|e| e.backend.execute_allocs) / steady_steps,
