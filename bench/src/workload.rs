@@ -151,6 +151,9 @@ impl Backend for Timed {
     fn upload_into(&self, t: &Tensor, b: &mut Buffer) -> Result<()> {
         self.inner.upload_into(t, b)
     }
+    fn upload_taking(&self, t: &mut Tensor, b: &mut Buffer) -> Result<()> {
+        self.inner.upload_taking(t, b)
+    }
     fn download(&self, b: &Buffer) -> Result<Tensor> {
         self.inner.download(b)
     }

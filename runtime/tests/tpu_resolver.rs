@@ -26,9 +26,12 @@ fn libtpu() -> PathBuf {
         .unwrap_or_else(|e| panic!("libtpu is needed for this test: {e}"))
 }
 
-/// A sysfs-like PCI directory holding one TPU v4 chip.
+/// A sysfs-like PCI directory holding one TPU v4 chip: one per call, as tests run in
+/// parallel and rewriting a file another test is reading made that test see no TPU.
 fn pci_with_a_tpu() -> PathBuf {
-    let root = std::env::temp_dir().join(format!("strata-fake-pci-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let root = std::env::temp_dir().join(format!("strata-fake-pci-{}-{call}", std::process::id()));
     let dev = root.join("0000:00:05.0");
     std::fs::create_dir_all(&dev).unwrap();
     std::fs::write(dev.join("vendor"), "0x1ae0\n").unwrap();

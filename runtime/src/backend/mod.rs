@@ -183,6 +183,12 @@ pub trait Backend: Send + Sync {
         *b = self.upload(t)?;
         Ok(())
     }
+    /// As [`upload_into`](Backend::upload_into), but the backend may take `t`'s memory
+    /// instead of copying it, leaving `t` its shape and unspecified values (the fit loop
+    /// refills its batch tensors every step). The native backend swaps the two.
+    fn upload_taking(&self, t: &mut Tensor, b: &mut Buffer) -> Result<()> {
+        self.upload_into(t, b)
+    }
     /// Copies a buffer to the host.
     fn download(&self, b: &Buffer) -> Result<Tensor>;
 

@@ -308,7 +308,7 @@ impl<A: Architecture> Model<A> {
                 // the epoch; callbacks may look at (or change) the model between calls, so
                 // with callbacks each call's logs are read before the next call.
                 if ready {
-                    self.train_call(&pool[..run], &mut stage, opts.pad_to_replicas)?;
+                    self.train_call(&mut pool[..run], &mut stage, opts.pad_to_replicas)?;
                     done += run;
                     if differs {
                         pool.swap(0, run);
@@ -400,7 +400,7 @@ impl<A: Architecture> Model<A> {
     /// the previous call's status; `read_pending_logs` reads its logs. Under a
     /// data-parallel strategy each batch is the global one, split over the replicas
     /// (padded when `pad`).
-    fn train_call(&mut self, batches: &[Batch], stage: &mut Staging, pad: bool) -> Result<()> {
+    fn train_call(&mut self, batches: &mut [Batch], stage: &mut Staging, pad: bool) -> Result<()> {
         let k = batches.len();
         let batch = batches[0].x.dims()[0];
         stage.fill(batches)?;
@@ -415,8 +415,8 @@ impl<A: Architecture> Model<A> {
             });
         }
         let (x, y) = match batches {
-            [one] => (&one.x, &one.y),
-            _ => (&stage.x, &stage.y),
+            [one] => (&mut one.x, &mut one.y),
+            _ => (&mut stage.x, &mut stage.y),
         };
         // The step graph sees one replica's rows of each batch (all of them on one device).
         let dist = self.dist("fit", batch, pad)?;
@@ -474,11 +474,13 @@ impl<A: Architecture> Model<A> {
                 k,
                 dist,
             )?,
-            _ => set_inputs(
+            // The batch tensors are refilled before the next call: the backend may take
+            // their memory instead of copying it.
+            _ => set_inputs_taking(
                 backend.as_ref(),
                 &mut d.args,
                 base,
-                &[x, y, &stage.sw, &stage.lr],
+                &mut [x, y, &mut stage.sw, &mut stage.lr],
                 &mut d.spare_inputs,
             )?,
         }
@@ -645,19 +647,50 @@ pub(crate) fn set_inputs(
     inputs: &[&Tensor],
     spare: &mut Spares<Vec<Buffer>>,
 ) -> Result<()> {
+    make_room(backend, args, base, inputs.len(), |i| inputs[i], spare)?;
+    for (b, t) in args[base..].iter_mut().zip(inputs) {
+        backend.upload_into(t, b)?;
+    }
+    Ok(())
+}
+
+/// As [`set_inputs`], letting the backend take the tensors' memory (they keep their
+/// shapes, not their values): the native backend then copies no batch.
+fn set_inputs_taking(
+    backend: &dyn crate::backend::Backend,
+    args: &mut Vec<Buffer>,
+    base: usize,
+    inputs: &mut [&mut Tensor],
+    spare: &mut Spares<Vec<Buffer>>,
+) -> Result<()> {
+    make_room(backend, args, base, inputs.len(), |i| &*inputs[i], spare)?;
+    for (b, t) in args[base..].iter_mut().zip(inputs.iter_mut()) {
+        backend.upload_taking(t, b)?;
+    }
+    Ok(())
+}
+
+/// Makes `args[base..]` a set of `n` buffers of `input(i)`'s types (see `set_inputs`).
+fn make_room<'t>(
+    backend: &dyn crate::backend::Backend,
+    args: &mut Vec<Buffer>,
+    base: usize,
+    n: usize,
+    input: impl Fn(usize) -> &'t Tensor,
+    spare: &mut Spares<Vec<Buffer>>,
+) -> Result<()> {
     let fits = |set: &[Buffer]| {
-        set.len() == inputs.len()
-            && set
-                .iter()
-                .zip(inputs)
-                .all(|(b, t)| b.ty().dtype == t.dtype() && b.ty().dims() == t.dims())
+        set.len() == n
+            && set.iter().enumerate().all(|(i, b)| {
+                let t = input(i);
+                b.ty().dtype == t.dtype() && b.ty().dims() == t.dims()
+            })
     };
     if !fits(&args[base.min(args.len())..]) {
         let mut set = match spare.take(|s| fits(s)) {
             Some(s) => s,
-            None => inputs
-                .iter()
-                .map(|t| backend.upload(t))
+            None => (0..n)
+                .map(|i| backend.upload(input(i)))
                 .collect::<Result<Vec<_>>>()?,
         };
         if args.len() == base + set.len() {
@@ -672,9 +705,6 @@ pub(crate) fn set_inputs(
         if !set.is_empty() {
             spare.keep(set);
         }
-    }
-    for (b, t) in args[base..].iter_mut().zip(inputs) {
-        backend.upload_into(t, b)?;
     }
     Ok(())
 }

@@ -272,6 +272,50 @@ impl Storage {
         }
     }
 
+    /// Exchanges this storage's memory with `t`'s when they hold as many elements of one
+    /// type and `t` is contiguous: `t` keeps its shape and takes this storage's old values.
+    /// Returns whether it did (otherwise nothing changed). A step's input then costs no
+    /// copy: the caller refills `t` for the next step anyway.
+    pub fn swap_with_tensor(&mut self, t: &mut Tensor) -> bool {
+        fn swap<T: Clone>(dst: &mut Vec<T>, a: &mut ArrayD<T>) -> bool {
+            let n = a.len();
+            if !a.is_standard_layout() || n != dst.len() {
+                return false;
+            }
+            let shape = a.raw_dim();
+            // An empty placeholder: no allocation (small shapes live inline).
+            let Ok(empty) = ArrayD::from_shape_vec(IxDyn(&[0]), Vec::new()) else {
+                return false;
+            };
+            let (mut v, offset) = std::mem::replace(a, empty).into_raw_vec_and_offset();
+            let offset = offset.unwrap_or(0);
+            let swapped = offset == 0 && v.len() == n;
+            if swapped {
+                std::mem::swap(dst, &mut v);
+            } else {
+                // A view into a larger vector (never made by the data pipeline): keep the
+                // values, copied out.
+                v = v[offset..offset + n].to_vec();
+            }
+            match ArrayD::from_shape_vec(shape, v) {
+                Ok(back) => {
+                    *a = back;
+                    swapped
+                }
+                Err(_) => false, // lengths match: not reached
+            }
+        }
+        match (self, t) {
+            (Storage::F32(d), Tensor::F32(a)) => swap(d, a),
+            (Storage::F64(d), Tensor::F64(a)) => swap(d, a),
+            (Storage::BF16(d), Tensor::BF16(a)) => swap(d, a),
+            (Storage::I32(d), Tensor::I32(a)) => swap(d, a),
+            (Storage::I64(d), Tensor::I64(a)) => swap(d, a),
+            (Storage::Bool(d), Tensor::Bool(a)) => swap(d, a),
+            _ => false,
+        }
+    }
+
     /// The first `ty.numel()` elements as a host tensor of type `ty`.
     pub fn to_tensor(&self, ty: &TensorType) -> Result<Tensor> {
         let n = ty.numel();

@@ -6,7 +6,7 @@
 //! op's kernel (in `crate::ops`) on slices of the arena, so a steady-state step allocates
 //! no tensor memory. Matrix products and convolutions use the `gemm` crate.
 
-mod crew;
+pub(crate) mod crew;
 pub(crate) mod data;
 mod executor;
 mod fuse;
@@ -59,6 +59,16 @@ impl Backend for NativeBackend {
             b.ty = t.ty();
         }
         Ok(())
+    }
+
+    fn upload_taking(&self, t: &mut Tensor, b: &mut Buffer) -> Result<()> {
+        if b.native_storage_mut()?.swap_with_tensor(t) {
+            if b.ty.dtype != t.dtype() || b.ty.dims() != t.dims() {
+                b.ty = t.ty();
+            }
+            return Ok(());
+        }
+        self.upload_into(t, b)
     }
 
     fn download(&self, b: &Buffer) -> Result<Tensor> {
