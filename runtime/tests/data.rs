@@ -275,3 +275,21 @@ fn large_normal_tensors_are_seeded_block_by_block() {
     }
     assert_ne!(v[..100], v[1 << 16..(1 << 16) + 100]);
 }
+
+#[test]
+fn a_large_gather_split_over_threads_copies_every_row() {
+    // 1024 rows of 784 floats (3 MB, split over the worker crew) in a shuffled order.
+    let (n, row) = (2000usize, 784usize);
+    let src = Tensor::from_vec(&[n, row], (0..n * row).map(|v| v as f32).collect()).unwrap();
+    let idx: Vec<usize> = (0..1024).map(|k| (k * 769 + 11) % n).collect();
+    let mut dst = Tensor::zeros(&strata_runtime::ir::TensorType::new(
+        strata_runtime::ir::DType::F32,
+        [1024, row],
+    ));
+    strata_runtime::data::gather_rows(&src, &idx, &mut dst).unwrap();
+    let d = dst.to_vec::<f32>().unwrap();
+    for (k, &i) in idx.iter().enumerate() {
+        let want: Vec<f32> = (i * row..(i + 1) * row).map(|v| v as f32).collect();
+        assert_eq!(&d[k * row..(k + 1) * row], &want[..], "row {k}");
+    }
+}

@@ -467,3 +467,25 @@ impl<'a> DataMut<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swapping_with_a_tensor_exchanges_values_and_keeps_shapes() {
+        let mut s = Storage::F32(vec![1.0, 2.0, 3.0, 4.0]);
+        let mut t = Tensor::from_vec(&[2, 2], vec![5.0f32, 6.0, 7.0, 8.0]).unwrap();
+        assert!(s.swap_with_tensor(&mut t));
+        assert!(matches!(&s, Storage::F32(v) if v == &[5.0, 6.0, 7.0, 8.0]));
+        assert_eq!(t.dims(), &[2, 2]);
+        assert_eq!(t.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+        // Another length or type: nothing changes.
+        let mut short = Tensor::from_vec(&[3], vec![9.0f32, 9.0, 9.0]).unwrap();
+        assert!(!s.swap_with_tensor(&mut short));
+        assert_eq!(short.to_vec::<f32>().unwrap(), [9.0, 9.0, 9.0]);
+        let mut ints = Tensor::from_vec(&[4], vec![1i32, 2, 3, 4]).unwrap();
+        assert!(!s.swap_with_tensor(&mut ints));
+        assert!(matches!(&s, Storage::F32(v) if v == &[5.0, 6.0, 7.0, 8.0]));
+    }
+}
