@@ -374,17 +374,28 @@ fn load<T: Real>(src: Data<'_>, pat: Pattern, start: usize, out: &mut [T]) -> Re
                 for (o, &v) in out.iter_mut().zip(&a[s..s + len]) {
                     *o = $conv(v);
                 }
+            } else if pat.q == 1 {
+                // A row repeated (a bias over a batch): whole runs of it, each a plain copy.
+                let (mut j, mut o) = (start % pat.p, 0);
+                while o < out.len() {
+                    let len = (pat.p - j).min(out.len() - o);
+                    for (d, &v) in out[o..o + len].iter_mut().zip(&a[j..j + len]) {
+                        *d = $conv(v);
+                    }
+                    o += len;
+                    j = 0;
+                }
             } else {
-                let (mut j, mut r) = ((start / pat.q) % pat.p, start % pat.q);
-                for o in out.iter_mut() {
-                    *o = $conv(a[j]);
-                    r += 1;
-                    if r == pat.q {
-                        r = 0;
-                        j += 1;
-                        if j == pat.p {
-                            j = 0;
-                        }
+                // Each value repeated `q` times (a column broadcast): runs of one value.
+                let (mut j, mut r, mut o) = ((start / pat.q) % pat.p, start % pat.q, 0);
+                while o < out.len() {
+                    let len = (pat.q - r).min(out.len() - o);
+                    out[o..o + len].fill($conv(a[j]));
+                    o += len;
+                    r = 0;
+                    j += 1;
+                    if j == pat.p {
+                        j = 0;
                     }
                 }
             }
@@ -714,4 +725,36 @@ fn store<T: Real>(
         },
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterned_loads_match_their_definition() {
+        // Element `i` of the kernel is element `(i / q) % p` of the input, for rows (q = 1),
+        // columns (q > 1), scalars, starting anywhere, across wrap-arounds.
+        let src: Vec<f32> = (0..60).map(|v| v as f32).collect();
+        for (q, p) in [(1, 1), (1, 7), (1, 60), (3, 5), (4, 15), (60, 1), (2, 30)] {
+            for start in [0, 1, 6, 13, 59, 1000] {
+                for len in [1, 5, 16, 100] {
+                    let mut out = vec![-1.0f32; len];
+                    load(Data::F32(&src[..p]), Pattern { q, p }, start, &mut out).unwrap();
+                    let want: Vec<f32> = (start..start + len).map(|i| src[(i / q) % p]).collect();
+                    assert_eq!(out, want, "q={q} p={p} start={start} len={len}");
+                }
+            }
+        }
+        // Booleans become 0 and 1.
+        let mut out = vec![-1.0f32; 5];
+        load(
+            Data::Bool(&[true, false]),
+            Pattern { q: 2, p: 2 },
+            1,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, [1.0, 0.0, 0.0, 1.0, 1.0]);
+    }
 }
