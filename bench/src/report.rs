@@ -182,8 +182,8 @@ pub fn table(ours: &[Value], peers: &[Value]) -> String {
     }
     s.push_str(
         "\nexecute µs/step: time inside `Backend::execute`. Native returns when the step is \
-         done; XLA returns once the run is launched, and the wait shows in the fit loop's \
-         read of the step's logs.\n",
+         done; XLA once the run is launched and the previous run has finished, so the device \
+         always has the next step queued (fit reads the logs only every 50 ms).\n",
     );
     s
 }

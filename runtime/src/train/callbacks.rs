@@ -72,15 +72,17 @@ pub trait Callback: Send {
         Ok(())
     }
     /// After each backend call (every `steps_per_execution` steps); `step` counts from 0.
-    /// For a callback that is [`async_safe`](Callback::async_safe), only when `fit` reads
-    /// the logs (every 50 ms or so, and at the end of an epoch).
+    /// When every callback is [`async_safe`](Callback::async_safe), once the next call is
+    /// launched (or the epoch ends), with the logs `fit` last read: those are read every
+    /// 50 ms or so, and at the end of an epoch.
     fn on_batch_end(&mut self, _step: usize, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
         Ok(())
     }
-    /// Whether the callback can do with batch-end calls now and then, after later steps
-    /// have been launched (Keras' `async_safe`). When every callback can, `fit` does not
-    /// wait for the device after each call: that wait is most of the cost of a small
-    /// step on XLA. The default is no: `on_batch_end` after every call, before the next.
+    /// Whether the callback can do with hearing of a batch's end after the next batch was
+    /// launched, with logs that may be a few batches old (Keras' `async_safe`). When every
+    /// callback can, `fit` does not wait for the device after each call: that wait is most
+    /// of the cost of a small step on XLA. The default is no: `on_batch_end` after every
+    /// call, before the next, with that call's logs.
     fn async_safe(&self) -> bool {
         false
     }

@@ -204,9 +204,10 @@ impl<A: Architecture> Model<A> {
     }
 
     /// Runs `k` training steps per backend call (Keras' `steps_per_execution`, the TPU
-    /// best practice): the train graph holds `k` unrolled steps. On a CPU that is slower,
-    /// not faster (measured at batch 32 with `k = 32`: 0.131 s against 0.099 s per epoch
-    /// natively, 0.24 against 0.20 s on XLA CPU), until the steps become a loop.
+    /// best practice): the train graph holds `k` unrolled steps. On a CPU that does not
+    /// pay (measured at batch 32 with `k = 32` against 1: natively about level, 0.076–0.083
+    /// s against 0.067–0.081 s per epoch; on XLA CPU slower, 0.18 against 0.13 s), until
+    /// the steps become a loop.
     pub fn set_steps_per_execution(&mut self, k: usize) -> Result<()> {
         let t = self.train.as_mut().ok_or_else(not_compiled)?;
         if k == 0 {

@@ -247,6 +247,8 @@ impl<A: Architecture> Model<A> {
             let mut first = true;
             let mut epoch_start = 0u64;
             let mut last_read = Instant::now();
+            // The last call whose batch end the callbacks have not heard of.
+            let mut unreported: Option<usize> = None;
             // `pool[..count]` are batches waiting to run as one call of up to k steps.
             let mut count = 0;
             loop {
@@ -308,8 +310,18 @@ impl<A: Architecture> Model<A> {
                 // the epoch; callbacks may look at (or change) the model between calls, so
                 // with callbacks each call's logs are read before the next call.
                 if ready {
+                    // Async-safe callbacks hear of a call once the next one is launched (or
+                    // the epoch ends), with the logs as last read.
+                    if !every_call {
+                        if let Some(step) = unreported.take() {
+                            for cb in &mut callbacks {
+                                cb.on_batch_end(step, &logs, &mut control.with(self))?;
+                            }
+                        }
+                    }
                     self.train_call(&mut pool[..run], &mut stage, opts.pad_to_replicas)?;
                     done += run;
+                    unreported = Some(done - 1);
                     if differs {
                         pool.swap(0, run);
                         count = 1;
@@ -322,7 +334,8 @@ impl<A: Architecture> Model<A> {
                 // costs a transfer), and the device chain stops on a bad step by itself,
                 // so logs are read for the progress bar now and then and at the end of
                 // the epoch; after every call for callbacks that are not async-safe (they
-                // may look at the model between calls, as in Keras).
+                // may look at the model between calls, as in Keras), which then hear of
+                // the call at once.
                 let read_now = end || (ready && (every_call || last_read.elapsed() >= READ_EVERY));
                 if let Some(out) = read_now
                     .then(|| self.read_pending_logs(&mut logs))
@@ -346,8 +359,12 @@ impl<A: Architecture> Model<A> {
                         });
                     }
                     progress.update(done, &logs, started.elapsed());
-                    for cb in &mut callbacks {
-                        cb.on_batch_end(done - 1, &logs, &mut control.with(self))?;
+                }
+                if every_call || end {
+                    if let Some(step) = unreported.take() {
+                        for cb in &mut callbacks {
+                            cb.on_batch_end(step, &logs, &mut control.with(self))?;
+                        }
                     }
                 }
                 if end {
