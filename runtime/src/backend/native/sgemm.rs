@@ -2,8 +2,10 @@
 //! every `dot_general` and convolution in a training step.
 //!
 //! The structure is the usual one (Goto / BLIS): blocks of `B` (`KC × NC`) and `A`
-//! (`MC × KC`) are packed into panels the micro-kernel streams through, and the
-//! micro-kernel keeps an `MR × NR` tile of `C` in vector registers while it walks `k`.
+//! (`MC × KC`) are walked in panels, and the micro-kernel keeps an `MR × NR` tile of `C`
+//! in vector registers while it walks `k`. Unlike BLIS, operands whose layout already
+//! suits the kernel are read in place (a row-major `B`, a row-major `A`): packing them
+//! cost more than it saved at this workload's sizes (measured).
 //! We write it ourselves rather than calling the `gemm` crate for f32 because that crate
 //! allocates its packing buffers on every call, and a training step must allocate
 //! nothing; here the buffers are per thread and reused. (f64 and other CPUs still use the
@@ -100,6 +102,10 @@ pub(crate) unsafe fn sgemm(
     // and the copy (all of B, per block of A) is gone. Only a ragged last panel, or a
     // transposed B, is packed.
     let direct_b = b.cs == 1;
+    // A row-major A is read in place too: each `k` step broadcasts one value from each of
+    // the tile's rows, `a.rs` apart, and a row's cache lines serve 16 steps. Packing it
+    // was a strided gather per element (a transposed A packs with contiguous copies).
+    let direct_a = a.cs == 1 && a.rs > 0;
     PACK.with(|p| {
         let mut p = p.borrow_mut();
         let Pack {
@@ -137,7 +143,7 @@ pub(crate) unsafe fn sgemm(
                 while ic < m {
                     let mc = MC.min(m - ic);
                     let key = (call, a.ptr as usize, ic, pc, mc, kc);
-                    if *a_key != Some(key) {
+                    if !direct_a && *a_key != Some(key) {
                         unsafe { pack_a(a, ic, pc, mc, kc, mr, pa) };
                         *a_key = Some(key);
                     }
@@ -153,10 +159,20 @@ pub(crate) unsafe fn sgemm(
                         };
                         for ir in (0..mc).step_by(mr) {
                             let rows = mr.min(mc - ir);
-                            let ap = pa[ir * kc..].as_ptr();
+                            let (ap, a_strides) = if direct_a {
+                                // SAFETY: rows `ic+ir..+rows`, depths `pc..pc+kc` lie in A.
+                                let p = unsafe {
+                                    a.ptr.offset((ic + ir) as isize * a.rs + pc as isize)
+                                };
+                                (p, (a.rs as usize, 1))
+                            } else {
+                                (pa[ir * kc..].as_ptr(), (1, mr))
+                            };
                             // SAFETY: the tile lies inside `c` (rows and columns clipped).
                             let cp = unsafe { c.add((ic + ir) * ldc + jc + jr) };
-                            unsafe { tile(isa, kc, ap, bp, bs, cp, ldc, acc, rows, cols) };
+                            unsafe {
+                                tile(isa, kc, ap, a_strides, bp, bs, cp, ldc, acc, rows, cols)
+                            };
                         }
                     }
                     ic += mc;
@@ -233,6 +249,7 @@ unsafe fn tile(
     isa: Isa,
     kc: usize,
     a: *const f32,
+    a_strides: (usize, usize),
     b: *const f32,
     bs: usize,
     c: *mut f32,
@@ -258,8 +275,8 @@ unsafe fn tile(
     // SAFETY: the caller checked the ISA; `dst` holds `rows` full rows with stride `ld`.
     unsafe {
         match isa {
-            Isa::Avx512 => rows_avx512(rows, kc, a, b, bs, dst, ld, add),
-            Isa::Avx2 => rows_avx2(rows, kc, a, b, bs, dst, ld, add),
+            Isa::Avx512 => rows_avx512(rows, kc, a, a_strides, b, bs, dst, ld, add),
+            Isa::Avx2 => rows_avx2(rows, kc, a, a_strides, b, bs, dst, ld, add),
         }
     }
     if !full {
@@ -285,6 +302,7 @@ macro_rules! by_rows {
             rows: usize,
             kc: usize,
             a: *const f32,
+            a_strides: (usize, usize),
             b: *const f32,
             bs: usize,
             c: *mut f32,
@@ -294,7 +312,7 @@ macro_rules! by_rows {
             // SAFETY: forwarded from `tile`.
             unsafe {
                 match rows {
-                    $($r => $kernel::<$r>(kc, a, b, bs, c, ldc, acc),)*
+                    $($r => $kernel::<$r>(kc, a, a_strides, b, bs, c, ldc, acc),)*
                     _ => unreachable!("tile rows out of range"),
                 }
             }
@@ -316,9 +334,11 @@ const NR256: usize = 16;
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn kernel_avx512<const R: usize>(
     kc: usize,
     a: *const f32,
+    (ars, acs): (usize, usize),
     b: *const f32,
     bs: usize,
     c: *mut f32,
@@ -335,11 +355,11 @@ unsafe fn kernel_avx512<const R: usize>(
             let b0 = _mm512_loadu_ps(bp);
             let b1 = _mm512_loadu_ps(bp.add(16));
             for (r, row) in t.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*ap.add(r));
+                let av = _mm512_set1_ps(*ap.add(r * ars));
                 row[0] = _mm512_fmadd_ps(av, b0, row[0]);
                 row[1] = _mm512_fmadd_ps(av, b1, row[1]);
             }
-            ap = ap.add(MR512);
+            ap = ap.add(acs);
             bp = bp.add(bs);
         }
     }
@@ -360,9 +380,11 @@ unsafe fn kernel_avx512<const R: usize>(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn kernel_avx2<const R: usize>(
     kc: usize,
     a: *const f32,
+    (ars, acs): (usize, usize),
     b: *const f32,
     bs: usize,
     c: *mut f32,
@@ -379,11 +401,11 @@ unsafe fn kernel_avx2<const R: usize>(
             let b0 = _mm256_loadu_ps(bp);
             let b1 = _mm256_loadu_ps(bp.add(8));
             for (r, row) in t.iter_mut().enumerate() {
-                let av = _mm256_set1_ps(*ap.add(r));
+                let av = _mm256_set1_ps(*ap.add(r * ars));
                 row[0] = _mm256_fmadd_ps(av, b0, row[0]);
                 row[1] = _mm256_fmadd_ps(av, b1, row[1]);
             }
-            ap = ap.add(MR256);
+            ap = ap.add(acs);
             bp = bp.add(bs);
         }
     }
@@ -399,5 +421,86 @@ unsafe fn kernel_avx2<const R: usize>(
             _mm256_storeu_ps(cp, v0);
             _mm256_storeu_ps(cp.add(8), v1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kernel this CPU runs, every layout of A and B (row-major, transposed: read in
+    /// place or packed), ragged edges and a depth past one block, with and without
+    /// accumulation, against a plain f64 product.
+    #[test]
+    fn products_match_a_plain_loop_for_every_layout() {
+        let isas: Vec<Isa> = match isa() {
+            Some(Isa::Avx512) => vec![Isa::Avx512, Isa::Avx2],
+            Some(Isa::Avx2) => vec![Isa::Avx2],
+            None => vec![],
+        };
+        let (m, n, k) = (37, 45, 300);
+        let val = |i: usize| ((i * 7919) % 101) as f32 / 50.0 - 1.0;
+        let a: Vec<f32> = (0..m * k).map(val).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| val(i + 13)).collect();
+        for isa in isas {
+            for a_t in [false, true] {
+                for b_t in [false, true] {
+                    for acc in [false, true] {
+                        // The same logical A (m×k) and B (k×n), stored either way.
+                        let (av, bv) = (
+                            if a_t { transpose(&a, m, k) } else { a.clone() },
+                            if b_t { transpose(&b, k, n) } else { b.clone() },
+                        );
+                        let view = |d: &[f32], t: bool, rows: usize, cols: usize| View {
+                            ptr: d.as_ptr(),
+                            rs: if t { 1 } else { cols as isize },
+                            cs: if t { rows as isize } else { 1 },
+                        };
+                        let ldc = n + 3;
+                        let mut c = vec![0.5f32; m * ldc];
+                        // SAFETY: the views address exactly A and B; C holds m rows of ldc.
+                        unsafe {
+                            sgemm(
+                                isa,
+                                u64::MAX - 1,
+                                m,
+                                n,
+                                k,
+                                view(&av, a_t, m, k),
+                                view(&bv, b_t, k, n),
+                                c.as_mut_ptr(),
+                                ldc,
+                                acc,
+                            )
+                        };
+                        for i in 0..m {
+                            for j in 0..n {
+                                let want: f64 = (0..k)
+                                    .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
+                                    .sum::<f64>()
+                                    + if acc { 0.5 } else { 0.0 };
+                                let got = c[i * ldc + j] as f64;
+                                assert!(
+                                    (got - want).abs() < 1e-3,
+                                    "{isa:?} a_t={a_t} b_t={b_t} acc={acc} ({i},{j}): {got} vs {want}"
+                                );
+                            }
+                            // Past column n the row is untouched.
+                            assert_eq!(&c[i * ldc + n..(i + 1) * ldc], &[0.5; 3]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+        let mut t = vec![0.0; x.len()];
+        for r in 0..rows {
+            for c in 0..cols {
+                t[c * rows + r] = x[r * cols + c];
+            }
+        }
+        t
     }
 }
