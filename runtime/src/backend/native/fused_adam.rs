@@ -410,7 +410,7 @@ mod tests {
 
     fn run(exe: &mut NativeExecutable, n: usize, ok: bool) -> Vec<Vec<f32>> {
         let be = NativeBackend::new();
-        let mut args = vec![
+        let mut args = [
             Tensor::from_vec(&[n], values(n, 1, -1.0, 1.0)).unwrap(),
             Tensor::from_vec(&[n], values(n, 2, -0.5, 0.5)).unwrap(),
             Tensor::from_vec(&[n], values(n, 3, -0.1, 0.1)).unwrap(),
