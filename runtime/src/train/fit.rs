@@ -306,12 +306,10 @@ impl<A: Architecture> Model<A> {
                 if !more || !differs {
                     count += more as usize;
                 }
-                // A call's logs are read once the next call is launched, or at the end of
-                // the epoch; callbacks may look at (or change) the model between calls, so
-                // with callbacks each call's logs are read before the next call.
+                // Callbacks that are not async-safe hear of each call at once, with its
+                // logs (read below); async-safe ones once the next call is launched, or at
+                // the end of the epoch, with the logs as last read.
                 if ready {
-                    // Async-safe callbacks hear of a call once the next one is launched (or
-                    // the epoch ends), with the logs as last read.
                     if !every_call {
                         if let Some(step) = unreported.take() {
                             for cb in &mut callbacks {
