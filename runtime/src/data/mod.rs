@@ -108,7 +108,9 @@ pub fn gather_rows(src: &Tensor, idx: &[usize], dst: &mut Tensor) -> Result<()> 
 }
 
 /// Below this many bytes a gather runs on the calling thread: a hand-off costs more.
-const PARALLEL_GATHER_BYTES: usize = 1 << 18;
+/// (A batch of 32 images, 100 KB, gains: the fit loop's time outside the step measured
+/// 5.0–6.7 → 3.2–4.2 ms per epoch with 64 KiB instead of 256 KiB.)
+const PARALLEL_GATHER_BYTES: usize = 1 << 16;
 
 /// `dst[k] = src[idx[k]]` for rows of `row` elements (indices checked by the caller).
 /// Large gathers (a batch of 1024 images is 3 MB, read from shuffled rows: bound by
