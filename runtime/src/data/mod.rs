@@ -116,38 +116,20 @@ const PARALLEL_GATHER_BYTES: usize = 1 << 16;
 /// Large gathers (a batch of 1024 images is 3 MB, read from shuffled rows: bound by
 /// memory latency) are split over the native backend's worker crew.
 fn copy_gathered<T: Copy + Send + Sync>(src: &[T], idx: &[usize], row: usize, dst: &mut [T]) {
-    let bytes = std::mem::size_of_val(dst);
-    let width = crate::backend::native::crew::width();
-    if bytes < PARALLEL_GATHER_BYTES || width < 2 || row == 0 {
-        for (d, &i) in dst.chunks_exact_mut(row).zip(idx) {
-            d.copy_from_slice(&src[i * row..(i + 1) * row]);
-        }
+    if row == 0 {
         return;
     }
-    let tasks = (width * 4).min(idx.len());
-    let per = idx.len().div_ceil(tasks);
-    let out = SendPtr(dst.as_mut_ptr());
-    crate::backend::native::crew::run(tasks, &|t| {
-        let (lo, hi) = ((t * per).min(idx.len()), ((t + 1) * per).min(idx.len()));
-        for (k, &i) in idx.iter().enumerate().take(hi).skip(lo) {
-            // SAFETY: tasks write disjoint rows of `dst`, which outlives `crew::run` (it
-            // returns when every task is done); `i` was checked against `src`'s rows.
-            let d = unsafe { std::slice::from_raw_parts_mut(out.at(k * row), row) };
+    let copy = |start: usize, chunk: &mut [T]| {
+        for (d, &i) in chunk.chunks_exact_mut(row).zip(&idx[start / row..]) {
             d.copy_from_slice(&src[i * row..(i + 1) * row]);
         }
-    });
-}
-
-/// A pointer tasks may share: each writes its own elements.
-struct SendPtr<T>(*mut T);
-// SAFETY: used only for disjoint writes while the owner waits (see `copy_gathered`).
-unsafe impl<T: Send> Sync for SendPtr<T> {}
-impl<T> SendPtr<T> {
-    /// # Safety
-    /// `offset` must stay inside the slice the pointer was taken from.
-    unsafe fn at(&self, offset: usize) -> *mut T {
-        // SAFETY: the caller's.
-        unsafe { self.0.add(offset) }
+    };
+    let width = crate::backend::native::crew::width();
+    if std::mem::size_of_val(dst) < PARALLEL_GATHER_BYTES || width < 2 {
+        copy(0, dst);
+    } else {
+        let tasks = (width * 4).min(idx.len());
+        crate::backend::native::crew::run_chunks(dst, tasks, row, &copy);
     }
 }
 

@@ -72,10 +72,8 @@ impl<A: Architecture> Model<A> {
                 y: y_ty.clone(),
                 dist,
             };
-            self.prepare(&key, |m| {
-                let t = m.train.as_ref().ok_or_else(not_compiled)?;
-                let d = t.device.as_ref().ok_or_else(not_compiled)?;
-                eval_graph(m, t, &d.layout, dist, &x_ty, &y_ty)
+            self.prepare(&key, |m, t, layout| {
+                eval_graph(m, t, layout, dist, &x_ty, &y_ty)
             })?;
             let backend = self.backend.clone();
             let t = self.train.as_mut().ok_or_else(not_compiled)?;
@@ -176,14 +174,9 @@ impl<A: Architecture> Model<A> {
             };
             let out = if compiled {
                 let key = StepKey::Predict { x: x_ty.clone() };
-                self.prepare(&key, |m| {
-                    let d = m
-                        .train
-                        .as_ref()
-                        .and_then(|t| t.device.as_ref())
-                        .ok_or_else(not_compiled)?;
+                self.prepare(&key, |m, _, layout| {
                     Ok((
-                        predict_graph(m, &d.layout.types, &x_ty)?,
+                        predict_graph(m, &layout.types, &x_ty)?,
                         CompileOptions::default(),
                     ))
                 })?;

@@ -311,11 +311,8 @@ impl<A: Architecture> Model<A> {
                 // the end of the epoch, with the logs as last read.
                 if ready {
                     if !every_call {
-                        if let Some(step) = unreported.take() {
-                            for cb in &mut callbacks {
-                                cb.on_batch_end(step, &logs, &mut control.with(self))?;
-                            }
-                        }
+                        let due = unreported.take();
+                        batch_end(&mut callbacks, due, &logs, &mut control, self)?;
                     }
                     self.train_call(&mut pool[..run], &mut stage, opts.pad_to_replicas)?;
                     done += run;
@@ -359,11 +356,7 @@ impl<A: Architecture> Model<A> {
                     progress.update(done, &logs, started.elapsed());
                 }
                 if every_call || end {
-                    if let Some(step) = unreported.take() {
-                        for cb in &mut callbacks {
-                            cb.on_batch_end(step, &logs, &mut control.with(self))?;
-                        }
-                    }
+                    batch_end(&mut callbacks, unreported.take(), &logs, &mut control, self)?;
                 }
                 if end {
                     break;
@@ -462,10 +455,8 @@ impl<A: Architecture> Model<A> {
                     y: y_ty.clone(),
                     dist,
                 };
-                self.prepare(&key, |m| {
-                    let t = m.train.as_ref().ok_or_else(not_compiled)?;
-                    let d = t.device.as_ref().ok_or_else(not_compiled)?;
-                    train_graph(m, t, &d.layout, rows, k, dist, &x_ty, &y_ty)
+                self.prepare(&key, |m, t, layout| {
+                    train_graph(m, t, layout, rows, k, dist, &x_ty, &y_ty)
                 })?;
                 let d = self
                     .train
@@ -585,22 +576,23 @@ impl<A: Architecture> Model<A> {
         Ok(d.iterations)
     }
 
-    /// Compiles the graph for `key` unless it is cached.
+    /// Compiles the graph for `key` unless it is cached; `build` gets the model, what
+    /// `compile` set up and the state's layout.
     pub(crate) fn prepare(
         &mut self,
         key: &StepKey,
-        build: impl FnOnce(&Self) -> Result<(crate::ir::Graph, crate::backend::CompileOptions)>,
+        build: impl FnOnce(
+            &Self,
+            &super::compile::TrainState,
+            &super::compile::Layout,
+        ) -> Result<(crate::ir::Graph, crate::backend::CompileOptions)>,
     ) -> Result<()> {
-        let cached = self
-            .train
-            .as_ref()
-            .and_then(|t| t.device.as_ref())
-            .map(|d| d.exes.contains_key(key))
-            .unwrap_or(false);
-        if cached {
+        let t = self.train.as_ref().ok_or_else(not_compiled)?;
+        let d = t.device.as_ref().ok_or_else(not_compiled)?;
+        if d.exes.contains_key(key) {
             return Ok(());
         }
-        let (g, opts) = build(self)?;
+        let (g, opts) = build(self, t, &d.layout)?;
         let exe = self.backend.compile(&g, &opts)?;
         let d = self
             .train
@@ -610,6 +602,22 @@ impl<A: Architecture> Model<A> {
         d.exes.insert(key.clone(), exe);
         Ok(())
     }
+}
+
+/// Tells every callback that call `step` (if any) has ended.
+fn batch_end(
+    callbacks: &mut [Box<dyn super::Callback>],
+    step: Option<usize>,
+    logs: &Logs,
+    control: &mut Flags,
+    model: &mut dyn ModelAccess,
+) -> Result<()> {
+    if let Some(step) = step {
+        for cb in callbacks.iter_mut() {
+            cb.on_batch_end(step, logs, &mut control.with(model))?;
+        }
+    }
+    Ok(())
 }
 
 /// How often `fit` reads the logs when nothing needs every call's (the progress bar's
@@ -631,7 +639,7 @@ fn read_logs(
         .checked_sub(2)
         .and_then(|i| outs.get(i))
         .ok_or_else(|| Error::invalid("fit", "internal: the step returned no logs"))?;
-    let n = super::step::logs_len_for(metric_names.len());
+    let n = super::step::logs_len(metric_names.len());
     vals.resize(n, 0.0);
     backend.read_f32_into(packed, vals)?;
     logs.set("loss", vals[0] as f64);

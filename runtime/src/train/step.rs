@@ -122,11 +122,7 @@ fn declare_state(g: &mut Graph, layout: &Layout) -> Vec<Value> {
 
 /// The number of values in a train call's logs vector (see `train_graph`): the loss,
 /// one per metric, the finite flag and the last batch's loss.
-pub(crate) fn logs_len(t: &TrainState) -> usize {
-    logs_len_for(t.metric_names.len())
-}
-
-pub(crate) fn logs_len_for(metrics: usize) -> usize {
+pub(crate) fn logs_len(metrics: usize) -> usize {
     metrics + 3
 }
 
@@ -273,10 +269,11 @@ pub(crate) fn train_graph<A: Architecture>(
     logs.push(ok);
     let reported = g.select(ok, last_loss, bad_loss)?;
     logs.push(reported);
-    if logs.len() != logs_len(t) {
+    let want = logs_len(t.metric_names.len());
+    if logs.len() != want {
         return Err(Error::invalid(
             "train step",
-            format!("internal: {} logs, expected {}", logs.len(), logs_len(t)),
+            format!("internal: {} logs, expected {want}", logs.len()),
         ));
     }
     let mut outputs = cur.clone();

@@ -236,6 +236,32 @@ pub(crate) fn width() -> usize {
     }
 }
 
+/// Runs `f(start, chunk)` over `tasks` contiguous, disjoint chunks of `data` (each a
+/// multiple of `align` long but the last; `start` is the chunk's offset), spread as
+/// [`run`] spreads tasks.
+pub(crate) fn run_chunks<T: Send>(
+    data: &mut [T],
+    tasks: usize,
+    align: usize,
+    f: &(dyn Fn(usize, &mut [T]) + Sync),
+) {
+    let len = data.len();
+    let align = align.max(1);
+    let per = len.div_ceil(tasks.max(1)).div_ceil(align) * align;
+    // An address, not a pointer, so the closure may be shared between threads.
+    let base = data.as_mut_ptr() as usize;
+    run(tasks, &|t| {
+        let (lo, hi) = ((t * per).min(len), ((t + 1) * per).min(len));
+        if lo < hi {
+            // SAFETY: tasks take disjoint ranges of `data`, which stays mutably borrowed
+            // (unused by anyone else) until `run` returns with every task done.
+            let chunk =
+                unsafe { std::slice::from_raw_parts_mut((base as *mut T).add(lo), hi - lo) };
+            f(lo, chunk);
+        }
+    });
+}
+
 /// Runs `task(0)`, …, `task(tasks - 1)`, spread over the calling thread and the crew, and
 /// returns when all are done.
 pub(crate) fn run(tasks: usize, task: &(dyn Fn(usize) + Sync)) {
