@@ -2,6 +2,7 @@
 //! and the text printer.
 
 mod compose;
+mod cse;
 mod dtype;
 mod graph;
 mod op;
@@ -9,6 +10,7 @@ mod print;
 mod shape;
 mod verify;
 
+pub(crate) use cse::canonical;
 pub use dtype::DType;
 pub use graph::{Graph, Node};
 pub use op::{

@@ -1,7 +1,8 @@
 //! Planning: from a verified graph to an ordered list of kernel calls over an arena.
 //!
-//! 1. Drop dead nodes; parameters, constants, reshapes and stop-gradients need no kernel
-//!    (views share their operand's memory).
+//! 1. Merge nodes that repeat a computation (`ir::canonical`) and drop dead nodes;
+//!    parameters, constants, reshapes and stop-gradients need no kernel (views share
+//!    their operand's memory).
 //! 2. Group elementwise nodes into fused kernels (see `fuse`), scheduling each group just
 //!    before the first node outside it that reads it. Broadcasts whose readers are all
 //!    fused become read patterns and are never materialised.
@@ -12,7 +13,7 @@ use super::data::Storage;
 use super::fuse::{self, FusedKernel, Pattern};
 use super::fused_adam;
 use crate::backend::CompileOptions;
-use crate::ir::{DType, Graph, Node, Op};
+use crate::ir::{DType, Graph, Node, Op, Value};
 
 /// Where a value lives while the plan runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,12 +86,24 @@ struct Group {
 }
 
 pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
-    let nodes = g.nodes().to_vec();
+    // Nodes that repeat an earlier computation read (and are) that computation instead;
+    // the repeats are left dead.
+    let canon = crate::ir::canonical(g.nodes());
+    let same = |v: Value| Value::from_index(canon[v.index()]);
+    let nodes: Vec<Node> = g
+        .nodes()
+        .iter()
+        .map(|nd| Node {
+            op: nd.op.map_operands(same),
+            ty: nd.ty.clone(),
+        })
+        .collect();
+    let graph_outputs: Vec<Value> = g.outputs().iter().map(|&o| same(o)).collect();
     let n = nodes.len();
 
     // Live nodes and their live consumers.
     let mut live = vec![false; n];
-    for &o in g.outputs() {
+    for &o in &graph_outputs {
         live[o.index()] = true;
     }
     for i in (0..n).rev() {
@@ -134,7 +147,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             }
             let x_type = nodes[i].ty.dtype;
             let fits = x_type == DType::Bool || x_type.is_arith_float();
-            let is_output = g.outputs().iter().any(|o| root[o.index()] == i);
+            let is_output = graph_outputs.iter().any(|o| root[o.index()] == i);
             if fits
                 && !is_output
                 && !readers.is_empty()
@@ -259,7 +272,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
 
     // ---- what each unit reads, and which values must be in memory
     let mut is_output = vec![false; n];
-    for &o in g.outputs() {
+    for &o in &graph_outputs {
         is_output[root[o.index()]] = true;
     }
     let reads: Vec<Vec<usize>> = units
@@ -317,7 +330,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     };
     let mut in_place: Vec<(usize, usize)> = Vec::new(); // (param index, value node)
     for &(o, p) in &options.updates {
-        let v = root[g.outputs()[o].index()];
+        let v = root[graph_outputs[o].index()];
         let pnode = g.params()[p].index();
         let Some(gid) = group_of[v] else { continue };
         let Some(pos) = position[gid] else { continue };
@@ -456,8 +469,8 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
 
     // ---- outputs
     let mut claimed = vec![false; slots.len()];
-    let mut outputs = Vec::with_capacity(g.outputs().len());
-    for (k, &o) in g.outputs().iter().enumerate() {
+    let mut outputs = Vec::with_capacity(graph_outputs.len());
+    for (k, &o) in graph_outputs.iter().enumerate() {
         let l = resolve(&loc, o.index());
         let update = options
             .updates

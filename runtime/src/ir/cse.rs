@@ -1,0 +1,86 @@
+//! Common-subexpression elimination: which nodes compute exactly what an earlier node
+//! computes.
+//!
+//! Graphs are built layer by layer and parameter by parameter, so the same small
+//! computation is often written several times: each parameter's Adam update builds its own
+//! bias-corrected step size from the same step count, for one. XLA merges such nodes
+//! itself; the native backend runs every node it is given, and on the tutorial model the
+//! five duplicate step sizes were five scalar kernels per training step.
+
+use super::{Node, Op};
+use std::collections::HashMap;
+
+/// For each node, the first node that computes the same value (itself if none): the same
+/// op with the same attributes, on operands that are themselves the same, and the same
+/// result type. Parameters stay distinct (each is its own input), and so do collectives,
+/// whose calls the replicas of a program match up one to one.
+pub(crate) fn canonical(nodes: &[Node]) -> Vec<usize> {
+    let mut canon: Vec<usize> = (0..nodes.len()).collect();
+    // Candidates by op name and canonical operands; equality of the whole node (attributes,
+    // constants' values, the type) decides within a bucket.
+    let mut seen: HashMap<(&'static str, Vec<usize>), Vec<usize>> = HashMap::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if matches!(
+            node.op,
+            Op::Parameter { .. } | Op::AllReduceSum { .. } | Op::ReplicaId
+        ) {
+            continue;
+        }
+        let operands: Vec<usize> = node
+            .op
+            .operands()
+            .iter()
+            .map(|v| canon[v.index()])
+            .collect();
+        let op = node
+            .op
+            .map_operands(|v| super::Value::from_index(canon[v.index()]));
+        let bucket = seen.entry((node.op.name(), operands)).or_default();
+        let same = bucket.iter().copied().find(|&j| {
+            let other = &nodes[j];
+            other.ty == node.ty
+                && other
+                    .op
+                    .map_operands(|v| super::Value::from_index(canon[v.index()]))
+                    == op
+        });
+        match same {
+            Some(j) => canon[i] = j,
+            None => bucket.push(i),
+        }
+    }
+    canon
+}
+
+#[cfg(test)]
+mod tests {
+    use super::canonical;
+    use crate::ir::{DType, Graph, TensorType};
+
+    #[test]
+    fn merges_repeated_computations_and_keeps_different_ones() {
+        let mut g = Graph::new("cse");
+        let ty = TensorType::new(DType::F32, [4]);
+        let x = g.parameter(ty.clone());
+        let y = g.parameter(ty.clone());
+        let a = g.add(x, y).unwrap();
+        let b = g.add(x, y).unwrap(); // same as a
+        let c = g.add(y, x).unwrap(); // operands swapped: a different node
+        let ea = g.exp(a).unwrap();
+        let eb = g.exp(b).unwrap(); // same as ea once a and b are one
+        let s1 = g.mul_scalar(a, 2.0).unwrap();
+        let s2 = g.mul_scalar(a, 3.0).unwrap(); // another constant
+        let s3 = g.mul_scalar(b, 2.0).unwrap(); // same as s1
+        let out = [ea, eb, c, s1, s2, s3];
+        g.set_outputs(out.to_vec()).unwrap();
+        let canon = canonical(g.nodes());
+        let at = |v: crate::ir::Value| canon[v.index()];
+        assert_eq!(at(b), a.index());
+        assert_eq!(at(eb), ea.index());
+        assert_eq!(at(c), c.index());
+        assert_eq!(at(s3), at(s1));
+        assert_ne!(at(s2), at(s1));
+        // Parameters of the same type are different inputs.
+        assert_eq!(at(y), y.index());
+    }
+}
