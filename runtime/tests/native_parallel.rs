@@ -67,7 +67,8 @@ fn large_matmul_matches_a_plain_loop() {
 }
 
 /// Every size class of the f32 product: below and above the register tile, the packing
-/// blocks (k past 256, m past 144, n past 2048) and the thread split, with each operand
+/// blocks (k past 256, m past 144, n past 2048) and the thread splits (by rows, by columns,
+/// and along k for a short product through a deep operand), with each operand
 /// read row- and column-major (B in place or packed).
 #[test]
 fn matmul_shapes_sweep() {
@@ -80,6 +81,7 @@ fn matmul_shapes_sweep() {
         (31, 64, 129),
         (200, 40, 3),
         (32, 784, 128),
+        (20, 1001, 60),
         (150, 20, 2100),
     ];
     for (i, &(m, k, n)) in shapes.iter().enumerate() {

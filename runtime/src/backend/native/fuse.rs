@@ -435,7 +435,8 @@ pub(crate) fn run<T: Real>(
     alias: &[Option<usize>],
     outputs: &mut [DataMut<'_>],
 ) -> Result<()> {
-    // A few ranges per core, so a core that starts late takes fewer of them.
+    // A few ranges per core (split by `crew::part`, so each core updates the same elements
+    // every call): a core that finishes early steals from one that started late.
     let width = super::crew::width();
     let tasks = if k.n >= PARALLEL_MIN && width > 1 {
         (width * 4).min(k.n / CHUNK).max(1)
@@ -456,10 +457,11 @@ pub(crate) fn run<T: Real>(
         *r = Some(o.raw());
     }
     let nout = outputs.len();
-    let per = k.n.div_ceil(tasks).div_ceil(CHUNK) * CHUNK;
+    let chunks = k.n.div_ceil(CHUNK);
     let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
     super::crew::run(tasks, &|t| {
-        let (lo, hi) = ((t * per).min(k.n), ((t + 1) * per).min(k.n));
+        let r = super::crew::part(chunks, tasks, t);
+        let (lo, hi) = ((r.start * CHUNK).min(k.n), (r.end * CHUNK).min(k.n));
         if lo == hi {
             return;
         }

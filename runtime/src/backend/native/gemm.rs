@@ -35,6 +35,16 @@ impl<T> Mat<'_, T> {
 /// smaller ones stay on the calling thread, where a hand-off would cost more than it saves.
 pub(crate) const PARALLEL_MIN_FLOPS: usize = 1 << 20;
 
+/// Rows (of C, or depths of a product split along k) are split in multiples of this.
+const ROW_UNIT: usize = 4;
+/// Products with at most this many outputs may be split along k (see `matmul`).
+const SPLIT_K_MAX_OUTPUT: usize = 1 << 16;
+
+thread_local! {
+    /// The partial products of a product split along k, grown once per thread.
+    static SPLIT_K: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// `c = a·b` (or `c += a·b` when `accumulate`) for `a: m×k`, `b: k×n`, `c: m×n` row-major
 /// with row stride `ldc`.
 #[allow(clippy::too_many_arguments)]
@@ -68,28 +78,89 @@ pub(crate) fn matmul<T: Real>(
     let a_ptr = a.data[a.off..].as_ptr() as usize;
     let b_ptr = b.data[b.off..].as_ptr() as usize;
     let c_ptr = c.as_mut_ptr() as usize;
-    // One column block (or row block) per core for large products; column blocks are
-    // multiples of 16 so every block keeps whole vector registers.
-    // A few blocks per core: a core that joins late still takes some of them.
-    let tasks = if m * n * k >= PARALLEL_MIN_FLOPS {
-        super::crew::width() * 3
-    } else {
-        1
-    };
-    // Split the longer side: each block packs all of the other operand, so splitting the
-    // short side would make every core pack (and read) the whole long one.
-    let by_cols = n >= 32 && n >= m;
-    let (extent, align) = if by_cols { (n, 32) } else { (m, 12) };
-    let tasks = tasks.min(extent / align).max(1);
-    let per = extent.div_ceil(tasks).div_ceil(align) * align;
+    let width = super::crew::width();
+    let parallel = m * n * k >= PARALLEL_MIN_FLOPS && width > 1;
     let isa = super::sgemm::isa();
+    let f32_kernel = isa.is_some() && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>();
     // Names this product, so blocks on one thread share A's packing (A is not written
     // while the product runs).
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY (of every `View` below): `off` stays inside the checked views.
+    let view = |p: usize, off: isize, rs: isize, cs: isize| super::sgemm::View {
+        ptr: unsafe { (p as *const f32).offset(off) },
+        rs,
+        cs,
+    };
+    // A short product through a deep operand (a small batch through a wide layer:
+    // [32×784]·[784×128]) is split along k, one share of B's rows per core: the rows of
+    // the layer's weights whose gradient rows and optimizer update run on that core (the
+    // same `crew::part` of the same extent), so they stay in its cache. The partial
+    // products are added in task order: the result does not depend on which thread ran
+    // which share.
+    if parallel && f32_kernel && m * n <= SPLIT_K_MAX_OUTPUT && k >= 8 * m {
+        let isa = isa.expect("checked above");
+        let units = k.div_ceil(ROW_UNIT);
+        let parts = width.min(units);
+        SPLIT_K.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let need = (parts - 1) * m * n;
+            if scratch.len() < need {
+                scratch.resize(need, 0.0);
+            }
+            let s_ptr = scratch.as_mut_ptr() as usize;
+            super::crew::run(parts, &|t| {
+                let r = super::crew::part(units, parts, t);
+                let (k0, k1) = ((r.start * ROW_UNIT).min(k), (r.end * ROW_UNIT).min(k));
+                // Share 0 goes straight to C, the others to their own scratch.
+                let (dst, ld, add) = if t == 0 {
+                    (c_ptr as *mut f32, ldc, accumulate)
+                } else {
+                    ((s_ptr as *mut f32).wrapping_add((t - 1) * m * n), n, false)
+                };
+                // SAFETY: as for the blocks below; each share writes its own destination,
+                // the scratch holds `parts - 1` outputs of `m × n`, and the shares cover
+                // depths `k0..k1` of the checked views (`parts ≤ units`, so none is empty).
+                unsafe {
+                    super::sgemm::sgemm(
+                        isa,
+                        call,
+                        m,
+                        n,
+                        k1 - k0,
+                        view(a_ptr, k0 as isize * a.cs, a.rs, a.cs),
+                        view(b_ptr, k0 as isize * b.rs, b.rs, b.cs),
+                        dst,
+                        ld,
+                        add,
+                    );
+                }
+            });
+            // SAFETY: T is f32 (checked above); `c` is this product's output.
+            let c = unsafe { std::slice::from_raw_parts_mut(c_ptr as *mut f32, c.len()) };
+            for partial in scratch[..need].chunks_exact(m * n) {
+                for (row, add) in c.chunks_mut(ldc).zip(partial.chunks_exact(n)) {
+                    for (d, &x) in row[..n].iter_mut().zip(add) {
+                        *d += x;
+                    }
+                }
+            }
+        });
+        return Ok(());
+    }
+    // One column block (or row block) per core for large products; column blocks are
+    // multiples of 32 so every block keeps whole vector registers. A few blocks per core:
+    // a core that finishes early steals from one that started late.
+    let tasks = if parallel { width * 3 } else { 1 };
+    // Split the longer side: each block packs all of the other operand, so splitting the
+    // short side would make every core pack (and read) the whole long one.
+    let by_cols = n >= 32 && n >= m;
+    let (extent, unit) = if by_cols { (n, 32) } else { (m, ROW_UNIT) };
+    let units = extent.div_ceil(unit);
+    let tasks = tasks.min(units).max(1);
     let block = |t: usize| {
-        let lo = (t * per).min(extent);
-        let hi = ((t + 1) * per).min(extent);
+        let r = super::crew::part(units, tasks, t);
+        let (lo, hi) = ((r.start * unit).min(extent), (r.end * unit).min(extent));
         if lo == hi {
             return;
         }
@@ -99,16 +170,7 @@ pub(crate) fn matmul<T: Real>(
             (hi - lo, n, lo as isize * a.rs, 0, (lo * ldc) as isize)
         };
         // f32 on x86-64 takes our own kernels (no allocation per call); see `sgemm`.
-        if let (Some(isa), true) = (
-            isa,
-            std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>(),
-        ) {
-            let view = |p: usize, off: isize, rs: isize, cs: isize| super::sgemm::View {
-                // SAFETY: `off` stays inside the checked view (see below).
-                ptr: unsafe { (p as *const f32).offset(off) },
-                rs,
-                cs,
-            };
+        if let (Some(isa), true) = (isa, f32_kernel) {
             // SAFETY: as for the `gemm` call below; T is f32 (checked just above).
             unsafe {
                 super::sgemm::sgemm(
