@@ -98,7 +98,7 @@ pub(crate) fn matmul<T: Real>(
     // same `crew::part` of the same extent), so they stay in its cache. The partial
     // products are added in task order: the result does not depend on which thread ran
     // which share.
-    if parallel && f32_kernel && m * n <= SPLIT_K_MAX_OUTPUT && k >= 8 * m {
+    if parallel && f32_kernel && m * n <= SPLIT_K_MAX_OUTPUT && k >= (8 * m).max(256) {
         let isa = isa.expect("checked above");
         let units = k.div_ceil(ROW_UNIT);
         let parts = width.min(units);
