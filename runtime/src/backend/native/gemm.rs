@@ -136,14 +136,28 @@ pub(crate) fn matmul<T: Real>(
                     );
                 }
             });
-            // SAFETY: T is f32 (checked above); `c` is this product's output.
-            let c = unsafe { std::slice::from_raw_parts_mut(c_ptr as *mut f32, c.len()) };
-            for partial in scratch[..need].chunks_exact(m * n) {
-                for (row, add) in c.chunks_mut(ldc).zip(partial.chunks_exact(n)) {
-                    for (d, &x) in row[..n].iter_mut().zip(add) {
-                        *d += x;
+            // Each output row adds the shares in task order; with more than two shares
+            // the rows are split over the crew too (one core adding fifteen partial
+            // products would cost as much as its share of the product).
+            let partials = &scratch[..need];
+            let add_rows = |rows: std::ops::Range<usize>| {
+                for i in rows {
+                    // SAFETY: T is f32 (checked above); row `i` of C lies in `c` (checked
+                    // at the top), and tasks add into disjoint rows.
+                    let row = unsafe {
+                        std::slice::from_raw_parts_mut((c_ptr as *mut f32).add(i * ldc), n)
+                    };
+                    for partial in partials.chunks_exact(m * n) {
+                        for (d, &x) in row.iter_mut().zip(&partial[i * n..(i + 1) * n]) {
+                            *d += x;
+                        }
                     }
                 }
+            };
+            if parts <= 2 {
+                add_rows(0..m);
+            } else {
+                super::crew::run(parts, &|t| add_rows(super::crew::part(m, parts, t)));
             }
         });
         return Ok(());
