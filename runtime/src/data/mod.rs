@@ -1,11 +1,15 @@
 //! Input data: conversions from `ndarray`, the [`Dataset`] pipeline (shuffle, batch, map,
-//! prefetch on a background thread) and readers for IDX and `.npy` files.
+//! prefetch on a background thread; without one, the next batch's rows fetched into cache
+//! by the native crew's idle worker, see [`Lookahead`]) and readers for IDX and `.npy`
+//! files.
 
 mod idx;
+mod lookahead;
 mod mnist;
 mod npy;
 
 pub use idx::read_idx;
+pub use lookahead::Lookahead;
 pub use mnist::{load_mnist, Mnist, FASHION_MNIST_DIR};
 pub use npy::read_npy;
 
@@ -357,6 +361,7 @@ impl Dataset {
                 order,
                 ranges,
                 next: 0,
+                ahead: Lookahead::new(self.batch),
             };
         }
         let (tx, rx) = mpsc::sync_channel(self.prefetch);
@@ -394,6 +399,8 @@ pub enum Batches {
         order: Vec<usize>,
         ranges: Vec<(usize, usize)>,
         next: usize,
+        /// The next batch's rows, fetched into cache meanwhile (see [`Lookahead`]).
+        ahead: Lookahead,
     },
     Prefetched {
         rx: mpsc::Receiver<Result<Batch>>,
@@ -420,10 +427,16 @@ impl Batches {
                 order,
                 ranges,
                 next,
+                ahead,
             } => {
                 let &(lo, hi) = ranges.get(*next)?;
+                ahead.finish();
                 *next += 1;
-                Some(ds.make_batch_into(&order[lo..hi], b))
+                let made = ds.make_batch_into(&order[lo..hi], b);
+                if let Some(&(lo, hi)) = ranges.get(*next) {
+                    ahead.start(ds, &order[lo..hi]);
+                }
+                Some(made)
             }
             other => other.next().map(|r| r.map(|batch| *b = batch)),
         }
@@ -439,8 +452,10 @@ impl Iterator for Batches {
                 order,
                 ranges,
                 next,
+                ahead,
             } => {
                 let &(a, b) = ranges.get(*next)?;
+                ahead.finish();
                 *next += 1;
                 Some(ds.make_batch(&order[a..b]))
             }

@@ -57,6 +57,14 @@ struct Shared {
     homes: Vec<AtomicU64>,
     /// Tasks of the current generation that have finished.
     completed: AtomicUsize,
+    /// The side job (see [`side`]) and its generation.
+    side_job: Mutex<Option<(u64, SideJob)>>,
+    /// `generation << 32 | next piece` of the side job; generation 0 is none.
+    side_ticket: AtomicU64,
+    /// Pieces of the current side job, and how many have finished.
+    side_pieces: AtomicUsize,
+    side_done: AtomicUsize,
+    side_panicked: AtomicBool,
     job: Mutex<Option<Job>>,
     /// The generation workers wait for.
     posted: AtomicU64,
@@ -86,6 +94,10 @@ struct Crew {
     workers: Vec<Arc<Worker>>,
     /// Held while a job is out: a second thread runs its tasks itself.
     busy: Mutex<Posting>,
+    /// Set while a side job is out; a second one runs in full when it is finished.
+    side_busy: AtomicBool,
+    /// The last side job's generation.
+    side_generation: AtomicU64,
 }
 
 thread_local! {
@@ -112,6 +124,11 @@ fn crew() -> &'static Crew {
         let shared = Arc::new(Shared {
             homes: (0..threads).map(|_| AtomicU64::new(0)).collect(),
             completed: AtomicUsize::new(0),
+            side_job: Mutex::new(None),
+            side_ticket: AtomicU64::new(0),
+            side_pieces: AtomicUsize::new(0),
+            side_done: AtomicUsize::new(0),
+            side_panicked: AtomicBool::new(false),
             job: Mutex::new(None),
             posted: AtomicU64::new(0),
             panicked: AtomicBool::new(false),
@@ -143,6 +160,8 @@ fn crew() -> &'static Crew {
                 unhelped: 0,
                 alone: 0,
             }),
+            side_busy: AtomicBool::new(false),
+            side_generation: AtomicU64::new(0),
         }
     })
 }
@@ -199,6 +218,18 @@ fn work(w: &Worker, s: &Shared, me: usize) {
             if p != seen {
                 seen = p;
                 break;
+            }
+            // Between jobs, a piece of the side job, if there is one.
+            if side_claim(s).is_some_and(|(job, piece)| {
+                let run = std::panic::AssertUnwindSafe(|| (job.f)(job.ctx, piece));
+                if std::panic::catch_unwind(run).is_err() {
+                    s.side_panicked.store(true, Ordering::Release);
+                }
+                s.side_done.fetch_add(1, Ordering::AcqRel);
+                true
+            }) {
+                spins = 0;
+                continue;
             }
             if spins < SPIN {
                 spins += 1;
@@ -260,6 +291,138 @@ pub(crate) fn width() -> usize {
         1
     } else {
         crew().workers.len() + 1
+    }
+}
+
+/// Work for the crew's idle workers: `f(ctx, piece)` for `piece` in `0..pieces`, each
+/// short (a piece is taken between jobs, so a job never waits long for a worker).
+#[derive(Clone, Copy)]
+pub(crate) struct SideJob {
+    pub ctx: usize,
+    pub f: fn(usize, usize),
+    pub pieces: usize,
+}
+
+/// Claims a piece of the current side job, if any is left.
+fn side_claim(s: &Shared) -> Option<(SideJob, usize)> {
+    let word = s.side_ticket.load(Ordering::Acquire);
+    let (generation, next) = (word >> 32, (word & 0xFFFF_FFFF) as usize);
+    // Checked before taking the lock: idle workers look here on every spin.
+    if generation == 0 || next >= s.side_pieces.load(Ordering::Acquire) {
+        return None;
+    }
+    let job = s
+        .side_job
+        .lock()
+        .ok()
+        .and_then(|j| j.filter(|&(g, _)| g == generation).map(|(_, job)| job))?;
+    if next >= job.pieces {
+        return None;
+    }
+    s.side_ticket
+        .compare_exchange(word, word + 1, Ordering::AcqRel, Ordering::Acquire)
+        .ok()
+        .map(|_| (job, next))
+}
+
+/// A side job handed to the crew; [`Side::finish`] (or dropping it) runs what the
+/// workers have not taken and waits for what they have.
+pub(crate) struct Side {
+    /// Whether the workers were given the job (this handle then holds `side_busy`).
+    given: bool,
+    job: SideJob,
+    finished: bool,
+}
+
+/// Hands `job` to the crew's idle workers, to be run while this thread does other work,
+/// and returns at once. With no workers, or another side job out, the pieces all run in
+/// [`Side::finish`].
+///
+/// # Safety
+/// `job.f(job.ctx, piece)` must be safe to call from any thread, for each piece once and
+/// concurrently with the caller's work, until [`Side::finish`] returns (whatever `ctx`
+/// points to must stay alive and untouched by the caller until then).
+pub(crate) unsafe fn side(job: SideJob) -> Side {
+    let crew = crew();
+    let given = !IN_CREW.with(|c| c.get())
+        && job.pieces > 0
+        && job.pieces <= u32::MAX as usize
+        && !crew.workers.is_empty()
+        && crew
+            .side_busy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+    if given {
+        // Generations are 32-bit and never 0.
+        let generation = crew.side_generation.fetch_add(1, Ordering::Relaxed) % 0xFFFF_FFFF + 1;
+        let s = &crew.shared;
+        s.side_done.store(0, Ordering::Release);
+        s.side_pieces.store(job.pieces, Ordering::Release);
+        if let Ok(mut j) = s.side_job.lock() {
+            *j = Some((generation, job));
+        }
+        s.side_ticket.store(generation << 32, Ordering::Release);
+        for w in &crew.workers {
+            if w.sleeping.load(Ordering::SeqCst) {
+                if let Some(t) = w.thread.get() {
+                    t.unpark();
+                }
+            }
+        }
+    }
+    Side {
+        given,
+        job,
+        finished: false,
+    }
+}
+
+impl Side {
+    /// Runs the pieces no worker has taken, and returns when every piece is done.
+    pub(crate) fn finish(mut self) {
+        self.complete();
+    }
+
+    fn complete(&mut self) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        if !self.given {
+            for piece in 0..self.job.pieces {
+                (self.job.f)(self.job.ctx, piece);
+            }
+            return;
+        }
+        let crew = crew();
+        let s = &crew.shared;
+        while let Some((job, piece)) = side_claim(s) {
+            (job.f)(job.ctx, piece);
+            s.side_done.fetch_add(1, Ordering::AcqRel);
+        }
+        let mut spins = 0u32;
+        while s.side_done.load(Ordering::Acquire) < self.job.pieces {
+            if spins < WAIT_SPIN {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                // A worker running a piece may share this core with us: let it run.
+                std::thread::yield_now();
+            }
+        }
+        s.side_ticket.store(0, Ordering::Release);
+        if let Ok(mut j) = s.side_job.lock() {
+            *j = None;
+        }
+        crew.side_busy.store(false, Ordering::Release);
+        if s.side_panicked.swap(false, Ordering::AcqRel) {
+            panic!("a piece of a side job panicked on a crew worker");
+        }
+    }
+}
+
+impl Drop for Side {
+    fn drop(&mut self) {
+        self.complete();
     }
 }
 
@@ -380,8 +543,60 @@ pub(crate) fn run(tasks: usize, task: &(dyn Fn(usize) + Sync)) {
 
 #[cfg(test)]
 mod tests {
-    use super::{part, run, run_chunks};
+    use super::{part, run, run_chunks, side, SideJob};
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn count_piece(ctx: usize, k: usize) {
+        // SAFETY: the tests pass a live `Vec<AtomicUsize>` with a slot per piece.
+        let hits = unsafe { &*(ctx as *const Vec<AtomicUsize>) };
+        hits[k].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn job(hits: &Vec<AtomicUsize>) -> SideJob {
+        SideJob {
+            ctx: hits as *const Vec<AtomicUsize> as usize,
+            f: count_piece,
+            pieces: hits.len(),
+        }
+    }
+
+    #[test]
+    fn side_pieces_run_once_beside_jobs_whether_finished_or_dropped() {
+        for round in 0..50 {
+            let hits: Vec<AtomicUsize> = (0..200).map(|_| AtomicUsize::new(0)).collect();
+            // SAFETY: `hits` outlives the side job, which ends below.
+            let s = unsafe { side(job(&hits)) };
+            // Jobs come and go while the workers take pieces between them.
+            let ran = AtomicUsize::new(0);
+            for _ in 0..5 {
+                run(6, &|_| {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            if round % 2 == 0 {
+                s.finish();
+            } else {
+                drop(s);
+            }
+            assert_eq!(ran.load(Ordering::Relaxed), 30);
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        }
+    }
+
+    #[test]
+    fn a_second_side_job_runs_in_full_when_finished() {
+        let (a, b): (Vec<AtomicUsize>, Vec<AtomicUsize>) = (
+            (0..64).map(|_| AtomicUsize::new(0)).collect(),
+            (0..64).map(|_| AtomicUsize::new(0)).collect(),
+        );
+        // SAFETY: both vectors outlive their side jobs, which end below.
+        let first = unsafe { side(job(&a)) };
+        let second = unsafe { side(job(&b)) };
+        second.finish();
+        assert!(b.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        first.finish();
+        assert!(a.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+    }
 
     #[test]
     fn parts_tile_the_extent_in_order_and_differ_by_at_most_one() {
