@@ -116,10 +116,11 @@ impl Lookahead {
         self.side = Some(unsafe { crew::side(job) });
     }
 
-    /// Issues what the workers have not, and waits for what they are issuing.
+    /// Drops what the workers have not fetched (the gather is about to read it anyway),
+    /// and waits for what they are fetching.
     pub(super) fn finish(&mut self) {
         if let Some(side) = self.side.take() {
-            side.finish();
+            side.abandon();
         }
         self.held = None;
     }

@@ -220,15 +220,14 @@ fn work(w: &Worker, s: &Shared, me: usize) {
                 break;
             }
             // Between jobs, a piece of the side job, if there is one.
-            if side_claim(s).is_some_and(|(job, piece)| {
+            // Between jobs, a piece of the side job, if there is one (side work does not
+            // prolong the spinning: a worker spins only after jobs).
+            if let Some((job, piece)) = side_claim(s) {
                 let run = std::panic::AssertUnwindSafe(|| (job.f)(job.ctx, piece));
                 if std::panic::catch_unwind(run).is_err() {
                     s.side_panicked.store(true, Ordering::Release);
                 }
                 s.side_done.fetch_add(1, Ordering::AcqRel);
-                true
-            }) {
-                spins = 0;
                 continue;
             }
             if spins < SPIN {
@@ -326,7 +325,7 @@ fn side_claim(s: &Shared) -> Option<(SideJob, usize)> {
 }
 
 /// A side job handed to the crew; [`Side::finish`] (or dropping it) runs what the
-/// workers have not taken and waits for what they have.
+/// workers have not taken and waits for what they have; [`Side::abandon`] only waits.
 pub(crate) struct Side {
     /// Whether the workers were given the job (this handle then holds `side_busy`).
     given: bool,
@@ -335,13 +334,16 @@ pub(crate) struct Side {
 }
 
 /// Hands `job` to the crew's idle workers, to be run while this thread does other work,
-/// and returns at once. With no workers, or another side job out, the pieces all run in
-/// [`Side::finish`].
+/// and returns at once. Only workers already awake take pieces (waking a parked one would
+/// have it spin beside whatever else is using the cores, another backend's threads say);
+/// with no workers awake, or another side job out, the pieces all run in
+/// [`Side::finish`], or not at all with [`Side::abandon`].
 ///
 /// # Safety
 /// `job.f(job.ctx, piece)` must be safe to call from any thread, for each piece once and
-/// concurrently with the caller's work, until [`Side::finish`] returns (whatever `ctx`
-/// points to must stay alive and untouched by the caller until then).
+/// concurrently with the caller's work, until the handle is finished, abandoned or
+/// dropped (whatever `ctx` points to must stay alive and untouched by the caller until
+/// then).
 pub(crate) unsafe fn side(job: SideJob) -> Side {
     let crew = crew();
     let given = !IN_CREW.with(|c| c.get())
@@ -362,13 +364,6 @@ pub(crate) unsafe fn side(job: SideJob) -> Side {
             *j = Some((generation, job));
         }
         s.side_ticket.store(generation << 32, Ordering::Release);
-        for w in &crew.workers {
-            if w.sleeping.load(Ordering::SeqCst) {
-                if let Some(t) = w.thread.get() {
-                    t.unpark();
-                }
-            }
-        }
     }
     Side {
         given,
@@ -379,24 +374,35 @@ pub(crate) unsafe fn side(job: SideJob) -> Side {
 
 impl Side {
     /// Runs the pieces no worker has taken, and returns when every piece is done.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn finish(mut self) {
-        self.complete();
+        self.complete(true);
     }
 
-    fn complete(&mut self) {
+    /// Drops the pieces no worker has taken (for work that only helps, a prefetch), and
+    /// returns when the pieces under way are done.
+    pub(crate) fn abandon(mut self) {
+        self.complete(false);
+    }
+
+    fn complete(&mut self, run_rest: bool) {
         if std::mem::replace(&mut self.finished, true) {
             return;
         }
         if !self.given {
-            for piece in 0..self.job.pieces {
-                (self.job.f)(self.job.ctx, piece);
+            if run_rest {
+                for piece in 0..self.job.pieces {
+                    (self.job.f)(self.job.ctx, piece);
+                }
             }
             return;
         }
         let crew = crew();
         let s = &crew.shared;
         while let Some((job, piece)) = side_claim(s) {
-            (job.f)(job.ctx, piece);
+            if run_rest {
+                (job.f)(job.ctx, piece);
+            }
             s.side_done.fetch_add(1, Ordering::AcqRel);
         }
         let mut spins = 0u32;
@@ -422,7 +428,7 @@ impl Side {
 
 impl Drop for Side {
     fn drop(&mut self) {
-        self.complete();
+        self.complete(true);
     }
 }
 
@@ -580,6 +586,25 @@ mod tests {
             }
             assert_eq!(ran.load(Ordering::Relaxed), 30);
             assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        }
+    }
+
+    #[test]
+    fn an_abandoned_side_job_runs_each_piece_at_most_once_and_none_after() {
+        for _ in 0..50 {
+            let hits: Vec<AtomicUsize> = (0..200).map(|_| AtomicUsize::new(0)).collect();
+            // SAFETY: `hits` outlives the side job, which ends below.
+            let s = unsafe { side(job(&hits)) };
+            run(6, &|_| {});
+            s.abandon();
+            let seen: Vec<usize> = hits.iter().map(|h| h.load(Ordering::Relaxed)).collect();
+            assert!(seen.iter().all(|&h| h <= 1));
+            // Nothing runs once `abandon` has returned.
+            run(6, &|_| {});
+            assert!(hits
+                .iter()
+                .zip(&seen)
+                .all(|(h, &s)| h.load(Ordering::Relaxed) == s));
         }
     }
 
