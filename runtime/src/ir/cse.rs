@@ -10,15 +10,19 @@
 use super::{Node, Op};
 use std::collections::HashMap;
 
+/// A bucket of candidates: op name and canonical operands.
+type Key = (&'static str, Vec<usize>);
+
 /// For each node, the first node that computes the same value (itself if none): the same
 /// op with the same attributes, on operands that are themselves the same, and the same
 /// result type. Parameters stay distinct (each is its own input), and so do collectives,
 /// whose calls the replicas of a program match up one to one.
 pub(crate) fn canonical(nodes: &[Node]) -> Vec<usize> {
     let mut canon: Vec<usize> = (0..nodes.len()).collect();
-    // Candidates by op name and canonical operands; equality of the whole node (attributes,
-    // constants' values, the type) decides within a bucket.
-    let mut seen: HashMap<(&'static str, Vec<usize>), Vec<usize>> = HashMap::new();
+    // Candidates by op name and canonical operands, each kept with its op rewritten onto
+    // canonical operands; equality of that op (attributes, constants' values) and of the
+    // type decides within a bucket.
+    let mut seen: HashMap<Key, Vec<(usize, Op)>> = HashMap::new();
     for (i, node) in nodes.iter().enumerate() {
         if matches!(
             node.op,
@@ -36,17 +40,12 @@ pub(crate) fn canonical(nodes: &[Node]) -> Vec<usize> {
             .op
             .map_operands(|v| super::Value::from_index(canon[v.index()]));
         let bucket = seen.entry((node.op.name(), operands)).or_default();
-        let same = bucket.iter().copied().find(|&j| {
-            let other = &nodes[j];
-            other.ty == node.ty
-                && other
-                    .op
-                    .map_operands(|v| super::Value::from_index(canon[v.index()]))
-                    == op
-        });
-        match same {
-            Some(j) => canon[i] = j,
-            None => bucket.push(i),
+        match bucket
+            .iter()
+            .find(|(j, other)| nodes[*j].ty == node.ty && *other == op)
+        {
+            Some(&(j, _)) => canon[i] = j,
+            None => bucket.push((i, op)),
         }
     }
     canon

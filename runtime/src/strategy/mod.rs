@@ -293,9 +293,10 @@ impl Strategy {
     }
 
     /// The best strategy this machine offers: the TPU if present, else every GPU, else
-    /// the native backend (on a CPU faster than XLA: 2.6× at batch 32, 1.3× at 1024 in the README's run). What the
-    /// environment forces comes first (see [`from_env`](Self::from_env)). Prints one line
-    /// to stderr saying what it chose and why; [`reason`](Self::reason) holds the same.
+    /// the native backend (on a CPU faster than XLA: 2.6× at batch 32, 1.3× at 1024 in the
+    /// README's run). What the environment forces comes first (see
+    /// [`from_env`](Self::from_env)). Prints one line to stderr saying what it chose and
+    /// why; [`reason`](Self::reason) holds the same.
     pub fn auto() -> Result<Strategy> {
         let s = auto::choose()?;
         s.announce();

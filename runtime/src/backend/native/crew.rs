@@ -219,7 +219,6 @@ fn work(w: &Worker, s: &Shared, me: usize) {
                 seen = p;
                 break;
             }
-            // Between jobs, a piece of the side job, if there is one.
             // Between jobs, a piece of the side job, if there is one (side work does not
             // prolong the spinning: a worker spins only after jobs).
             if let Some((job, piece)) = side_claim(s) {

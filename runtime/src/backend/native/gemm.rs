@@ -93,73 +93,26 @@ pub(crate) fn matmul<T: Real>(
         cs,
     };
     // A short product through a deep operand (a small batch through a wide layer:
-    // [32×784]·[784×128]) is split along k, one share of B's rows per core: the rows of
-    // the layer's weights whose gradient rows and optimizer update run on that core (the
-    // same `crew::part` of the same extent), so they stay in its cache. The partial
-    // products are added in task order: the result does not depend on which thread ran
-    // which share.
+    // [32×784]·[784×128]) is split along k instead (see `split_k`).
     if parallel && f32_kernel && m * n <= SPLIT_K_MAX_OUTPUT && k >= (8 * m).max(256) {
         let isa = isa.expect("checked above");
-        let units = k.div_ceil(ROW_UNIT);
-        let parts = width.min(units);
-        SPLIT_K.with(|scratch| {
-            let mut scratch = scratch.borrow_mut();
-            let need = (parts - 1) * m * n;
-            if scratch.len() < need {
-                scratch.resize(need, 0.0);
-            }
-            let s_ptr = scratch.as_mut_ptr() as usize;
-            super::crew::run(parts, &|t| {
-                let r = super::crew::part(units, parts, t);
-                let (k0, k1) = ((r.start * ROW_UNIT).min(k), (r.end * ROW_UNIT).min(k));
-                // Share 0 goes straight to C, the others to their own scratch.
-                let (dst, ld, add) = if t == 0 {
-                    (c_ptr as *mut f32, ldc, accumulate)
-                } else {
-                    ((s_ptr as *mut f32).wrapping_add((t - 1) * m * n), n, false)
-                };
-                // SAFETY: as for the blocks below; each share writes its own destination,
-                // the scratch holds `parts - 1` outputs of `m × n`, and the shares cover
-                // depths `k0..k1` of the checked views (`parts ≤ units`, so none is empty).
-                unsafe {
-                    super::sgemm::sgemm(
-                        isa,
-                        call,
-                        m,
-                        n,
-                        k1 - k0,
-                        view(a_ptr, k0 as isize * a.cs, a.rs, a.cs),
-                        view(b_ptr, k0 as isize * b.rs, b.rs, b.cs),
-                        dst,
-                        ld,
-                        add,
-                    );
-                }
-            });
-            // Each output row adds the shares in task order; with more than two shares
-            // the rows are split over the crew too (one core adding fifteen partial
-            // products would cost as much as its share of the product).
-            let partials = &scratch[..need];
-            let add_rows = |rows: std::ops::Range<usize>| {
-                for i in rows {
-                    // SAFETY: T is f32 (checked above); row `i` of C lies in `c` (checked
-                    // at the top), and tasks add into disjoint rows.
-                    let row = unsafe {
-                        std::slice::from_raw_parts_mut((c_ptr as *mut f32).add(i * ldc), n)
-                    };
-                    for partial in partials.chunks_exact(m * n) {
-                        for (d, &x) in row.iter_mut().zip(&partial[i * n..(i + 1) * n]) {
-                            *d += x;
-                        }
-                    }
-                }
-            };
-            if parts <= 2 {
-                add_rows(0..m);
-            } else {
-                super::crew::run(parts, &|t| add_rows(super::crew::part(m, parts, t)));
-            }
-        });
+        let (a, b) = (view(a_ptr, 0, a.rs, a.cs), view(b_ptr, 0, b.rs, b.cs));
+        // SAFETY: T is f32 (checked above), the views and `c` were checked at the top.
+        unsafe {
+            split_k(
+                isa,
+                call,
+                m,
+                n,
+                k,
+                a,
+                b,
+                c_ptr as *mut f32,
+                ldc,
+                accumulate,
+                width,
+            )
+        };
         return Ok(());
     }
     // One column block (or row block) per core for large products; column blocks are
@@ -235,4 +188,98 @@ pub(crate) fn matmul<T: Real>(
         super::crew::run(tasks, &block);
     }
     Ok(())
+}
+
+/// `c = a·b` (or `+=`) split along k, one share of B's rows per core: the rows of the
+/// layer's weights whose gradient rows and optimizer update run on that core (the same
+/// `crew::part` of the same extent), so they stay in its cache. The partial products are
+/// added in task order: the result does not depend on which thread ran which share.
+///
+/// # Safety
+/// As for [`super::sgemm::sgemm`] with these arguments.
+#[allow(clippy::too_many_arguments)]
+unsafe fn split_k(
+    isa: super::sgemm::Isa,
+    call: u64,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: super::sgemm::View,
+    b: super::sgemm::View,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+    width: usize,
+) {
+    let units = k.div_ceil(ROW_UNIT);
+    let parts = width.min(units);
+    // Addresses and strides, so the closures may be shared between threads.
+    let (a_at, b_at, c_ptr) = (
+        (a.ptr as usize, a.rs, a.cs),
+        (b.ptr as usize, b.rs, b.cs),
+        c as usize,
+    );
+    SPLIT_K.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        let need = (parts - 1) * m * n;
+        if scratch.len() < need {
+            scratch.resize(need, 0.0);
+        }
+        let s_ptr = scratch.as_mut_ptr() as usize;
+        super::crew::run(parts, &|t| {
+            let r = super::crew::part(units, parts, t);
+            let (k0, k1) = ((r.start * ROW_UNIT).min(k), (r.end * ROW_UNIT).min(k));
+            // Share 0 goes straight to C, the others to their own scratch.
+            let (dst, ld, add) = if t == 0 {
+                (c_ptr as *mut f32, ldc, accumulate)
+            } else {
+                ((s_ptr as *mut f32).wrapping_add((t - 1) * m * n), n, false)
+            };
+            // A view starting at depth `k0`.
+            let from_k0 = |(p, rs, cs): (usize, isize, isize), step: isize| super::sgemm::View {
+                ptr: (p as *const f32).wrapping_offset(k0 as isize * step),
+                rs,
+                cs,
+            };
+            // SAFETY: the caller's views and `c`; each share writes its own destination,
+            // the scratch holds `parts - 1` outputs of `m × n`, and the shares cover depths
+            // `k0..k1` of the views (`parts ≤ units`, so none is empty).
+            unsafe {
+                super::sgemm::sgemm(
+                    isa,
+                    call,
+                    m,
+                    n,
+                    k1 - k0,
+                    from_k0(a_at, a_at.2),
+                    from_k0(b_at, b_at.1),
+                    dst,
+                    ld,
+                    add,
+                );
+            }
+        });
+        // Each output row adds the shares in task order; with more than two shares the
+        // rows are split over the crew too (one core adding fifteen partial products would
+        // cost as much as its share of the product).
+        let partials = &scratch[..need];
+        let add_rows = |rows: std::ops::Range<usize>| {
+            for i in rows {
+                // SAFETY: row `i` of C lies in `c` (the caller's contract), and tasks add
+                // into disjoint rows.
+                let row =
+                    unsafe { std::slice::from_raw_parts_mut((c_ptr as *mut f32).add(i * ldc), n) };
+                for partial in partials.chunks_exact(m * n) {
+                    for (d, &x) in row.iter_mut().zip(&partial[i * n..(i + 1) * n]) {
+                        *d += x;
+                    }
+                }
+            }
+        };
+        if parts <= 2 {
+            add_rows(0..m);
+        } else {
+            super::crew::run(parts, &|t| add_rows(super::crew::part(m, parts, t)));
+        }
+    });
 }
