@@ -22,12 +22,12 @@ pub mod prelude {
     };
     pub use crate::metrics::Accuracy;
     pub use crate::model;
-    pub use crate::nn::Model;
     pub use crate::optim::{Adam, OptimizerExt, RMSprop, SGD};
     pub use crate::strategy::{
         MirroredStrategy, OneDeviceStrategy, Strategy, TpuClusterResolver, TpuStrategy,
     };
     pub use crate::train::{Fit, History};
+    pub use crate::Model;
     pub use crate::{Error, Result, Tensor};
 }
 
@@ -36,7 +36,7 @@ pub mod prelude {
 ///
 /// # Forms
 ///
-/// An expression giving a [`nn::Model`]:
+/// An expression giving a [`Model`]:
 ///
 /// ```
 /// # use strata::model;
@@ -115,7 +115,8 @@ pub mod __private {
     pub use std::string::String;
     pub use std::vec::Vec;
 
-    use crate::nn::{Model, Sequential};
+    use crate::nn::Sequential;
+    use crate::Model;
 
     /// The error of a generated `forward` given parameter groups for another model.
     pub fn param_groups(expected: usize, got: usize) -> crate::Error {

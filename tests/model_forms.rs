@@ -6,7 +6,8 @@ use strata::backend::native::NativeBackend;
 use strata::backend::Backend;
 use strata::ir::{DType, Graph, TensorType};
 use strata::model;
-use strata::nn::{Activation, Architecture, Forward, Initializer, Layer, Model, Padding};
+use strata::nn::{Activation, Architecture, Forward, Initializer, Layer, Padding};
+use strata::Model;
 use strata::Tensor;
 
 /// The model is built, and its runtime shapes and parameters are what the macro declared.

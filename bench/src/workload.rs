@@ -278,7 +278,7 @@ fn backend_for(cfg: &Config) -> Result<(Shared, Option<Arc<PjrtBackend>>)> {
 fn tutorial_model(
     backend: Shared,
     spe: usize,
-) -> Result<strata::nn::Model<impl strata::nn::Architecture>> {
+) -> Result<strata::Model<impl strata::nn::Architecture>> {
     let mut m = model![
         Input(784),
         Dense(128, relu),

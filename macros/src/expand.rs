@@ -61,14 +61,14 @@ pub fn expand(form: &Form, model: &Model) -> TokenStream {
     let count = Literal::usize_unsuffixed(model.layers.len());
     let constructor = match form {
         Form::Expr => quote! {
-            ::strata::nn::Model::new(<#ty as ::strata::__private::Default>::default())
+            ::strata::Model::new(<#ty as ::strata::__private::Default>::default())
         },
         Form::Named { .. } => quote! {
             impl #ty {
                 /// A model of this architecture, its weights initialised from seed 0
                 /// (`with_seed` picks another).
-                #vis fn model() -> ::strata::nn::Model<#ty> {
-                    ::strata::nn::Model::new(<#ty as ::strata::__private::Default>::default())
+                #vis fn model() -> ::strata::Model<#ty> {
+                    ::strata::Model::new(<#ty as ::strata::__private::Default>::default())
                 }
             }
         },

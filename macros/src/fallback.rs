@@ -32,8 +32,8 @@ pub fn stub(form: Option<&Form>, errors: Vec<syn::Error>) -> TokenStream {
 
             impl #ident {
                 /// A stand-in: the model has errors.
-                #vis fn model() -> ::strata::nn::Model<#ident> {
-                    ::strata::nn::Model::new(<#ident as ::strata::__private::Default>::default())
+                #vis fn model() -> ::strata::Model<#ident> {
+                    ::strata::Model::new(<#ident as ::strata::__private::Default>::default())
                 }
             }
         },

@@ -53,7 +53,7 @@ fn tutorial_expression_snapshot() {
         "pub fn tutorial() -> Model<impl Architecture> {\n    \
          model![Input(784), Dense(128, relu), Dense(64, relu), Dense(10, softmax)]\n}",
         quote! {
-            pub fn tutorial() -> ::strata::nn::Model<impl ::strata::nn::Architecture> {
+            pub fn tutorial() -> ::strata::Model<impl ::strata::nn::Architecture> {
                 #expansion
             }
         },

@@ -9,11 +9,12 @@
 use std::time::Instant;
 use strata_runtime::loss::SparseCategoricalCrossentropy;
 use strata_runtime::metrics::Accuracy;
-use strata_runtime::nn::{Activation, Dense, Model, Sequential};
+use strata_runtime::nn::{Activation, Dense, Sequential};
 use strata_runtime::optim::Adam;
 use strata_runtime::random;
 use strata_runtime::strategy::StrategySpec;
 use strata_runtime::train::Fit;
+use strata_runtime::Model;
 
 fn main() -> strata_runtime::Result<()> {
     let mut args = std::env::args().skip(1);

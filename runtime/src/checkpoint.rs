@@ -3,7 +3,8 @@
 //! the target), so a crash never leaves a half-written checkpoint behind.
 
 use crate::ir::DType;
-use crate::nn::{Architecture, Model};
+use crate::nn::Architecture;
+use crate::Model;
 use crate::{Error, Result, Tensor};
 use safetensors::tensor::{Dtype, View};
 use std::borrow::Cow;

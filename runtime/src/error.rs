@@ -1,7 +1,7 @@
 //! The runtime's one error type. Variants carry the operation and the shapes or values
 //! involved, so a message says what was expected and what came.
 
-use crate::ir::DType;
+use crate::types::DType;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

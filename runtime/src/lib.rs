@@ -5,7 +5,9 @@ pub mod backend;
 pub mod checkpoint;
 pub mod data;
 mod error;
+pub(crate) mod hlo;
 pub mod ir;
+pub(crate) mod kernel;
 pub mod loss;
 pub mod metrics;
 pub mod nn;
@@ -15,9 +17,11 @@ pub mod random;
 pub mod strategy;
 mod tensor;
 pub mod train;
+mod types;
 
 pub use error::{Error, Result};
 pub use tensor::{Element, Tensor};
+pub use train::Model;
 
 /// The counter-based generator behind `random_uniform`, exposed so host code can produce
 /// the same streams.

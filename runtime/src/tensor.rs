@@ -3,7 +3,7 @@
 //! This is the type at every API boundary: graph constants, inputs and outputs of a
 //! backend, weights in checkpoints.
 
-use crate::ir::{DType, Shape, TensorType};
+use crate::types::{DType, Shape, TensorType};
 use crate::{Error, Result};
 use half::bf16;
 use ndarray::{ArrayD, IxDyn};

@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use strata_runtime::loss::SparseCategoricalCrossentropy;
 use strata_runtime::metrics::Accuracy;
-use strata_runtime::nn::{Activation, Dense, Model, Sequential};
+use strata_runtime::nn::{Activation, Dense, Sequential};
 use strata_runtime::optim::Adam;
 use strata_runtime::train::{Callback, Control, Fit, Logs};
+use strata_runtime::Model;
 use strata_runtime::{random, Result};
 
 struct Counting;

@@ -2,12 +2,13 @@
 
 use std::sync::{Arc, Mutex};
 use strata_runtime::loss::SparseCategoricalCrossentropy;
-use strata_runtime::nn::{Activation, Dense, Model, Sequential};
+use strata_runtime::nn::{Activation, Dense, Sequential};
 use strata_runtime::optim::SGD;
 use strata_runtime::train::{
     CSVLogger, Callback, Control, EarlyStopping, Fit, LearningRateScheduler, Logs, ModelCheckpoint,
     ReduceLROnPlateau,
 };
+use strata_runtime::Model;
 use strata_runtime::{random, Result, Tensor};
 
 fn model(lr: f32) -> Model<Sequential> {

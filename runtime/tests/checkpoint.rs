@@ -3,9 +3,10 @@
 
 use strata_runtime::loss::SparseCategoricalCrossentropy;
 use strata_runtime::metrics::Accuracy;
-use strata_runtime::nn::{Activation, Dense, Model, Sequential};
+use strata_runtime::nn::{Activation, Dense, Sequential};
 use strata_runtime::optim::{Adam, SGD};
 use strata_runtime::train::Fit;
+use strata_runtime::Model;
 use strata_runtime::{random, Error};
 
 fn mlp(hidden: usize, seed: u64) -> Model<Sequential> {

@@ -3,9 +3,10 @@
 use std::io::Write;
 use strata_runtime::data::{read_idx, read_npy, Batch, Dataset};
 use strata_runtime::loss::SparseCategoricalCrossentropy;
-use strata_runtime::nn::{Activation, Dense, Model, Sequential};
+use strata_runtime::nn::{Activation, Dense, Sequential};
 use strata_runtime::optim::SGD;
 use strata_runtime::train::Fit;
+use strata_runtime::Model;
 use strata_runtime::{random, Error, Tensor};
 
 fn tmp(name: &str) -> std::path::PathBuf {

@@ -6,9 +6,10 @@ use ndarray::{array, Array1, Array2};
 use std::collections::HashMap;
 use strata_runtime::loss::{MeanSquaredError, SparseCategoricalCrossentropy};
 use strata_runtime::metrics::Accuracy;
-use strata_runtime::nn::{Activation, Dense, Initializer, Model, Sequential};
+use strata_runtime::nn::{Activation, Dense, Initializer, Sequential};
 use strata_runtime::optim::{Adam, SGD};
 use strata_runtime::train::Fit;
+use strata_runtime::Model;
 use strata_runtime::{random, Error, Tensor};
 
 fn mlp(inputs: usize, classes: usize) -> Model<Sequential> {

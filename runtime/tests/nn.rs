@@ -3,7 +3,8 @@
 use strata_runtime::backend::native::NativeBackend;
 use strata_runtime::backend::Backend;
 use strata_runtime::ir::{DType, Graph, TensorType};
-use strata_runtime::nn::{Activation, Dense, Forward, Layer, Model, Sequential};
+use strata_runtime::nn::{Activation, Dense, Forward, Layer, Sequential};
+use strata_runtime::Model;
 use strata_runtime::Tensor;
 
 fn tutorial() -> Model<Sequential> {

@@ -12,10 +12,11 @@ use ndarray::{Array1, ArrayD};
 use strata_runtime::backend::Device;
 use strata_runtime::loss::SparseCategoricalCrossentropy;
 use strata_runtime::metrics::Accuracy;
-use strata_runtime::nn::{Activation, BatchNormalization, Dense, Dropout, Model, Sequential};
+use strata_runtime::nn::{Activation, BatchNormalization, Dense, Dropout, Sequential};
 use strata_runtime::optim::Adam;
 use strata_runtime::strategy::{MirroredStrategy, OneDeviceStrategy, Strategy, StrategyKind};
 use strata_runtime::train::{Fit, History};
+use strata_runtime::Model;
 use strata_runtime::{random, Error, Tensor};
 
 fn mlp() -> Model<Sequential> {

@@ -133,7 +133,7 @@ impl ::strata::nn::Architecture for Tutorial {
 impl Tutorial {
     /// A model of this architecture, its weights initialised from seed 0
     /// (`with_seed` picks another).
-    pub fn model() -> ::strata::nn::Model<Tutorial> {
-        ::strata::nn::Model::new(<Tutorial as ::strata::__private::Default>::default())
+    pub fn model() -> ::strata::Model<Tutorial> {
+        ::strata::Model::new(<Tutorial as ::strata::__private::Default>::default())
     }
 }

@@ -75,7 +75,7 @@ pub(crate) fn gathered(t: &Tensor, rows: &[usize]) -> Result<Tensor> {
         }
     }
     let mut part = Tensor::zeros(&TensorType::new(t.dtype(), dims));
-    crate::data::gather_rows(t, rows, &mut part)?;
+    crate::kernel::rows::gather_rows(t, rows, &mut part)?;
     Ok(part)
 }
 

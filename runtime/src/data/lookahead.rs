@@ -13,7 +13,7 @@
 //! inside the steps 76% longer).
 
 use super::Dataset;
-use crate::backend::native::crew;
+use crate::kernel::crew;
 use crate::Tensor;
 use std::sync::Arc;
 

@@ -3,21 +3,14 @@
 
 mod compose;
 mod cse;
-mod dtype;
 mod graph;
 mod op;
 mod print;
-mod shape;
 mod verify;
 
+pub use crate::types::{strides_of, DType, Shape, TensorType, MAX_RANK};
 pub(crate) use cse::canonical;
-pub use dtype::DType;
 pub use graph::{Graph, Node};
 pub use op::{
     BinaryOp, Comparison, ConvParams, DotDims, Op, OpKind, ReduceOp, UnaryOp, Value, Window,
 };
-pub use shape::{strides_of, Shape, TensorType};
-
-/// The largest rank a tensor may have. Kernels keep index arrays of this length on the
-/// stack; every op's result is checked against it.
-pub const MAX_RANK: usize = 16;

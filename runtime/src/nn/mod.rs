@@ -1,13 +1,15 @@
-//! Neural-network building blocks: activations, initialisers, layers, and the model.
+//! Neural-network building blocks: activations, initialisers, layers, and the
+//! architectures that compose them (the [`Model`](crate::Model) that trains one lives in
+//! `train`).
 
 mod activation;
+mod architecture;
 mod initializer;
 pub mod layer;
 pub mod layers;
-mod model;
 
 pub use activation::{log_softmax, softmax, Activation};
+pub use architecture::{Architecture, Sequential};
 pub use initializer::Initializer;
 pub use layer::{Forward, Layer, ParamDecl, ParamSpec};
 pub use layers::*;
-pub use model::{Architecture, Model, Sequential};

@@ -1,8 +1,8 @@
 //! Elementwise functions of two operands: shape rule, gradients, native kernels.
 
-use super::real::{Int, Real};
-use crate::backend::native::data::{Data, DataMut};
 use crate::ir::{BinaryOp, Comparison, DType, Graph, TensorType, UnaryOp, Value};
+use crate::kernel::data::{Data, DataMut};
+use crate::kernel::real::{Int, Real};
 use crate::{Error, Result};
 
 fn accepts(op: BinaryOp, d: DType) -> bool {
@@ -194,7 +194,7 @@ pub(crate) fn native(op: BinaryOp, a: Data<'_>, b: Data<'_>, out: DataMut<'_>) -
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::Emitter;
+use crate::ops::Emitter;
 
 /// Every binary op is the StableHLO op of the same name; integer division by zero and
 /// integer powers follow XLA's CPU semantics, which the native kernels copy. Float max and

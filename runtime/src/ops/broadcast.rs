@@ -1,9 +1,9 @@
 //! `broadcast_in_dim`: shape rule, gradient, native kernel.
 
 use super::In;
-use crate::backend::native::data::{with_same, DataMut};
-use crate::backend::native::strided;
 use crate::ir::{Graph, Shape, TensorType, Value};
+use crate::kernel::data::{with_same, DataMut};
+use crate::kernel::strided;
 use crate::{Error, Result};
 
 /// `dims[i]` is where operand dimension `i` lands; they are strictly increasing (so a
@@ -86,7 +86,8 @@ pub(crate) fn native(
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{list, Emitter};
+use crate::hlo::list;
+use crate::ops::Emitter;
 
 pub(crate) fn lower(e: &mut Emitter<'_>, x: Value, dims: &[usize], ty: &TensorType) -> String {
     let (n, from) = (e.name(x), e.ty(x).mlir());

@@ -1,8 +1,8 @@
 //! Cross-replica ops for data parallelism: `all_reduce_sum` and `replica_id`.
 
-use crate::backend::native::data::{Data, DataMut};
-use crate::backend::native::KernelCtx;
 use crate::ir::{DType, Graph, TensorType, Value};
+use crate::kernel::data::{Data, DataMut};
+use crate::kernel::KernelCtx;
 use crate::{Error, Result};
 
 pub(crate) fn check_all_reduce(g: &Graph, x: Value) -> Result<TensorType> {
@@ -42,7 +42,7 @@ pub(crate) fn native_replica_id(out: DataMut<'_>, ctx: &mut KernelCtx) -> Result
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::Emitter;
+use crate::ops::Emitter;
 
 /// One group of every replica of the computation (one replica when compiled for a single
 /// device, where the all-reduce is the identity).

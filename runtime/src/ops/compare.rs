@@ -1,7 +1,7 @@
 //! `compare` and `select`: shape rules, gradients, native kernels.
 
-use crate::backend::native::data::{with_same, Data, DataMut, Elem};
 use crate::ir::{Comparison, DType, Graph, TensorType, Value};
+use crate::kernel::data::{with_same, Data, DataMut, Elem};
 use crate::{Error, Result};
 
 /// Same-typed operands; the result is bool of their shape.
@@ -78,7 +78,7 @@ pub(crate) fn holds<T: PartialOrd>(cmp: Comparison, x: T, y: T) -> bool {
 /// The relation as 1 or 0 in a float type (for fused kernels, which keep booleans in
 /// float registers).
 #[inline(always)]
-pub(crate) fn apply_real<T: crate::ops::real::Real>(
+pub(crate) fn apply_real<T: crate::kernel::real::Real>(
     cmp: Comparison,
     a: &[T],
     b: &[T],
@@ -165,7 +165,8 @@ pub(crate) fn native_select(
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{compare_type, Emitter};
+use crate::hlo::compare_type;
+use crate::ops::Emitter;
 
 pub(crate) fn lower_compare(
     e: &mut Emitter<'_>,

@@ -1,8 +1,8 @@
 //! `concatenate`: shape rule, gradient, native kernel.
 
 use super::In;
-use crate::backend::native::data::{with_same, DataMut};
 use crate::ir::{Graph, TensorType, Value};
+use crate::kernel::data::{with_same, DataMut};
 use crate::{Error, Result};
 
 pub(crate) fn check(g: &Graph, xs: &[Value], axis: usize) -> Result<TensorType> {
@@ -75,7 +75,7 @@ pub(crate) fn native(ins: &[In<'_>], axis: usize, mut out: DataMut<'_>) -> Resul
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::Emitter;
+use crate::ops::Emitter;
 
 pub(crate) fn lower(e: &mut Emitter<'_>, xs: &[Value], axis: usize, ty: &TensorType) -> String {
     let names: Vec<String> = xs.iter().map(|&x| e.name(x)).collect();

@@ -1,9 +1,9 @@
 //! `convert`: element type conversion. (Its shape rule, the operand's shape with the new
 //! element type, is inline in `ops::check`.)
 
-use crate::backend::native::data::{with_data, Data, DataMut, Elem};
 use crate::ir::Graph;
 use crate::ir::Value;
+use crate::kernel::data::{with_data, Data, DataMut, Elem};
 use crate::Result;
 use half::bf16;
 
@@ -132,8 +132,8 @@ pub(crate) fn native(x: Data<'_>, out: DataMut<'_>) -> Result<()> {
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::Emitter;
 use crate::ir::TensorType;
+use crate::ops::Emitter;
 
 /// XLA's convert matches the native rules: float to integer truncates and saturates with
 /// NaN giving 0, narrowing wraps, to-bool is `!= 0` (measured on the CPU plugin).

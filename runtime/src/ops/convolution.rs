@@ -3,12 +3,12 @@
 //! Layout: input `[batch, spatial…, features]`, kernel `[spatial…, in_features/groups,
 //! out_features]`, output `[batch, spatial…, out_features]` (TensorFlow/Keras' NHWC/HWIO).
 
-use super::real::Real;
 use super::In;
-use crate::backend::native::data::{Data, DataMut};
-use crate::backend::native::gemm::{matmul, Mat};
-use crate::backend::native::KernelCtx;
 use crate::ir::{ConvParams, Graph, TensorType, Value, MAX_RANK};
+use crate::kernel::data::{Data, DataMut};
+use crate::kernel::gemm::{matmul, Mat};
+use crate::kernel::real::Real;
+use crate::kernel::KernelCtx;
 use crate::{Error, Result};
 
 /// Size of a dimension of `n` elements with `d - 1` zeros inserted between neighbours.
@@ -351,7 +351,8 @@ pub(crate) fn native(
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{list, Emitter};
+use crate::hlo::list;
+use crate::ops::Emitter;
 
 /// The fixed layout as StableHLO dimension numbers: `[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]`.
 pub(crate) fn lower(

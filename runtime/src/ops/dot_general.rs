@@ -1,11 +1,11 @@
 //! `dot_general`: shape rule, gradients, native kernel (gemm over strided views).
 
-use super::real::Real;
 use super::In;
-use crate::backend::native::data::DataMut;
-use crate::backend::native::gemm::{matmul, Mat};
-use crate::backend::native::{strided, KernelCtx};
 use crate::ir::{DotDims, Graph, TensorType, Value, MAX_RANK};
+use crate::kernel::data::DataMut;
+use crate::kernel::gemm::{matmul, Mat};
+use crate::kernel::real::Real;
+use crate::kernel::{strided, KernelCtx};
 use crate::{Error, Result};
 
 /// Dimensions of an operand that are neither batch nor contracting, ascending.
@@ -332,7 +332,7 @@ pub(crate) fn native(
     out: DataMut<'_>,
     ctx: &mut KernelCtx,
 ) -> Result<()> {
-    use crate::backend::native::data::Data;
+    use crate::kernel::data::Data;
     match (lhs.data, rhs.data, out) {
         (Data::F32(a), Data::F32(b), DataMut::F32(o)) => run(
             a,
@@ -358,7 +358,8 @@ pub(crate) fn native(
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{list, Emitter};
+use crate::hlo::list;
+use crate::ops::Emitter;
 
 /// StableHLO orders the result as the IR does: batch, lhs free, rhs free dimensions.
 /// Precision is left at the default, as JAX and TensorFlow do (full f32 on CPU; on TPU the

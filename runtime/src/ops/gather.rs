@@ -2,8 +2,8 @@
 //! transpose: shape rules, gradients, native kernels.
 
 use super::In;
-use crate::backend::native::data::{with_same, Data, DataMut, Elem};
 use crate::ir::{Graph, TensorType, Value};
+use crate::kernel::data::{with_same, Data, DataMut, Elem};
 use crate::{Error, Result};
 
 /// `operand[..axis] ++ indices[batch_dims..] ++ operand[axis+1..]`.
@@ -207,7 +207,8 @@ pub(crate) fn native_scatter(
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{i64_array, list, Emitter};
+use crate::hlo::{i64_array, list};
+use crate::ops::Emitter;
 
 /// How `take` along `axis` with `batch_dims` leading batch dimensions maps onto StableHLO's
 /// gather/scatter dimension numbers. The result (and a scatter's updates) is

@@ -13,10 +13,10 @@ pub(crate) mod concatenate;
 pub(crate) mod convert;
 pub(crate) mod convolution;
 pub(crate) mod dot_general;
+mod emitter;
 pub(crate) mod gather;
 pub(crate) mod pad;
 pub(crate) mod random;
-pub(crate) mod real;
 pub(crate) mod reduce;
 pub(crate) mod reduce_window;
 pub(crate) mod reshape;
@@ -27,9 +27,11 @@ pub(crate) mod stop_gradient;
 pub(crate) mod transpose;
 pub(crate) mod unary;
 
-use crate::backend::native::data::{Data, DataMut};
-use crate::backend::native::KernelCtx;
+pub(crate) use emitter::Emitter;
+
 use crate::ir::{Graph, Op, TensorType, Value};
+use crate::kernel::data::{Data, DataMut};
+use crate::kernel::KernelCtx;
 use crate::{Error, Result};
 
 /// Checks `op`'s operands against its shape rule and returns its result type. `declared`
@@ -273,8 +275,6 @@ pub(crate) fn check_axes(op: &'static str, axes: &[usize], rank: usize) -> Resul
 }
 
 // ---- StableHLO lowering
-
-use crate::backend::pjrt::stablehlo::Emitter;
 
 /// Prints node `v` (whose operands are already printed) as StableHLO into `e` and returns
 /// the SSA name of its result.

@@ -1,8 +1,8 @@
 //! `pad`: shape rule, gradient, native kernel.
 
 use super::In;
-use crate::backend::native::data::{with_same, Data, DataMut, Elem};
 use crate::ir::{Graph, TensorType, Value, MAX_RANK};
+use crate::kernel::data::{with_same, Data, DataMut, Elem};
 use crate::{Error, Result};
 
 /// Result size per dimension: `low + high + d + (d - 1) * interior` (at least 0).
@@ -92,7 +92,7 @@ pub(crate) fn native(
             return Ok(());
         }
         let r = xd.len();
-        let os = crate::backend::native::strided::strides(od);
+        let os = crate::kernel::strided::strides(od);
         let mut idx = [0usize; MAX_RANK];
         for &e in a {
             // Position of this element in the result; skip it if cropped away.
@@ -134,7 +134,8 @@ pub(crate) fn native(
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{list, Emitter};
+use crate::hlo::list;
+use crate::ops::Emitter;
 
 /// StableHLO's pad has the IR's semantics, negative (cropping) edges included.
 pub(crate) fn lower(

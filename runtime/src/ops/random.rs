@@ -6,8 +6,8 @@
 //! word 0 as the mantissa of a number in `[1, 2)` and subtract 1; f64 samples take 52
 //! bits from words 0 and 1 the same way.
 
-use crate::backend::native::data::{Data, DataMut};
 use crate::ir::{DType, Graph, TensorType, Value, MAX_RANK};
+use crate::kernel::data::{Data, DataMut};
 use crate::{Error, Result};
 
 pub(crate) fn check(g: &Graph, key: Value, declared: Option<&TensorType>) -> Result<TensorType> {
@@ -76,7 +76,8 @@ pub(crate) fn native(key: Data<'_>, out: DataMut<'_>) -> Result<()> {
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{scalar_literal, tensor_type, Emitter};
+use crate::hlo::{scalar_literal, tensor_type};
+use crate::ops::Emitter;
 use std::collections::HashMap;
 
 /// Threefry-2x32 written out round by round as `ui32` StableHLO arithmetic over one lane

@@ -1,8 +1,8 @@
 //! `reduce` (sum, max, min over axes): shape rule, gradients, native kernel.
 
 use super::In;
-use crate::backend::native::data::{Data, DataMut};
 use crate::ir::{Comparison, Graph, ReduceOp, TensorType, Value, MAX_RANK};
+use crate::kernel::data::{Data, DataMut};
 use crate::{Error, Result};
 
 pub(crate) fn check(g: &Graph, op: ReduceOp, x: Value, axes: &[usize]) -> Result<TensorType> {
@@ -256,8 +256,9 @@ pub(crate) fn native(op: ReduceOp, x: In<'_>, axes: &[usize], out: DataMut<'_>) 
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{i64_array, scalar_literal, Emitter};
+use crate::hlo::{i64_array, scalar_literal};
 use crate::ir::DType;
+use crate::ops::Emitter;
 
 /// The StableHLO op that combines two values of a reduction, and the reduction's
 /// identity as a literal of element type `d` (also what pooling pads with).

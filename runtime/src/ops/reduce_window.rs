@@ -2,10 +2,10 @@
 //! rules, gradients, native kernels.
 
 use super::In;
-use crate::backend::native::data::{Data, DataMut};
-use crate::backend::native::strided;
 use crate::ir::{Graph, ReduceOp, TensorType, Value, Window, MAX_RANK};
-use crate::ops::real::Real;
+use crate::kernel::data::{Data, DataMut};
+use crate::kernel::real::Real;
+use crate::kernel::strided;
 use crate::{Error, Result};
 
 /// The pooled shape: `(d + lo + hi - w) / s + 1` per dimension.
@@ -280,7 +280,8 @@ pub(crate) fn native_select_and_scatter(
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{i64_array, padding_attr, scalar_literal, Emitter};
+use crate::hlo::{i64_array, padding_attr, scalar_literal};
+use crate::ops::Emitter;
 
 /// The window attributes shared by `reduce_window` and `select_and_scatter`.
 fn window_attrs(w: &Window) -> String {

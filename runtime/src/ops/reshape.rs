@@ -1,7 +1,7 @@
 //! `reshape`: shape rule, gradient, native kernel.
 
-use crate::backend::native::data::{with_same, Data, DataMut};
 use crate::ir::{Graph, Shape, TensorType, Value};
+use crate::kernel::data::{with_same, Data, DataMut};
 use crate::{Error, Result};
 
 pub(crate) fn check(g: &Graph, x: Value, shape: &Shape) -> Result<TensorType> {
@@ -33,7 +33,7 @@ pub(crate) fn native(x: Data<'_>, out: DataMut<'_>) -> Result<()> {
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::Emitter;
+use crate::ops::Emitter;
 
 pub(crate) fn lower(e: &mut Emitter<'_>, x: Value, ty: &TensorType) -> String {
     let (n, from) = (e.name(x), e.ty(x).mlir());

@@ -1,9 +1,9 @@
 //! `reverse`: shape rule, gradient, native kernel.
 
 use super::In;
-use crate::backend::native::data::{with_same, DataMut};
-use crate::backend::native::strided;
 use crate::ir::{Graph, TensorType, Value};
+use crate::kernel::data::{with_same, DataMut};
+use crate::kernel::strided;
 use crate::Result;
 
 pub(crate) fn check(g: &Graph, x: Value, axes: &[usize]) -> Result<TensorType> {
@@ -33,7 +33,8 @@ pub(crate) fn native(x: In<'_>, axes: &[usize], out: DataMut<'_>) -> Result<()> 
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{list, Emitter};
+use crate::hlo::list;
+use crate::ops::Emitter;
 
 pub(crate) fn lower(e: &mut Emitter<'_>, x: Value, axes: &[usize]) -> String {
     let (n, t) = (e.name(x), e.ty(x).mlir());

@@ -1,9 +1,9 @@
 //! `slice`: shape rule, gradient, native kernel.
 
 use super::In;
-use crate::backend::native::data::{with_same, DataMut};
-use crate::backend::native::strided;
 use crate::ir::{Graph, TensorType, Value};
+use crate::kernel::data::{with_same, DataMut};
+use crate::kernel::strided;
 use crate::{Error, Result};
 
 pub(crate) fn check(
@@ -93,7 +93,7 @@ pub(crate) fn native(
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::Emitter;
+use crate::ops::Emitter;
 
 pub(crate) fn lower(
     e: &mut Emitter<'_>,

@@ -1,7 +1,7 @@
 //! Ops with no operands that produce data: parameter, constant, iota.
 
-use crate::backend::native::data::{with_same, DataMut, Storage};
 use crate::ir::{Op, TensorType, MAX_RANK};
+use crate::kernel::data::{with_same, DataMut, Storage};
 use crate::{Error, Result, Tensor};
 
 /// A parameter's type is whatever it was declared with (within the rank limit).
@@ -67,7 +67,8 @@ pub(crate) fn native_iota(dim: usize, ty: &TensorType, out: DataMut<'_>) -> Resu
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{tensor_literal, Emitter};
+use crate::hlo::tensor_literal;
+use crate::ops::Emitter;
 
 pub(crate) fn lower_constant(e: &mut Emitter<'_>, value: &Tensor) -> String {
     e.emit(format!(

@@ -2,7 +2,7 @@
 //! operand's type) is inline in `ops::check`; its gradient rule is "none flows"; the native
 //! planner treats it as a view, like reshape.
 
-use crate::backend::native::data::{with_same, Data, DataMut};
+use crate::kernel::data::{with_same, Data, DataMut};
 use crate::Result;
 
 /// Only reached if the planner did not alias the value (it always does today).
@@ -14,9 +14,6 @@ pub(crate) fn native(x: Data<'_>, out: DataMut<'_>) -> Result<()> {
 // ---- StableHLO lowering
 
 /// The identity: the value is the operand's (gradients are a graph-level matter).
-pub(crate) fn lower(
-    e: &mut crate::backend::pjrt::stablehlo::Emitter<'_>,
-    x: crate::ir::Value,
-) -> String {
+pub(crate) fn lower(e: &mut crate::ops::Emitter<'_>, x: crate::ir::Value) -> String {
     e.name(x)
 }

@@ -1,9 +1,9 @@
 //! `transpose`: shape rule, gradient, native kernel.
 
 use super::In;
-use crate::backend::native::data::{with_same, DataMut};
-use crate::backend::native::strided;
 use crate::ir::{Graph, TensorType, Value, MAX_RANK};
+use crate::kernel::data::{with_same, DataMut};
+use crate::kernel::strided;
 use crate::{Error, Result};
 
 pub(crate) fn check(g: &Graph, x: Value, perm: &[usize]) -> Result<TensorType> {
@@ -51,7 +51,8 @@ pub(crate) fn native(x: In<'_>, perm: &[usize], out: DataMut<'_>) -> Result<()> 
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::{list, Emitter};
+use crate::hlo::list;
+use crate::ops::Emitter;
 
 pub(crate) fn lower(e: &mut Emitter<'_>, x: Value, perm: &[usize], ty: &TensorType) -> String {
     let (n, from) = (e.name(x), e.ty(x).mlir());

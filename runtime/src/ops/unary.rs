@@ -1,8 +1,8 @@
 //! Elementwise functions of one operand: shape rule, gradients, native kernels.
 
-use super::real::{Int, Real};
-use crate::backend::native::data::{Data, DataMut};
 use crate::ir::{DType, Graph, TensorType, UnaryOp, Value};
+use crate::kernel::data::{Data, DataMut};
+use crate::kernel::real::{Int, Real};
 use crate::{Error, Result};
 
 /// Which element types each function accepts.
@@ -178,7 +178,7 @@ pub(crate) fn native(op: UnaryOp, x: Data<'_>, out: DataMut<'_>) -> Result<()> {
 
 // ---- StableHLO lowering
 
-use crate::backend::pjrt::stablehlo::Emitter;
+use crate::ops::Emitter;
 
 pub(crate) fn lower(e: &mut Emitter<'_>, op: UnaryOp, x: Value, ty: &TensorType) -> String {
     let (x, t) = (e.name(x), ty.mlir());

@@ -7,6 +7,8 @@
 
 mod adagrad;
 mod adam;
+#[cfg(test)]
+mod fused_adam_tests;
 mod lion;
 mod rmsprop;
 pub mod schedule;

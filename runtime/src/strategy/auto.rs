@@ -2,53 +2,12 @@
 //! probe bounded to fail fast (the TPU probe reads the PCI bus before touching libtpu; the
 //! GPU probe looks for an NVIDIA device before loading the CUDA plugin).
 
-use super::spec::{local_tpu, StrategySpec, STRATEGY_ENV};
+use super::resolver::local_tpu;
 use super::Strategy;
 use crate::backend::pjrt::{find_plugin, PluginKind};
 use crate::backend::{Device, DEVICE_ENV};
 use crate::{Error, Result};
 use std::path::Path;
-
-/// The strategy `STRATA_STRATEGY` forces, if set.
-pub(super) fn from_env() -> Result<Option<Strategy>> {
-    match std::env::var(STRATEGY_ENV) {
-        Ok(s) if !s.trim().is_empty() => {
-            let spec: StrategySpec = s.parse()?;
-            let strategy = spec.build()?;
-            let why = match strategy.reason() {
-                Some(r) => format!("{STRATEGY_ENV}={}: {r}", s.trim()),
-                None => format!("{STRATEGY_ENV}={}", s.trim()),
-            };
-            Ok(Some(strategy.with_reason(why)))
-        }
-        Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(s)) => Err(Error::StrategyParse {
-            input: s.to_string_lossy().into_owned(),
-            message: format!("{STRATEGY_ENV} is not valid UTF-8"),
-        }),
-    }
-}
-
-/// `STRATA_STRATEGY`, else the best strategy on `STRATA_DEVICE`'s device, if either is set.
-pub(super) fn forced() -> Result<Option<Strategy>> {
-    if let Some(s) = from_env()? {
-        return Ok(Some(s));
-    }
-    if std::env::var_os(DEVICE_ENV).is_some_and(|d| !d.is_empty()) {
-        let device = Device::from_env()?;
-        let s = default_for(device)?;
-        return Ok(Some(s.with_reason(format!("{DEVICE_ENV}={device}"))));
-    }
-    Ok(None)
-}
-
-/// What the environment forces, else a probe.
-pub(super) fn choose() -> Result<Strategy> {
-    match forced()? {
-        Some(s) => Ok(s),
-        None => probe(),
-    }
-}
 
 /// TPU, else GPUs, else the native backend. XLA on the CPU is never the probe's pick: on
 /// the tutorial's workload the native backend's steady epoch took 0.5–0.7 of XLA's at

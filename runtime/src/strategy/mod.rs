@@ -15,7 +15,7 @@
 //! picks the best strategy present and says what it chose; `STRATA_STRATEGY` forces one.
 
 mod auto;
-pub mod pci;
+pub use crate::backend::pjrt::pci;
 mod resolver;
 mod scope;
 mod spec;
@@ -156,7 +156,7 @@ impl Strategy {
     /// No replication: every graph runs once, on `device`.
     pub fn one_device(device: Device) -> Result<Strategy> {
         let backend: Arc<dyn Backend> = match device {
-            Device::Tpu => spec::local_tpu_backend()?,
+            Device::Tpu => resolver::local_tpu_backend()?,
             _ => Arc::from(device.backend()?),
         };
         Ok(Strategy {
@@ -204,7 +204,7 @@ impl Strategy {
                 Strategy::replicated(StrategyKind::Mirrored, device, backend, n)
             }
             Device::Tpu => {
-                let backend = spec::local_tpu_backend()?;
+                let backend = resolver::local_tpu_backend()?;
                 let n = replicas.unwrap_or(backend.device_count());
                 Strategy::replicated(StrategyKind::Mirrored, device, backend, n)
             }
@@ -298,7 +298,10 @@ impl Strategy {
     /// [`from_env`](Self::from_env)). Prints one line to stderr saying what it chose and
     /// why; [`reason`](Self::reason) holds the same.
     pub fn auto() -> Result<Strategy> {
-        let s = auto::choose()?;
+        let s = match spec::forced()? {
+            Some(s) => s,
+            None => auto::probe()?,
+        };
         s.announce();
         Ok(s)
     }
@@ -307,7 +310,7 @@ impl Strategy {
     /// [`StrategySpec`]: `tpu`, `mirrored:xla-cpu:4`, `one:native`, ...), else the best
     /// strategy on `STRATA_DEVICE`'s device. Prints one line to stderr when it does.
     pub fn from_env() -> Result<Option<Strategy>> {
-        let s = auto::forced()?;
+        let s = spec::forced()?;
         if let Some(s) = &s {
             s.announce();
         }

@@ -8,6 +8,7 @@
 //! itself is only loaded with its metadata queries disabled unless the bus shows chips.
 
 use super::pci::{self, PciScan, TpuChip};
+use super::{Strategy, TpuStrategy};
 use crate::backend::pjrt::{find_plugin, load_plugin, PjrtBackend, PjrtOptions, PluginKind};
 use crate::backend::Device;
 use crate::{Error, Result};
@@ -203,6 +204,23 @@ fn check_name(tpu: &str) -> Result<()> {
             "named TPUs (Cloud TPU nodes reached by name) are not supported yet; run on the TPU VM and pass \"\" for its local TPU".into()
         },
     })
+}
+
+/// The tutorial's steps: resolver, connect, initialize, strategy.
+pub(super) fn local_tpu() -> Result<Strategy> {
+    let resolver = TpuClusterResolver::new("")?;
+    resolver.connect()?;
+    resolver.initialize()?;
+    TpuStrategy::new(&resolver)
+}
+
+/// The process's TPU client, through the resolver: it fails fast without a TPU, and it
+/// shares the one client libtpu allows with every other user in the process.
+pub(super) fn local_tpu_backend() -> Result<Arc<PjrtBackend>> {
+    let resolver = TpuClusterResolver::new("")?;
+    resolver.connect()?;
+    resolver.initialize()?;
+    resolver.backend()
 }
 
 #[cfg(test)]

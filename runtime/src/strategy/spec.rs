@@ -2,13 +2,11 @@
 //! (`one:native`, `one:xla-cpu`, ...), `mirrored:native[:N]`, `mirrored:xla-cpu[:N]`,
 //! `mirrored:cuda[:N]`, `mirrored:tpu[:N]`.
 
-use super::{Strategy, TpuClusterResolver, TpuStrategy};
-use crate::backend::pjrt::PjrtBackend;
-use crate::backend::Device;
+use super::Strategy;
+use crate::backend::{Device, DEVICE_ENV};
 use crate::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 
 /// The environment variable that forces a strategy on any program using
 /// [`Strategy::auto`].
@@ -35,28 +33,44 @@ impl StrategySpec {
     pub fn build(&self) -> Result<Strategy> {
         match *self {
             StrategySpec::Auto => super::auto::probe(),
-            StrategySpec::Tpu => local_tpu(),
+            StrategySpec::Tpu => super::resolver::local_tpu(),
             StrategySpec::One(d) => Strategy::one_device(d),
             StrategySpec::Mirrored { device, replicas } => Strategy::mirrored(device, replicas),
         }
     }
 }
 
-/// The tutorial's steps: resolver, connect, initialize, strategy.
-pub(super) fn local_tpu() -> Result<Strategy> {
-    let resolver = TpuClusterResolver::new("")?;
-    resolver.connect()?;
-    resolver.initialize()?;
-    TpuStrategy::new(&resolver)
+/// The strategy `STRATA_STRATEGY` forces, if set.
+pub(super) fn from_env() -> Result<Option<Strategy>> {
+    match std::env::var(STRATEGY_ENV) {
+        Ok(s) if !s.trim().is_empty() => {
+            let spec: StrategySpec = s.parse()?;
+            let strategy = spec.build()?;
+            let why = match strategy.reason() {
+                Some(r) => format!("{STRATEGY_ENV}={}: {r}", s.trim()),
+                None => format!("{STRATEGY_ENV}={}", s.trim()),
+            };
+            Ok(Some(strategy.with_reason(why)))
+        }
+        Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(s)) => Err(Error::StrategyParse {
+            input: s.to_string_lossy().into_owned(),
+            message: format!("{STRATEGY_ENV} is not valid UTF-8"),
+        }),
+    }
 }
 
-/// The process's TPU client, through the resolver: it fails fast without a TPU, and it
-/// shares the one client libtpu allows with every other user in the process.
-pub(super) fn local_tpu_backend() -> Result<Arc<PjrtBackend>> {
-    let resolver = TpuClusterResolver::new("")?;
-    resolver.connect()?;
-    resolver.initialize()?;
-    resolver.backend()
+/// `STRATA_STRATEGY`, else the best strategy on `STRATA_DEVICE`'s device, if either is set.
+pub(super) fn forced() -> Result<Option<Strategy>> {
+    if let Some(s) = from_env()? {
+        return Ok(Some(s));
+    }
+    if std::env::var_os(DEVICE_ENV).is_some_and(|d| !d.is_empty()) {
+        let device = Device::from_env()?;
+        let s = super::auto::default_for(device)?;
+        return Ok(Some(s.with_reason(format!("{DEVICE_ENV}={device}"))));
+    }
+    Ok(None)
 }
 
 /// Most replicas a name may ask for (a guard against typos, as for `xla-cpu:N`).

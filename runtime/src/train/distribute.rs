@@ -21,8 +21,9 @@ use crate::backend::{Buffer, MirroredBackend};
 use crate::data::gather_rows;
 use crate::ir::{DType, Graph, TensorType, Value};
 use crate::metrics::Metric;
-use crate::nn::{Architecture, Model};
+use crate::nn::Architecture;
 use crate::train::compile::{Layout, TrainState};
+use crate::Model;
 use crate::{Error, Result, Tensor};
 
 /// How one step is split over replicas.

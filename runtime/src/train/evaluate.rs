@@ -2,14 +2,16 @@
 
 use super::compile::not_compiled;
 use super::distribute;
-use super::fit::{check_pair, set_inputs, with_rows};
+use super::fit::{set_inputs, with_rows};
 use super::spares::Spares;
 use super::step::{eval_graph, predict_graph, StepKey};
 use super::Logs;
 use crate::backend::{Buffer, CompileOptions};
+use crate::data::check_pair;
 use crate::data::{gather_rows, IntoTensor};
 use crate::ir::TensorType;
-use crate::nn::{Architecture, Model};
+use crate::nn::Architecture;
+use crate::Model;
 use crate::{Error, Result, Tensor};
 
 impl<A: Architecture> Model<A> {

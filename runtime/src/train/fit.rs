@@ -7,9 +7,10 @@ use super::spares::Spares;
 use super::step::{train_graph, StepKey};
 use super::{Fit, History, Logs};
 use crate::backend::Buffer;
-use crate::data::{copy_rows_into, gather_rows, Batch, Dataset, IntoTensor};
+use crate::data::{check_pair, copy_rows_into, gather_rows, Batch, Dataset, IntoTensor};
 use crate::ir::{DType, TensorType};
-use crate::nn::{Architecture, Model};
+use crate::nn::Architecture;
+use crate::Model;
 use crate::{Error, Result, Tensor};
 use std::time::Instant;
 
@@ -17,26 +18,6 @@ use std::time::Instant;
 pub(crate) struct StepOut {
     pub ok: bool,
     pub batch_loss: f64,
-}
-
-/// Checks that `x` and `y` are non-empty and have the same number of samples.
-pub(crate) fn check_pair(what: &str, x: &Tensor, y: &Tensor) -> Result<usize> {
-    let (nx, ny) = (x.dims().first().copied(), y.dims().first().copied());
-    match (nx, ny) {
-        (Some(0), _) | (None, _) => Err(Error::invalid(
-            what,
-            format!("x must hold at least one sample, got shape {}", x.shape()),
-        )),
-        (Some(a), Some(b)) if a == b => Ok(a),
-        _ => Err(Error::invalid(
-            what,
-            format!(
-                "x and y must have the same number of samples, got {} and {}",
-                x.shape(),
-                y.shape()
-            ),
-        )),
-    }
 }
 
 /// Every row of `t` from `range`, as a new tensor.

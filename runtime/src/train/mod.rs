@@ -1,4 +1,4 @@
-//! Training: `compile`, `fit`, `evaluate`, `predict` on [`Model`](crate::nn::Model).
+//! The [`Model`] and its training: `compile`, `fit`, `evaluate`, `predict`.
 //!
 //! One graph per (step kind, batch shape) holds the forward pass, the loss, the backward
 //! pass, the optimizer update and the metric accumulation; parameters, optimizer state and
@@ -10,6 +10,7 @@ mod compile;
 mod distribute;
 mod evaluate;
 mod fit;
+mod model;
 mod progress;
 mod spares;
 mod step;
@@ -19,12 +20,7 @@ pub use callbacks::{
     ReduceLROnPlateau, TerminateOnNaN,
 };
 pub(crate) use compile::TrainState;
-
-/// Checks that `x` and `y` are non-empty with the same number of samples (shared with
-/// the data pipeline).
-pub(crate) fn check_pair_pub(what: &str, x: &Tensor, y: &Tensor) -> crate::Result<usize> {
-    fit::check_pair(what, x, y)
-}
+pub use model::Model;
 
 use crate::Tensor;
 use std::collections::{BTreeMap, HashMap};

@@ -8,8 +8,9 @@ use crate::autodiff;
 use crate::backend::CompileOptions;
 use crate::ir::{Comparison, DType, Graph, TensorType, Value};
 use crate::metrics::Metric;
-use crate::nn::{Architecture, Forward, Model};
+use crate::nn::{Architecture, Forward};
 use crate::optim::{apply_weight_decay, clip_gradients, Step};
+use crate::Model;
 use crate::{Error, Result};
 
 /// Which step graph, for which shapes. Under data parallelism `x` and `y` are one

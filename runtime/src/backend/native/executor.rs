@@ -1,11 +1,11 @@
 //! Running a plan.
 
-use super::data::{Data, DataMut, Storage};
 use super::fuse::{self, FusedKernel};
 use super::plan::{plan, Loc, OutputPlan, Plan, Step};
-use super::KernelCtx;
 use crate::backend::{check_args, Buffer, CompileOptions, Executable};
 use crate::ir::{DType, Graph, TensorType};
+use crate::kernel::data::{Data, DataMut, Storage};
+use crate::kernel::KernelCtx;
 use crate::ops::{self, In};
 use crate::{Error, Result};
 
@@ -74,7 +74,7 @@ impl NativeExecutable {
     }
 
     /// Makes this executable one replica of a replicated computation.
-    pub fn set_replica(&mut self, replica: super::ReplicaCtx) {
+    pub fn set_replica(&mut self, replica: crate::kernel::ReplicaCtx) {
         self.ctx.replica = replica;
     }
 }
@@ -131,7 +131,7 @@ impl Executable for NativeExecutable {
 
     fn execute_into(&mut self, args: &mut [Buffer], outputs: &mut Vec<Buffer>) -> Result<()> {
         check_args("native", &self.param_types, args)?;
-        super::crew::wake();
+        crate::kernel::crew::wake();
         // In-place parameters live in their arena slot while the plan runs.
         for &(p, slot) in &self.plan.homes {
             std::mem::swap(args[p].native_storage_mut()?, &mut self.arena[slot]);
@@ -226,8 +226,12 @@ impl NativeExecutable {
                         .and_then(|b| b.native_storage_mut().ok());
                     match reused {
                         Some(dst) => {
-                            super::data::with_same!("output", src, dst.data_mut(), |a, d| d
-                                .copy_from_slice(a))
+                            crate::kernel::data::with_same!(
+                                "output",
+                                src,
+                                dst.data_mut(),
+                                |a, d| d.copy_from_slice(a)
+                            )
                         }
                         None => {
                             let b = Buffer::native(ty.clone(), src.to_storage());

@@ -7,9 +7,9 @@
 //! through a broadcast pattern (`x[(i / q) % p]`: scalars, rows, columns), so the scalar
 //! constants and bias broadcasts the builders emit never touch memory.
 
-use super::data::{Data, DataMut};
 use crate::ir::{BinaryOp, Comparison, DType, Node, Op, UnaryOp};
-use crate::ops::real::Real;
+use crate::kernel::data::{Data, DataMut};
+use crate::kernel::real::Real;
 use crate::ops::{binary, compare, unary};
 use crate::{Error, Result};
 
@@ -437,7 +437,7 @@ pub(crate) fn run<T: Real>(
 ) -> Result<()> {
     // A few ranges per core (split by `crew::part`, so each core updates the same elements
     // every call): a core that finishes early steals from one that started late.
-    let width = super::crew::width();
+    let width = crate::kernel::crew::width();
     let tasks = if k.n >= PARALLEL_MIN && width > 1 {
         (width * 4).min(k.n / CHUNK).max(1)
     } else {
@@ -459,8 +459,8 @@ pub(crate) fn run<T: Real>(
     let nout = outputs.len();
     let chunks = k.n.div_ceil(CHUNK);
     let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
-    super::crew::run(tasks, &|t| {
-        let r = super::crew::part(chunks, tasks, t);
+    crate::kernel::crew::run(tasks, &|t| {
+        let r = crate::kernel::crew::part(chunks, tasks, t);
         let (lo, hi) = ((r.start * CHUNK).min(k.n), (r.end * CHUNK).min(k.n));
         if lo == hi {
             return;

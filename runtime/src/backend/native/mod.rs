@@ -6,23 +6,20 @@
 //! op's kernel (in `crate::ops`) on slices of the arena, so a steady-state step allocates
 //! no tensor memory. Matrix products and convolutions use the `gemm` crate.
 
-pub(crate) mod crew;
-pub(crate) mod data;
 mod executor;
 mod fuse;
 mod fused_adam;
-pub(crate) mod gemm;
 mod plan;
 pub(crate) mod replicated;
-mod sgemm;
-pub(crate) mod strided;
+#[cfg(test)]
+pub(crate) mod testing;
 
-pub use data::Storage;
+pub use crate::kernel::Storage;
 pub use replicated::MAX_NATIVE_REPLICAS;
 
 use super::{Backend, Buffer, CompileOptions, Executable};
-use crate::backend::native::data::{Data, DataMut};
 use crate::ir::Graph;
+use crate::kernel::data::Data;
 use crate::{Error, Result, Tensor};
 
 /// The native CPU backend.
@@ -105,53 +102,5 @@ impl Backend for NativeBackend {
             Data::I64(a) => a[0] as f64,
             Data::Bool(a) => a[0] as u8 as f64,
         })
-    }
-}
-
-/// Per-executable state kernels may use: scratch memory that grows once and is reused,
-/// and the replica this execution is.
-#[derive(Debug, Default)]
-pub(crate) struct KernelCtx {
-    pub scratch_f32: [Vec<f32>; 2],
-    pub scratch_f64: [Vec<f64>; 2],
-    pub replica: ReplicaCtx,
-}
-
-/// Which replica of a replicated computation is running, and how it reaches the others.
-/// A lone executable is replica 0 of 1, where `all_reduce_sum` is the identity.
-#[derive(Debug)]
-pub(crate) struct ReplicaCtx {
-    pub id: usize,
-    pub count: usize,
-    /// Where the replicas of a replicated executable meet (see `replicated`).
-    pub hub: Option<std::sync::Arc<replicated::Hub>>,
-}
-
-impl Default for ReplicaCtx {
-    fn default() -> Self {
-        ReplicaCtx {
-            id: 0,
-            count: 1,
-            hub: None,
-        }
-    }
-}
-
-impl ReplicaCtx {
-    pub fn all_reduce_sum(&self, x: Data<'_>, out: DataMut<'_>) -> Result<()> {
-        match &self.hub {
-            Some(hub) => hub.all_reduce_sum(self.id, x, out),
-            None if self.count == 1 => {
-                data::with_same!("all_reduce_sum", x, out, |a, o| o.copy_from_slice(a));
-                Ok(())
-            }
-            None => Err(Error::Backend {
-                backend: "native",
-                message: format!(
-                    "all_reduce_sum over {} replicas needs a replicated executable",
-                    self.count
-                ),
-            }),
-        }
     }
 }

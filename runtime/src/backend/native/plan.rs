@@ -9,11 +9,11 @@
 //! 3. Give every value that some later step reads a slot in an arena, reusing a slot as
 //!    soon as its value is dead.
 
-use super::data::Storage;
 use super::fuse::{self, FusedKernel, Pattern};
 use super::fused_adam;
 use crate::backend::CompileOptions;
 use crate::ir::{DType, Graph, Node, Op, Value};
+use crate::kernel::data::Storage;
 
 /// Where a value lives while the plan runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -121,7 +121,7 @@ impl Api {
     fn open(path: &Path) -> Result<Api> {
         if is_libtpu(path)
             && std::env::var_os("TPU_SKIP_MDS_QUERY").is_none()
-            && !crate::strategy::pci::tpu_chips_present()
+            && !super::pci::tpu_chips_present()
         {
             // Without this, libtpu's initialisation queries cloud metadata for ~10 minutes
             // on a machine that is not a Cloud TPU VM (measured); with it, ~0.5 s. libtpu

@@ -12,6 +12,7 @@ mod client;
 mod executable;
 mod ffi;
 mod options;
+pub mod pci;
 pub mod plugin;
 mod replicated;
 pub(crate) mod stablehlo;

@@ -1,7 +1,7 @@
 //! The native backend's matrix product: the `gemm` crate (runtime-dispatched AVX-512 /
 //! AVX2 / scalar kernels) behind a bounds-checked view, split across the crew's cores.
 
-use crate::ops::real::Real;
+use crate::kernel::real::Real;
 use crate::{Error, Result};
 
 /// A strided matrix view into a slice: element `(i, j)` is `data[off + i*rs + j*cs]`.

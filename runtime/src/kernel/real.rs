@@ -1,6 +1,6 @@
 //! Scalar traits the native kernels are generic over.
 
-use crate::backend::native::data::Elem;
+use crate::kernel::data::Elem;
 
 /// f32 and f64: the types arithmetic kernels run on.
 pub(crate) trait Real: num_traits::Float + Elem + std::iter::Sum {

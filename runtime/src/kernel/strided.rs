@@ -1,6 +1,6 @@
 //! One strided-copy loop that broadcast, transpose, slice and reverse all reduce to.
 
-use crate::ir::MAX_RANK;
+use crate::types::MAX_RANK;
 
 /// Index arrays live on the stack: the IR caps ranks at `MAX_RANK`, so kernels
 /// allocate nothing per call.

@@ -1,6 +1,6 @@
 //! Typed host storage for the native backend, and the slice views kernels work on.
 
-use crate::ir::{DType, TensorType};
+use crate::types::{DType, TensorType};
 use crate::{Error, Result, Tensor};
 use half::bf16;
 use ndarray::{ArrayD, IxDyn};
@@ -96,12 +96,12 @@ pub enum DataMut<'a> {
 macro_rules! with_data {
     ($d:expr, $a:ident => $body:expr) => {
         match $d {
-            $crate::backend::native::data::Data::F32($a) => $body,
-            $crate::backend::native::data::Data::F64($a) => $body,
-            $crate::backend::native::data::Data::BF16($a) => $body,
-            $crate::backend::native::data::Data::I32($a) => $body,
-            $crate::backend::native::data::Data::I64($a) => $body,
-            $crate::backend::native::data::Data::Bool($a) => $body,
+            $crate::kernel::data::Data::F32($a) => $body,
+            $crate::kernel::data::Data::F64($a) => $body,
+            $crate::kernel::data::Data::BF16($a) => $body,
+            $crate::kernel::data::Data::I32($a) => $body,
+            $crate::kernel::data::Data::I64($a) => $body,
+            $crate::kernel::data::Data::Bool($a) => $body,
         }
     };
 }
@@ -110,7 +110,7 @@ macro_rules! with_data {
 /// A type mismatch is an internal error: graphs are verified before they run.
 macro_rules! with_same {
     ($what:expr, $x:expr, $out:expr, |$a:ident, $b:ident| $body:expr) => {{
-        use $crate::backend::native::data::{Data as D, DataMut as M};
+        use $crate::kernel::data::{Data as D, DataMut as M};
         match ($x, $out) {
             (D::F32($a), M::F32($b)) => $body,
             (D::F64($a), M::F64($b)) => $body,
@@ -119,7 +119,7 @@ macro_rules! with_same {
             (D::I64($a), M::I64($b)) => $body,
             (D::Bool($a), M::Bool($b)) => $body,
             (x, out) => {
-                return Err($crate::backend::native::data::type_mismatch(
+                return Err($crate::kernel::data::type_mismatch(
                     $what,
                     x.dtype(),
                     out.dtype(),
