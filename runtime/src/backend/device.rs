@@ -1,8 +1,5 @@
 //! Where a program runs, by name: `native`, `xla-cpu`, `xla-cpu:N`, `cuda`, `tpu`.
 
-use super::native::NativeBackend;
-use super::pjrt::{PjrtBackend, PluginKind};
-use super::Backend;
 use crate::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
@@ -42,30 +39,6 @@ impl Device {
             }),
         }
     }
-
-    /// The PJRT plugin kind this device needs (`None` for the native backend).
-    pub fn plugin_kind(&self) -> Option<PluginKind> {
-        match self {
-            Device::Native => None,
-            Device::XlaCpu { .. } => Some(PluginKind::Cpu),
-            Device::Cuda => Some(PluginKind::Cuda),
-            Device::Tpu => Some(PluginKind::Tpu),
-        }
-    }
-
-    /// A backend for this device: the native backend, or a PJRT client of the plugin found
-    /// by discovery (see [`crate::backend::pjrt::plugin`]).
-    pub fn backend(&self) -> Result<Box<dyn Backend>> {
-        match self {
-            Device::Native => Ok(Box::new(NativeBackend::new())),
-            _ => Ok(Box::new(PjrtBackend::new(self)?)),
-        }
-    }
-}
-
-/// The backend for the device named by `STRATA_DEVICE` (native when unset).
-pub fn backend_from_env() -> Result<Box<dyn Backend>> {
-    Device::from_env()?.backend()
 }
 
 impl FromStr for Device {
@@ -141,7 +114,7 @@ mod tests {
         assert_eq!(Device::from_env().unwrap(), Device::Native);
         std::env::remove_var(DEVICE_ENV);
         assert_eq!(Device::from_env().unwrap(), Device::Native);
-        assert_eq!(backend_from_env().unwrap().name(), "native");
+        assert_eq!(super::super::backend_from_env().unwrap().name(), "native");
     }
 
     #[test]

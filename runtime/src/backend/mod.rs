@@ -2,11 +2,13 @@
 //! move data in and out, execute — so every backend runs the same op test list.
 
 mod device;
+mod factory;
 pub mod native;
 pub mod pjrt;
 mod replicated;
 
-pub use device::{backend_from_env, Device, DEVICE_ENV};
+pub use device::{Device, DEVICE_ENV};
+pub use factory::backend_from_env;
 pub use replicated::{MirroredBackend, ReplicaBackend, ReplicatedExecutable};
 
 use crate::ir::{DType, Graph, TensorType};
