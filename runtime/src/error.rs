@@ -1,15 +1,22 @@
 //! The runtime's one error type. Variants carry the operation and the shapes or values
 //! involved, so a message says what was expected and what came.
 
-use crate::types::DType;
+use crate::types::{DType, TensorType};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// An IR builder call whose operands do not fit the op's shape rule.
+    /// An IR builder call whose operands do not fit the op's shape rule. `operands` holds
+    /// the types that came, in operand order (empty when the call failed before its
+    /// operands were known, e.g. an operand of another graph); `message` says what the
+    /// rule expected of them.
     #[error("{op}: {message}")]
-    Shape { op: &'static str, message: String },
+    Shape {
+        op: &'static str,
+        message: String,
+        operands: Vec<TensorType>,
+    },
 
     /// A value of the wrong element type.
     #[error("{what}: expected element type {expected}, got {got}")]
@@ -132,6 +139,7 @@ impl Error {
         Error::Shape {
             op,
             message: message.into(),
+            operands: Vec::new(),
         }
     }
 

@@ -16,13 +16,34 @@ fn f32p(g: &mut Graph, dims: &[usize]) -> Value {
 #[track_caller]
 fn shape_err<T: std::fmt::Debug>(r: Result<T, Error>, op: &str, fragments: &[&str]) {
     match r {
-        Err(Error::Shape { op: o, message }) => {
+        Err(Error::Shape { op: o, message, .. }) => {
             assert_eq!(o, op, "wrong op in error: {message}");
             for f in fragments {
                 assert!(message.contains(f), "`{message}` does not mention `{f}`");
             }
         }
         other => panic!("expected a shape error from {op}, got {other:?}"),
+    }
+}
+
+#[test]
+fn shape_errors_carry_the_operand_types() {
+    let mut g = Graph::new("t");
+    let a = f32p(&mut g, &[2, 3]);
+    let b = f32p(&mut g, &[3, 2]);
+    let want = [
+        TensorType::new(DType::F32, [2, 3]),
+        TensorType::new(DType::F32, [3, 2]),
+    ];
+    // A primitive's rule (through the builder) and a composite's own check alike.
+    for r in [g.binary(BinaryOp::Add, a, b), g.add(a, b), g.matmul(a, a)] {
+        match r {
+            Err(Error::Shape { operands, .. }) if operands.len() == 2 => {
+                assert_eq!(operands[0], want[0]);
+                assert!(operands[1] == want[1] || operands[1] == want[0]);
+            }
+            other => panic!("expected a shape error with two operand types, got {other:?}"),
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use crate::ir::{
     BinaryOp, Comparison, DType, DotDims, Graph, ReduceOp, Shape, TensorType, UnaryOp, Value,
 };
-use crate::{Error, Result, Tensor};
+use crate::{Result, Tensor};
 use half::bf16;
 
 impl Graph {
@@ -50,18 +50,20 @@ impl Graph {
             return Ok(x);
         }
         if xs.rank() > shape.rank() {
-            return Err(Error::shape(
+            return Err(self.shape_error(
                 "broadcast_to",
                 format!("cannot broadcast {xs} to the lower-rank shape {shape}"),
+                &[x],
             ));
         }
         let offset = shape.rank() - xs.rank();
         let dims: Vec<usize> = (offset..shape.rank()).collect();
         for (i, &d) in xs.dims().iter().enumerate() {
             if d != 1 && d != shape.dims()[offset + i] {
-                return Err(Error::shape(
+                return Err(self.shape_error(
                     "broadcast_to",
                     format!("cannot broadcast {xs} to {shape}: dimension {i} is {d}"),
+                    &[x],
                 ));
             }
         }
@@ -107,9 +109,10 @@ impl Graph {
             return Ok((a, b));
         }
         let s = Graph::broadcast_shapes(&sa, &sb).ok_or_else(|| {
-            Error::shape(
+            self.shape_error(
                 what,
                 format!("shapes {sa} and {sb} cannot be broadcast together"),
+                &[a, b],
             )
         })?;
         Ok((self.broadcast_to(a, &s)?, self.broadcast_to(b, &s)?))
@@ -205,9 +208,10 @@ impl Graph {
             return Ok(x);
         }
         if shape.rank() > xs.rank() {
-            return Err(Error::shape(
+            return Err(self.shape_error(
                 "sum_to_shape",
                 format!("cannot sum {xs} to the higher-rank shape {shape}"),
+                &[x],
             ));
         }
         let offset = xs.rank() - shape.rank();
@@ -225,13 +229,14 @@ impl Graph {
             self.try_ty("matmul", b)?.rank(),
         );
         if ra < 2 || ra != rb {
-            return Err(Error::shape(
+            return Err(self.shape_error(
                 "matmul",
                 format!(
                     "operands must have equal rank >= 2, got {} and {}",
-                    self.try_ty("matmul", a)?.shape,
-                    self.try_ty("matmul", b)?.shape
+                    self.ty(a).shape,
+                    self.ty(b).shape
                 ),
+                &[a, b],
             ));
         }
         let batch: Vec<usize> = (0..ra - 2).collect();

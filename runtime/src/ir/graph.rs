@@ -141,8 +141,39 @@ impl Graph {
         for v in op.operands() {
             self.check_value(op.name(), v)?;
         }
-        let ty = ops::check(self, &op, ty.as_ref())?;
+        let ty = ops::check(self, &op, ty.as_ref()).map_err(|e| match e {
+            // The rule said what it expected; the types that came are attached here, once
+            // for every op.
+            Error::Shape {
+                op: name,
+                message,
+                operands,
+            } if operands.is_empty() => Error::Shape {
+                op: name,
+                message,
+                operands: op
+                    .operands()
+                    .into_iter()
+                    .map(|v| self.ty(v).clone())
+                    .collect(),
+            },
+            e => e,
+        })?;
         Ok(self.push_unchecked(op, ty))
+    }
+
+    /// A shape error of `op` over `operands` (values of this graph), carrying their types.
+    pub(crate) fn shape_error(
+        &self,
+        op: &'static str,
+        message: impl Into<String>,
+        operands: &[Value],
+    ) -> Error {
+        Error::Shape {
+            op,
+            message: message.into(),
+            operands: operands.iter().map(|&v| self.ty(v).clone()).collect(),
+        }
     }
 
     pub(crate) fn push_unchecked(&mut self, op: Op, ty: TensorType) -> Value {
