@@ -42,6 +42,9 @@ seed options:
   --gemm auto|none            the GEMM line (default auto)
   --steps-per-execution K     Strata's steps per backend call (default 1, as the tutorial)
   --timeout SECONDS           per child process (default 600)
+  --baseline PATH             another strata-bench binary (e.g. built from the commit before a change):
+                              its runs join the round-robin as rows `<backend> (baseline)`, and the
+                              report gives new / baseline ratios from the same run
   --quick                     one repeat, no peers, no process timing, a short GEMM line (a smoke test)";
 
 /// Options of `seed`.
@@ -59,6 +62,7 @@ pub struct Opts {
     pub steps_per_execution: usize,
     pub timeout: Duration,
     pub quick: bool,
+    pub baseline: Option<PathBuf>,
 }
 
 fn list(s: &str) -> Vec<String> {
@@ -109,6 +113,7 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
         steps_per_execution: 1,
         timeout: Duration::from_secs(600),
         quick: false,
+        baseline: None,
     };
     let (mut repeats, mut peers, mut process) = (None, None, None);
     let mut it = args.iter();
@@ -120,7 +125,7 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
         if flag == "-h" || flag == "--help" {
             return Err(String::new());
         }
-        const VALUED: [&str; 12] = [
+        const VALUED: [&str; 13] = [
             "--json",
             "--backends",
             "--batches",
@@ -133,6 +138,7 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
             "--gemm",
             "--steps-per-execution",
             "--timeout",
+            "--baseline",
         ];
         if !VALUED.contains(&flag.as_str()) {
             return Err(format!("unknown option `{flag}`"));
@@ -161,6 +167,7 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
             "--gemm" => o.gemm = auto_none(flag, value)?,
             "--steps-per-execution" => o.steps_per_execution = number(flag, value)?,
             "--timeout" => o.timeout = Duration::from_secs(number(flag, value)? as u64),
+            "--baseline" => o.baseline = Some(value.into()),
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -309,8 +316,14 @@ mod tests {
             "--repeats",
             "--peers sometimes",
             "--gemm yes",
+            "--baseline",
         ] {
             assert!(parse_seed(&args(bad)).is_err(), "{bad}");
         }
+        let o = parse_seed(&args("--baseline /tmp/old-bench")).unwrap();
+        assert_eq!(
+            o.baseline.as_deref(),
+            Some(std::path::Path::new("/tmp/old-bench"))
+        );
     }
 }

@@ -217,9 +217,9 @@ fn available(name: &str) -> Result<Device, String> {
     Ok(d)
 }
 
-/// Runs one Strata configuration in a child process.
-fn run_ours(o: &Opts, device: &Device, batch: usize) -> Result<Value, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+/// Runs one Strata configuration in a child process of `exe` (this program, or the
+/// `--baseline` binary).
+fn run_ours(o: &Opts, exe: &Path, device: &Device, batch: usize) -> Result<Value, String> {
     let mut cmd = Command::new(exe);
     cmd.args([
         "one",
@@ -340,6 +340,18 @@ pub fn seed(o: &Opts) -> Result<(), String> {
         skipped.push(what);
     };
 
+    // Every Strata binary this run measures, with the suffix its rows carry.
+    let mut binaries = vec![(
+        std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?,
+        "",
+    )];
+    if let Some(b) = &o.baseline {
+        if !b.is_file() {
+            return Err(format!("--baseline: {} is not a file", b.display()));
+        }
+        binaries.push((b.clone(), BASELINE));
+    }
+
     let mut devices = Vec::new();
     for b in &o.backends {
         match available(b) {
@@ -401,21 +413,23 @@ pub fn seed(o: &Opts) -> Result<(), String> {
     for rep in 0..o.repeats {
         for &batch in &o.batches {
             for d in &devices {
-                match run_ours(o, d, batch) {
-                    Ok(v) => {
-                        eprintln!(
-                            "[rep {rep}] strata {:<9} b={batch:<5} fit {:.2}s  epochs {}  compile {:.3}s  allocs/step {}",
-                            d.to_string(),
-                            num(&v, "fit_s").unwrap_or(f64::NAN),
-                            epochs_line(&v),
-                            num(&v, "compile_s").unwrap_or(f64::NAN),
-                            count(&v, "allocs_per_step"),
-                        );
-                        ours.entry((d.to_string(), batch)).or_default().push(v);
-                    }
-                    Err(e) => {
-                        eprintln!("[rep {rep}] strata {d} b={batch} FAILED: {e}");
-                        failures.push(format!("strata {d} batch {batch}: {e}"));
+                for (exe, suffix) in &binaries {
+                    let name = format!("{d}{suffix}");
+                    match run_ours(o, exe, d, batch) {
+                        Ok(v) => {
+                            eprintln!(
+                                "[rep {rep}] strata {name:<9} b={batch:<5} fit {:.2}s  epochs {}  compile {:.3}s  allocs/step {}",
+                                num(&v, "fit_s").unwrap_or(f64::NAN),
+                                epochs_line(&v),
+                                num(&v, "compile_s").unwrap_or(f64::NAN),
+                                count(&v, "allocs_per_step"),
+                            );
+                            ours.entry((name, batch)).or_default().push(v);
+                        }
+                        Err(e) => {
+                            eprintln!("[rep {rep}] strata {name} b={batch} FAILED: {e}");
+                            failures.push(format!("strata {name} batch {batch}: {e}"));
+                        }
                     }
                 }
             }
@@ -492,11 +506,15 @@ pub fn seed(o: &Opts) -> Result<(), String> {
         .collect();
     let mut rows: Vec<Value> = Vec::new();
     for &b in &o.batches {
-        for d in &devices {
-            let Some(runs) = ours.get(&(d.to_string(), b)) else {
+        for name in devices.iter().flat_map(|d| {
+            binaries
+                .iter()
+                .map(move |(_, suffix)| format!("{d}{suffix}"))
+        }) {
+            let Some(runs) = ours.get(&(name.clone(), b)) else {
                 continue;
             };
-            let mut r = summarize(&d.to_string(), b, runs);
+            let mut r = summarize(&name, b, runs);
             if let (Some((who, t)), Some(s)) = (best.get(&b), num(&r, "steady_epoch_s_min")) {
                 r["best_peer"] = who.clone().into();
                 r["best_peer_steady_epoch_s_min"] = (*t).into();
@@ -588,6 +606,25 @@ pub fn seed(o: &Opts) -> Result<(), String> {
             f(p, "ratio_to_keras_tf", 3),
         );
     }
+    let versus = versus_baseline(&rows);
+    if !versus.is_empty() {
+        out.push_str(
+            "| this build / baseline (same run) | steady epoch min | steady epoch median | × best peer, this / baseline |\n|---|---|---|---|\n",
+        );
+        for v in &versus {
+            let _ = writeln!(
+                out,
+                "| {} batch {} | {} | {} | {} / {} |",
+                v["backend"].as_str().unwrap_or("?"),
+                v["batch"],
+                f(v, "ratio_min", 3),
+                f(v, "ratio_median", 3),
+                f(v, "to_best_peer", 2),
+                f(v, "baseline_to_best_peer", 2),
+            );
+        }
+        out.push('\n');
+    }
     if !targets.is_empty() {
         out.push_str("| target (issue 7) | measured | met |\n|---|---|---|\n");
         for t in &targets {
@@ -636,6 +673,8 @@ pub fn seed(o: &Opts) -> Result<(), String> {
             "sgemm_openblas": sgemm,
             "process": process,
             "targets": targets,
+            "versus_baseline": versus,
+            "baseline": o.baseline.as_ref().map(|b| b.display().to_string()),
             "skipped": skipped,
             "failures": failures,
             "runs": {
@@ -651,6 +690,33 @@ pub fn seed(o: &Opts) -> Result<(), String> {
         eprintln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// The suffix of the rows measured with the `--baseline` binary.
+const BASELINE: &str = " (baseline)";
+
+/// For each row with a baseline twin, this build's steady epoch over the baseline's (min
+/// and median), and both rows' ratios to the best peer.
+fn versus_baseline(rows: &[Value]) -> Vec<Value> {
+    rows.iter()
+        .filter_map(|r| {
+            let name = r["backend"].as_str()?;
+            if name.ends_with(BASELINE) {
+                return None;
+            }
+            let batch = r["batch"].as_u64()? as usize;
+            let base = find(rows, &format!("{name}{BASELINE}"), batch)?;
+            let ratio = |k: &str| Some(num(r, k)? / num(base, k)?);
+            Some(json!({
+                "backend": name,
+                "batch": batch,
+                "ratio_min": ratio("steady_epoch_s_min"),
+                "ratio_median": ratio("steady_epoch_s_median"),
+                "to_best_peer": num(r, "ratio_to_best_peer"),
+                "baseline_to_best_peer": num(base, "ratio_to_best_peer"),
+            }))
+        })
+        .collect()
 }
 
 /// The peers in the order the issue lists them.
@@ -765,6 +831,25 @@ fn targets(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn baseline_rows_pair_with_this_builds() {
+        let row = |name: &str, batch: usize, min: f64, med: f64| {
+            json!({"backend": name, "batch": batch, "steady_epoch_s_min": min,
+                   "steady_epoch_s_median": med, "ratio_to_best_peer": min / 0.1})
+        };
+        let rows = [
+            row("native", 32, 0.05, 0.06),
+            row("native (baseline)", 32, 0.04, 0.06),
+            row("xla-cpu", 32, 0.2, 0.2),
+        ];
+        let v = versus_baseline(&rows);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0]["backend"], "native");
+        assert!((num(&v[0], "ratio_min").unwrap() - 1.25).abs() < 1e-12);
+        assert!((num(&v[0], "ratio_median").unwrap() - 1.0).abs() < 1e-12);
+        assert!((num(&v[0], "baseline_to_best_peer").unwrap() - 0.4).abs() < 1e-12);
+    }
 
     #[test]
     fn steady_epochs_skip_the_first_of_each_run() {
