@@ -17,6 +17,9 @@ mod tensor;
 pub mod train;
 
 pub use error::{Error, Result};
+/// The layer catalogue: every layer's arguments, shape rule and parameters, which
+/// `model!` checks at compile time and [`nn::Layer`] applies at build time.
+pub use strata_spec as spec;
 pub use tensor::{Element, Tensor};
 
 /// The counter-based generator behind `random_uniform`, exposed so host code can produce

@@ -1,6 +1,7 @@
 //! Neural-network building blocks: activations, initialisers, layers, and the model.
 
 mod activation;
+mod entry;
 mod initializer;
 pub mod layer;
 pub mod layers;
