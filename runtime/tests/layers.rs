@@ -268,6 +268,38 @@ fn global_average_pooling2d_means_each_channel() {
 }
 
 #[test]
+fn global_max_pooling2d_takes_each_channels_maximum() {
+    // Channel 0 peaks at the first position, channel 1 at the last; negatives throughout
+    // would show a padding or zero identity winning.
+    let x = t(
+        &[2, 2, 2, 2],
+        &[
+            4.0, -10.0, 1.0, -20.0, 2.0, -30.0, 3.0, -5.0, //
+            -1.0, 0.5, -2.0, 0.25, -3.0, 0.75, -4.0, 1.5,
+        ],
+    );
+    let mut p = GlobalMaxPooling2D::new("global_max_pooling2d");
+    assert_eq!(p.output_shape(&[2, 2, 2]).unwrap(), [2]);
+    assert_close(
+        &infer(&p, x.clone(), vec![]),
+        &t(&[2, 2], &[4.0, -5.0, -1.0, 1.5]),
+    );
+    p.keepdims = true;
+    assert_eq!(p.output_shape(&[2, 2, 2]).unwrap(), [1, 1, 2]);
+    assert_close(
+        &infer(&p, x, vec![]),
+        &t(&[2, 1, 1, 2], &[4.0, -5.0, -1.0, 1.5]),
+    );
+    let e = p.output_shape(&[8]).unwrap_err().to_string();
+    assert!(
+        e.contains("global_max_pooling2d (GlobalMaxPooling2D)")
+            && e.contains("expected input of shape (height, width, channels) (rank 3)"),
+        "{e}"
+    );
+    assert!(p.params(&[5, 5, 3]).unwrap().is_empty());
+}
+
+#[test]
 fn batch_normalization_training_updates_moving_statistics() {
     let bn = BatchNormalization::new("batch_normalization");
     let p = bn.params(&[2]).unwrap();
@@ -451,6 +483,11 @@ fn layers_are_differentiable() {
         (Box::new(avg_same), image.to_vec(), false),
         (
             Box::new(GlobalAveragePooling2D::new("gap")),
+            image.to_vec(),
+            false,
+        ),
+        (
+            Box::new(GlobalMaxPooling2D::new("gmp")),
             image.to_vec(),
             false,
         ),

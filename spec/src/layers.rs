@@ -177,6 +177,17 @@ pub static LAYERS: &[LayerDef] = &[
         takes_ids: false,
     },
     LayerDef {
+        class: "GlobalMaxPooling2D",
+        aliases: &["GlobalMaxPool2D"],
+        base_name: "global_max_pooling2d",
+        runtime: "GlobalMaxPooling2D",
+        args: &[DATA_FORMAT, arg("keepdims", Kind::Bool, "false")],
+        shape: global_pooling2d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
         class: "BatchNormalization",
         aliases: &[],
         base_name: "batch_normalization",

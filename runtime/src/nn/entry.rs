@@ -131,6 +131,7 @@ mod tests {
             Box::new(MaxPooling2D::new("max_pooling2d", [2, 2])),
             Box::new(AveragePooling2D::new("average_pooling2d", [2, 2])),
             Box::new(GlobalAveragePooling2D::new("global_average_pooling2d")),
+            Box::new(GlobalMaxPooling2D::new("global_max_pooling2d")),
             Box::new(BatchNormalization::new("batch_normalization")),
             Box::new(LayerNormalization::new("layer_normalization")),
             Box::new(Embedding::new("embedding", 10, 4)),
