@@ -441,6 +441,36 @@ fn activation_layer_applies_and_marks_softmax_logits() {
     assert_eq!(cx.logits_of(y), Some(x));
 }
 
+/// A struct built by hand is checked against its catalogue entry's ranges, in the words
+/// `model!` uses for the same mistake; a shape it cannot take keeps the runtime's words.
+#[test]
+fn arguments_out_of_range_are_the_catalogues_errors() {
+    let e = |r: strata_runtime::Result<Vec<usize>>| r.unwrap_err().to_string();
+    assert_eq!(
+        e(Dense::new("dense", 0, Activation::Relu).output_shape(&[3])),
+        "dense (Dense): `units` must be at least 1, got 0"
+    );
+    assert_eq!(
+        e(Dropout::new("dropout", 1.0).output_shape(&[3])),
+        "dropout (Dropout): `rate` must be in [0, 1), got 1.0"
+    );
+    let mut c = Conv2D::new("conv2d", 4, [3, 3], Activation::Relu);
+    c.groups = 3;
+    assert_eq!(
+        e(c.output_shape(&[9, 9, 3])),
+        "conv2d (Conv2D): `filters` (4) must be a multiple of `groups` (3)"
+    );
+    assert_eq!(
+        e(Reshape::new("reshape", vec![-1, -1]).output_shape(&[4])),
+        "reshape (Reshape): `target_shape` may infer only one size: at most one -1"
+    );
+    assert!(
+        e(Dense::new("dense", 2, Activation::Relu).output_shape(&[])).starts_with(
+            "dense (Dense): expected input of shape [..., features] (rank >= 1), got "
+        )
+    );
+}
+
 #[test]
 fn forward_with_the_wrong_parameters_is_an_error() {
     let mut g = Graph::new("bad");

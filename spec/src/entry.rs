@@ -1,7 +1,6 @@
 //! What an entry of the catalogue holds: its names, its arguments, and its rules.
 
 use crate::error::{ArgError, ShapeError};
-use crate::layers::LAYERS;
 use crate::shape::Shape;
 use crate::value::{Args, Kind};
 
@@ -163,19 +162,4 @@ pub(crate) fn no_checks(_: &Args) -> Vec<ArgError> {
 
 pub(crate) fn same_shape(_: &Args, x: &Shape) -> Result<Shape, ShapeError> {
     Ok(x.clone())
-}
-
-/// Looks a layer up by its Keras name or an alias.
-pub fn layer(name: &str) -> Option<&'static LayerDef> {
-    LAYERS
-        .iter()
-        .find(|l| l.class == name || l.aliases.contains(&name))
-}
-
-/// Every name a layer may be written as, for suggestions.
-pub fn layer_names() -> Vec<&'static str> {
-    LAYERS
-        .iter()
-        .flat_map(|l| std::iter::once(l.class).chain(l.aliases.iter().copied()))
-        .collect()
 }

@@ -280,3 +280,18 @@ pub static LAYERS: &[LayerDef] = &[
         takes_ids: false,
     },
 ];
+
+/// Looks a layer up by its Keras name or an alias.
+pub fn layer(name: &str) -> Option<&'static LayerDef> {
+    LAYERS
+        .iter()
+        .find(|l| l.class == name || l.aliases.contains(&name))
+}
+
+/// Every name a layer may be written as, for suggestions.
+pub fn layer_names() -> Vec<&'static str> {
+    LAYERS
+        .iter()
+        .flat_map(|l| std::iter::once(l.class).chain(l.aliases.iter().copied()))
+        .collect()
+}

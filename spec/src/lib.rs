@@ -19,8 +19,8 @@ mod shape;
 mod value;
 
 pub use choice::{Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, PADDINGS};
-pub use entry::{layer, layer_names, ArgDef, ArgDefault, LayerDef, Param, COMMON};
+pub use entry::{ArgDef, ArgDefault, LayerDef, Param, COMMON};
 pub use error::{ArgError, ShapeError};
-pub use layers::LAYERS;
+pub use layers::{layer, layer_names, LAYERS};
 pub use shape::{dims_text, product, NoSuchAxis, Shape};
 pub use value::{check_inferred, check_size, check_sizes_item, Args, Kind, Val};
