@@ -1,6 +1,8 @@
 //! Every syntax form of `model!` compiles and gives the model it says, and the macro's
 //! compile-time shapes and parameters agree with the runtime layers' (`Model::build`
 //! checks the declared `OUTPUT_SHAPE` and `PARAMS`; `agrees` makes that a test failure).
+//! Both sides apply the same `strata-spec` rules, so what this still catches is the
+//! expansion writing a runtime struct whose fields give other arguments than were checked.
 
 use strata::backend::native::NativeBackend;
 use strata::backend::Backend;

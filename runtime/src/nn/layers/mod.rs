@@ -1,4 +1,6 @@
-//! The layer catalogue's runtime side: each layer composes IR primitives.
+//! The layer catalogue's runtime side: each layer's struct, its fields as catalogue
+//! arguments (`Layer::args`) and its forward pass, composing IR primitives. Its shape rule
+//! and parameters are its `strata_spec` entry's.
 
 mod activation;
 mod average_pooling2d;
