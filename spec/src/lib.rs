@@ -7,8 +7,18 @@
 //! same entry when a model is built, over the shapes of real data. Shapes are therefore
 //! `Option<usize>` dims ([`Shape`]), `None` being a size not known before the data.
 //!
-//! Adding a layer is one entry in [`LAYERS`] (with any new rule beside it), its runtime
-//! struct and forward pass in `strata_runtime::nn`, and its tests.
+//! Adding a layer touches no macro code:
+//! 1. an entry in [`LAYERS`] (`layers.rs`): names, arguments (a [`Kind`] brings its range),
+//!    shape rule, parameters (dims, initializer argument, fans), `validate` for arguments
+//!    that must agree; a new rule goes in `rules.rs`, a new [`ShapeError`] in `error.rs`
+//!    with both wordings;
+//! 2. `runtime/src/nn/layers/<layer>.rs`: the struct (a field per argument marked
+//!    `field`), `new` with Keras' defaults, and `Layer`'s `class`, `name`, `args` and
+//!    `forward`; exported from `layers/mod.rs` and listed in `nn/entry.rs`'s test;
+//! 3. tests: forward values by hand and the gradient (`runtime/tests/layers.rs`), the
+//!    compile-time shapes against the built model (`tests/model_forms.rs`), a compile-fail
+//!    file per new rule (`tests/ui/`); and the catalogue lists in README.md and
+//!    `src/lib.rs`.
 
 mod choice;
 mod entry;
