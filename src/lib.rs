@@ -85,9 +85,10 @@ pub mod prelude {
 /// # Layers
 ///
 /// `Input`, `Dense`, `Flatten`, `Reshape`, `Dropout`, `Conv2D`, `MaxPooling2D` (alias
-/// `MaxPool2D`), `AveragePooling2D` (`AvgPool2D`), `GlobalAveragePooling2D`,
-/// `BatchNormalization`, `LayerNormalization`, `Embedding` and `Activation`, with Keras'
-/// arguments, positional order and defaults. Every layer also takes `name = "..."`.
+/// `MaxPool2D`), `AveragePooling2D` (`AvgPool2D`), `GlobalAveragePooling2D`
+/// (`GlobalAvgPool2D`), `GlobalMaxPooling2D` (`GlobalMaxPool2D`), `BatchNormalization`,
+/// `LayerNormalization`, `Embedding` and `Activation`, with Keras' arguments, positional
+/// order and defaults, as [`spec::LAYERS`] defines them. Every layer also takes `name = "..."`.
 /// Activations, initializers and paddings are written by name, bare (`relu`) or quoted
 /// (`"relu"`); sizes must be literals, since they are checked at compile time.
 ///

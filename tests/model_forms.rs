@@ -1,6 +1,8 @@
 //! Every syntax form of `model!` compiles and gives the model it says, and the macro's
 //! compile-time shapes and parameters agree with the runtime layers' (`Model::build`
 //! checks the declared `OUTPUT_SHAPE` and `PARAMS`; `agrees` makes that a test failure).
+//! Both sides apply the same `strata-spec` rules, so what this still catches is the
+//! expansion writing a runtime struct whose fields give other arguments than were checked.
 
 use strata::backend::native::NativeBackend;
 use strata::backend::Backend;
@@ -225,6 +227,37 @@ fn convolutional_model() {
         ]
     );
     assert!(m.summary().contains("Non-trainable params: 16 (64.00 B)"));
+}
+
+#[test]
+fn global_max_pooling() {
+    let mut m = model![
+        Input((6, 6, 2)),
+        Conv2D(3, 3, padding = same),
+        GlobalMaxPooling2D(),
+        Dense(2, softmax),
+    ];
+    agrees(&mut m);
+    assert_eq!(m.arch().layers()[1].output_shape(&[6, 6, 3]).unwrap(), [3]);
+    let y = run(&m, filled(&[2, 6, 6, 2], 0.5), false);
+    assert_eq!(y[0].dims(), [2, 2]);
+
+    // The alias, keepdims, and an input known only from the first data.
+    let mut kept = model![
+        Conv2D(4, 3),
+        GlobalMaxPool2D(keepdims = true, name = "peak"),
+        Flatten(),
+    ];
+    // Known at compile time all the same: the pooled channels are the filters.
+    assert_eq!(declared_output(&kept), Some(&[4][..]));
+    kept.build(&[5, 5, 1]).unwrap();
+    agrees(&mut kept);
+    assert_eq!(kept.arch().layers()[1].name(), "peak");
+}
+
+/// The output shape `model!` worked out at compile time.
+fn declared_output<A: Architecture>(_: &Model<A>) -> Option<&'static [usize]> {
+    A::OUTPUT_SHAPE
 }
 
 #[test]

@@ -1,16 +1,15 @@
-//! Meaning: every layer looked up in the catalogue, its arguments read and checked, every
-//! layer's shape worked out from the one before. All mistakes of an invocation are
-//! collected, each spanned on the user's token; a mistake makes the shapes after it
-//! unknown rather than wrong, so it causes no further errors.
+//! Meaning: every layer looked up in the catalogue (`strata_spec`), its arguments read
+//! and checked, every layer's shape worked out from the one before. All mistakes of an
+//! invocation are collected, each spanned on the user's token; a mistake makes the shapes
+//! after it unknown rather than wrong, so it causes no further errors.
 
-use crate::catalog::{self, ArgDef, Args, LayerDef, Param, COMMON};
 use crate::parse::{ArgSyntax, LayerSyntax, ModelSyntax, Value};
-use crate::shape::Shape;
 use crate::suggest::did_you_mean;
-use crate::value::Val;
+use crate::value::accept;
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use std::collections::HashMap;
+use strata_spec::{self as spec, ArgDef, ArgDefault, Args, LayerDef, Param, Shape, Val, COMMON};
 use syn::Attribute;
 
 /// A model that passed every check: what `expand.rs` writes out.
@@ -161,8 +160,8 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
                     None => format!("the input is {shape}"),
                 };
                 errors.at(
-                    r.tokens(e.arg),
-                    format!("{label} needs {}, but {source}", e.need),
+                    r.tokens(e.arg()),
+                    format!("{label} needs {}, but {source}", e.need()),
                 );
                 Shape::unknown()
             }
@@ -189,12 +188,12 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
 /// Looks the layer up and reads its arguments against its entry.
 fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<'s>> {
     let written = syntax.name.to_string();
-    let Some(def) = catalog::layer(&written) else {
-        let hint = match did_you_mean(&written, &catalog::layer_names()) {
+    let Some(def) = spec::layer(&written) else {
+        let hint = match did_you_mean(&written, &spec::layer_names()) {
             Some(s) => format!("did you mean `{s}`?"),
             None => format!(
                 "the layers model! knows are: {}",
-                catalog::LAYERS
+                spec::LAYERS
                     .iter()
                     .map(|l| l.class)
                     .collect::<Vec<_>>()
@@ -262,7 +261,7 @@ fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<
             continue;
         }
         r.given.push((arg_def.name, a));
-        match arg_def.kind.accept(&a.value, arg_def.name) {
+        match accept(arg_def.kind, &a.value, arg_def.name) {
             Ok(v) => r.args.insert(arg_def.name, v),
             Err(e) => {
                 errors.add(e);
@@ -278,7 +277,7 @@ fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<
             continue;
         }
         match d.default {
-            catalog::ArgDefault::Required => {
+            ArgDefault::Required => {
                 // An unparsable argument may have been the missing one: say nothing more.
                 if syntax.complete {
                     let names: Vec<&str> = def.args.iter().map(|d| d.name).collect();
@@ -294,14 +293,14 @@ fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<
                 }
                 r.ok = false;
             }
-            catalog::ArgDefault::Is(text) => match default_value(d, text) {
+            ArgDefault::Is(text) => match default_value(d, text) {
                 Ok(v) => r.args.insert(d.name, v),
                 Err(e) => {
                     errors.add(e);
                     r.ok = false;
                 }
             },
-            catalog::ArgDefault::Absent => {}
+            ArgDefault::Absent => {}
         }
     }
     Some(r)
@@ -310,7 +309,7 @@ fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<
 /// The default of `d`, read by the same code as a user's value.
 fn default_value(d: &ArgDef, text: &str) -> syn::Result<Val> {
     let value = syn::parse_str::<Value>(text)?;
-    d.kind.accept(&value, d.name)
+    accept(d.kind, &value, d.name)
 }
 
 fn extra_message(def: &LayerDef, positional: &[&ArgDef]) -> String {

@@ -7,10 +7,9 @@
 
 use crate::check::{Layer, Model};
 use crate::parse::Form;
-use crate::shape::{dims_text, product, Shape};
-use crate::value::Val;
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
+use strata_spec::{dims_text, product, Shape, Val};
 
 pub fn expand(form: &Form, model: &Model) -> TokenStream {
     let (ty, attrs, vis, name) = match form {

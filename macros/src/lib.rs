@@ -1,17 +1,15 @@
 //! `model!`: a layer stack declared inline, checked at compile time.
 //!
 //! The macro runs in three passes: `parse` (syntax only), `check` (every layer against
-//! the one `catalog`, every shape worked out, all mistakes collected and spanned on the
-//! user's tokens) and `expand` (which cannot fail). On mistakes, `fallback` emits them
+//! its one entry in `strata_spec`, every shape worked out, all mistakes collected and
+//! spanned on the user's tokens) and `expand` (which cannot fail). On mistakes, `fallback` emits them
 //! with a stand-in so nothing else fails because of them. The user-facing documentation
 //! is on the `strata::model` re-export.
 
-mod catalog;
 mod check;
 mod expand;
 mod fallback;
 mod parse;
-mod shape;
 mod suggest;
 mod value;
 

@@ -1,11 +1,12 @@
 //! The expansion snapshots (what the macro generates, committed for reviewers and
 //! compiled by the workspace's tests) and checks of the catalogue itself.
 
-use crate::catalog::{self, ArgDefault, COMMON, LAYERS};
 use crate::expand_model;
+use crate::value::accept;
 use proc_macro2::TokenStream;
 use quote::quote;
 use std::path::PathBuf;
+use strata_spec::{self as spec, ArgDefault, COMMON, LAYERS};
 
 /// Regenerates `tests/expand/<name>.expanded.rs` from `file` (a Rust file whose
 /// `model!` invocation is replaced by its expansion) and compares it with the committed
@@ -87,8 +88,7 @@ fn every_default_is_a_valid_value() {
         for arg in layer.args.iter().chain(COMMON) {
             if let ArgDefault::Is(text) = arg.default {
                 let value = syn::parse_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
-                arg.kind
-                    .accept(&value, arg.name)
+                accept(arg.kind, &value, arg.name)
                     .unwrap_or_else(|e| panic!("{}.{}: {e}", layer.class, arg.name));
             }
         }
@@ -97,7 +97,7 @@ fn every_default_is_a_valid_value() {
 
 #[test]
 fn names_are_unique() {
-    let names = catalog::layer_names();
+    let names = spec::layer_names();
     for (i, n) in names.iter().enumerate() {
         assert!(!names[i + 1..].contains(n), "{n} twice");
     }

@@ -1,58 +1,14 @@
-//! Argument types: what each accepts as written, the value it gives, and the error for
-//! anything else (spanned on the value).
+//! Reading arguments as written: what each kind accepts, the value it gives, and the
+//! error for anything else, spanned on the value. The kinds, their ranges and the values
+//! are `strata_spec`'s; this is the part that needs tokens.
 
-use crate::catalog::{Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, PADDINGS};
 use crate::parse::{Value, ValueKind};
 use crate::suggest::did_you_mean;
 use std::fmt;
-
-/// The type of a layer argument.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Kind {
-    /// A whole number >= 1 (units, filters).
-    Count,
-    /// A size >= 1 for both spatial axes, or a `(height, width)` pair (kernel_size).
-    Pair,
-    /// `None` or a [`Kind::Pair`] (pooling strides, which default to the pool size).
-    OptionalPair,
-    /// A fraction in `[0, 1)` (dropout rate).
-    Rate,
-    /// A fraction in `[0, 1]` (momentum).
-    Fraction,
-    /// A number > 0 (epsilon).
-    Positive,
-    Bool,
-    Activation,
-    Initializer,
-    Padding,
-    DataFormat,
-    /// An axis, counting the batch axis as Keras does (`-1` is the last).
-    Axis,
-    /// Sizes >= 1: `784` or `(28, 28, 1)`.
-    Shape,
-    /// Sizes >= 1, at most one of them `-1` (inferred).
-    TargetShape,
-    /// A layer name, used as a field name: a snake_case identifier.
-    Name,
-}
-
-/// A checked argument value.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Val {
-    Usize(usize),
-    Pair([usize; 2]),
-    OptionalPair(Option<[usize; 2]>),
-    Float(f64),
-    Bool(bool),
-    Activation(&'static Choice),
-    Initializer(&'static Choice),
-    Padding(&'static Choice),
-    DataFormat(&'static Choice),
-    Axis(i64),
-    Shape(Vec<usize>),
-    TargetShape(Vec<i64>),
-    Name(String),
-}
+use strata_spec::{
+    check_inferred, check_size, check_sizes_item, Choice, Kind, Val, ACTIVATIONS, DATA_FORMATS,
+    INITIALIZERS, PADDINGS,
+};
 
 fn err(value: &Value, message: impl fmt::Display) -> syn::Error {
     syn::Error::new_spanned(value, message)
@@ -99,9 +55,7 @@ fn int(value: &Value, arg: &str, what: &str) -> syn::Result<i64> {
 
 fn count(value: &Value, arg: &str) -> syn::Result<usize> {
     let v = int(value, arg, "a whole number >= 1")?;
-    if v < 1 {
-        return Err(err(value, format!("`{arg}` must be at least 1, got {v}")));
-    }
+    check_size(arg, v).map_err(|m| err(value, m))?;
     usize::try_from(v).map_err(|_| err(value, format!("`{arg}` is too large")))
 }
 
@@ -170,39 +124,24 @@ fn sizes(value: &Value, arg: &str, allow_inferred: bool) -> syn::Result<Vec<i64>
     for item in items {
         let what = if allow_inferred { ">= 1 or -1" } else { ">= 1" };
         let v = int(item, arg, &format!("sizes {what}"))?;
-        if v < 1 && !(allow_inferred && v == -1) {
-            return Err(err(item, format!("`{arg}` sizes must be {what}, got {v}")));
-        }
+        check_sizes_item(arg, v, allow_inferred).map_err(|m| err(item, m))?;
         out.push(v);
     }
-    if out.iter().filter(|&&d| d == -1).count() > 1 {
-        return Err(err(
-            value,
-            format!("`{arg}` may infer only one size: at most one -1"),
-        ));
-    }
+    check_inferred(arg, &out).map_err(|m| err(value, m))?;
     Ok(out)
 }
 
-impl Kind {
-    /// Reads `value` as an argument `arg` of this kind.
-    pub fn accept(self, value: &Value, arg: &str) -> syn::Result<Val> {
-        let is_none = matches!(&value.kind, ValueKind::Name(n) if n == "None");
-        Ok(match self {
+/// Reads `value` as an argument `arg` of `kind`.
+pub fn accept(kind: Kind, value: &Value, arg: &str) -> syn::Result<Val> {
+    let is_none = matches!(&value.kind, ValueKind::Name(n) if n == "None");
+    Ok(match kind {
             Kind::Count => Val::Usize(count(value, arg)?),
             Kind::Pair => Val::Pair(pair(value, arg)?),
             Kind::OptionalPair if is_none => Val::OptionalPair(None),
             Kind::OptionalPair => Val::OptionalPair(Some(pair(value, arg)?)),
             Kind::Rate | Kind::Fraction | Kind::Positive => {
                 let v = float(value, arg)?;
-                let (ok, range) = match self {
-                    Kind::Rate => ((0.0..1.0).contains(&v), "in [0, 1)"),
-                    Kind::Fraction => ((0.0..=1.0).contains(&v), "in [0, 1]"),
-                    _ => (v > 0.0, "> 0"),
-                };
-                if !ok {
-                    return Err(err(value, format!("`{arg}` must be {range}, got {v:?}")));
-                }
+                kind.check_float(arg, v).map_err(|m| err(value, m))?;
                 Val::Float(v)
             }
             Kind::Bool => match &value.kind {
@@ -259,32 +198,4 @@ impl Kind {
                 Val::Name(name.clone())
             }
         })
-    }
-}
-
-/// Keras' notation, for docs: `(3, 3)`, `relu`, `0.2`.
-impl fmt::Display for Val {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let tuple = |f: &mut fmt::Formatter<'_>, items: Vec<String>| {
-            if items.len() == 1 {
-                write!(f, "({},)", items[0])
-            } else {
-                write!(f, "({})", items.join(", "))
-            }
-        };
-        match self {
-            Val::Usize(n) => write!(f, "{n}"),
-            Val::Pair([a, b]) | Val::OptionalPair(Some([a, b])) => write!(f, "({a}, {b})"),
-            Val::OptionalPair(None) => f.write_str("None"),
-            Val::Float(v) => write!(f, "{v:?}"),
-            Val::Bool(b) => write!(f, "{b}"),
-            Val::Activation(c) | Val::Initializer(c) | Val::Padding(c) | Val::DataFormat(c) => {
-                f.write_str(c.name)
-            }
-            Val::Axis(a) => write!(f, "{a}"),
-            Val::Shape(d) => tuple(f, d.iter().map(|d| d.to_string()).collect()),
-            Val::TargetShape(d) => tuple(f, d.iter().map(|d| d.to_string()).collect()),
-            Val::Name(n) => write!(f, "{n:?}"),
-        }
-    }
 }

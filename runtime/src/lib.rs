@@ -20,6 +20,9 @@ pub mod train;
 mod types;
 
 pub use error::{Error, Result};
+/// The layer catalogue: every layer's arguments, shape rule and parameters, which
+/// `model!` checks at compile time and [`nn::Layer`] applies at build time.
+pub use strata_spec as spec;
 pub use tensor::{Element, Tensor};
 pub use train::Model;
 

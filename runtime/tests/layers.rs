@@ -268,6 +268,38 @@ fn global_average_pooling2d_means_each_channel() {
 }
 
 #[test]
+fn global_max_pooling2d_takes_each_channels_maximum() {
+    // Channel 0 peaks at the first position, channel 1 at the last; negatives throughout
+    // would show a padding or zero identity winning.
+    let x = t(
+        &[2, 2, 2, 2],
+        &[
+            4.0, -10.0, 1.0, -20.0, 2.0, -30.0, 3.0, -5.0, //
+            -1.0, 0.5, -2.0, 0.25, -3.0, 0.75, -4.0, 1.5,
+        ],
+    );
+    let mut p = GlobalMaxPooling2D::new("global_max_pooling2d");
+    assert_eq!(p.output_shape(&[2, 2, 2]).unwrap(), [2]);
+    assert_close(
+        &infer(&p, x.clone(), vec![]),
+        &t(&[2, 2], &[4.0, -5.0, -1.0, 1.5]),
+    );
+    p.keepdims = true;
+    assert_eq!(p.output_shape(&[2, 2, 2]).unwrap(), [1, 1, 2]);
+    assert_close(
+        &infer(&p, x, vec![]),
+        &t(&[2, 1, 1, 2], &[4.0, -5.0, -1.0, 1.5]),
+    );
+    let e = p.output_shape(&[8]).unwrap_err().to_string();
+    assert!(
+        e.contains("global_max_pooling2d (GlobalMaxPooling2D)")
+            && e.contains("expected input of shape (height, width, channels) (rank 3)"),
+        "{e}"
+    );
+    assert!(p.params(&[5, 5, 3]).unwrap().is_empty());
+}
+
+#[test]
 fn batch_normalization_training_updates_moving_statistics() {
     let bn = BatchNormalization::new("batch_normalization");
     let p = bn.params(&[2]).unwrap();
@@ -409,6 +441,36 @@ fn activation_layer_applies_and_marks_softmax_logits() {
     assert_eq!(cx.logits_of(y), Some(x));
 }
 
+/// A struct built by hand is checked against its catalogue entry's ranges, in the words
+/// `model!` uses for the same mistake; a shape it cannot take keeps the runtime's words.
+#[test]
+fn arguments_out_of_range_are_the_catalogues_errors() {
+    let e = |r: strata_runtime::Result<Vec<usize>>| r.unwrap_err().to_string();
+    assert_eq!(
+        e(Dense::new("dense", 0, Activation::Relu).output_shape(&[3])),
+        "dense (Dense): `units` must be at least 1, got 0"
+    );
+    assert_eq!(
+        e(Dropout::new("dropout", 1.0).output_shape(&[3])),
+        "dropout (Dropout): `rate` must be in [0, 1), got 1.0"
+    );
+    let mut c = Conv2D::new("conv2d", 4, [3, 3], Activation::Relu);
+    c.groups = 3;
+    assert_eq!(
+        e(c.output_shape(&[9, 9, 3])),
+        "conv2d (Conv2D): `filters` (4) must be a multiple of `groups` (3)"
+    );
+    assert_eq!(
+        e(Reshape::new("reshape", vec![-1, -1]).output_shape(&[4])),
+        "reshape (Reshape): `target_shape` may infer only one size: at most one -1"
+    );
+    assert!(
+        e(Dense::new("dense", 2, Activation::Relu).output_shape(&[])).starts_with(
+            "dense (Dense): expected input of shape [..., features] (rank >= 1), got "
+        )
+    );
+}
+
 #[test]
 fn forward_with_the_wrong_parameters_is_an_error() {
     let mut g = Graph::new("bad");
@@ -451,6 +513,11 @@ fn layers_are_differentiable() {
         (Box::new(avg_same), image.to_vec(), false),
         (
             Box::new(GlobalAveragePooling2D::new("gap")),
+            image.to_vec(),
+            false,
+        ),
+        (
+            Box::new(GlobalMaxPooling2D::new("gmp")),
             image.to_vec(),
             false,
         ),

@@ -1,10 +1,12 @@
 //! What a layer is to the runtime: a shape rule, its parameters, and a forward pass that
-//! emits primitives.
+//! emits primitives. For the layers of the catalogue the first two come from their
+//! `strata_spec` entry (see `entry.rs`); a layer keeps its struct and its forward pass.
 
-use super::{Activation, Initializer};
+use super::{entry, Activation, Initializer};
 use crate::ir::{DType, Graph, TensorType, Value};
 use crate::{Error, Result};
 use std::fmt;
+use strata_spec::Args;
 
 /// One weight or state tensor of a layer.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,21 +110,35 @@ impl<'g> Forward<'g> {
 }
 
 /// A layer of a sequential model.
+///
+/// A layer of the catalogue (`strata_spec::LAYERS`, found by [`Layer::class`]) implements
+/// `class`, `name`, [`Layer::args`] and `forward`: its shape rule, parameters and input
+/// type are then its entry's, the same rules `model!` checks at compile time. Any other
+/// layer implements `output_shape` and `params` itself.
 pub trait Layer: Send + Sync + fmt::Debug {
     /// The Keras class name, e.g. `Dense`.
     fn class(&self) -> &'static str;
     /// The name, unique within a model, e.g. `dense_1`.
     fn name(&self) -> &str;
+    /// The layer's arguments as its catalogue entry names them (its fields, as values);
+    /// `None` for a layer outside the catalogue.
+    fn args(&self) -> Option<Args> {
+        None
+    }
     /// The element type of inputs this layer takes when it is first (`Embedding` takes
     /// integer ids; everything else f32).
     fn input_dtype(&self) -> DType {
-        DType::F32
+        entry::input_dtype(self)
     }
     /// The output shape (without the batch dimension) for an input shape.
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>>;
+    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
+        entry::output_shape(self, input)
+    }
     /// The parameters this layer creates for an input shape, in the order `forward`
     /// receives them.
-    fn params(&self, input: &[usize]) -> Result<Vec<ParamSpec>>;
+    fn params(&self, input: &[usize]) -> Result<Vec<ParamSpec>> {
+        entry::params(self, input)
+    }
     /// Emits the layer's computation of `x` (`[batch, input...]`); `params` holds one value
     /// per entry of `params()`.
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value>;
@@ -149,7 +165,7 @@ impl ParamDecl {
 }
 
 /// The error for an input shape a layer cannot take.
-pub fn bad_input(layer: &dyn Layer, input: &[usize], expected: &str) -> Error {
+pub fn bad_input<L: Layer + ?Sized>(layer: &L, input: &[usize], expected: &str) -> Error {
     Error::invalid(
         format!("{} ({})", layer.name(), layer.class()),
         format!(
@@ -161,7 +177,7 @@ pub fn bad_input(layer: &dyn Layer, input: &[usize], expected: &str) -> Error {
 
 /// The error for a layer configured with values it cannot use (zero units, a rate out of
 /// range): layers built by hand are not checked at compile time as `model!` layers are.
-pub fn bad_config(layer: &dyn Layer, message: impl Into<String>) -> Error {
+pub fn bad_config<L: Layer + ?Sized>(layer: &L, message: impl Into<String>) -> Error {
     Error::invalid(format!("{} ({})", layer.name(), layer.class()), message)
 }
 

@@ -4,6 +4,7 @@
 
 mod activation;
 mod architecture;
+mod entry;
 mod initializer;
 pub mod layer;
 pub mod layers;

@@ -1,9 +1,11 @@
 //! The `Activation` layer: an activation function on its own.
 
 use crate::ir::Value;
-use crate::nn::layer::{expect_params, Forward, Layer, ParamSpec};
+use crate::nn::entry::{activation, args};
+use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::nn::Activation;
 use crate::Result;
+use strata_spec::Args;
 
 /// Keras' `Activation` layer (named so beside the [`Activation`] function it applies).
 #[derive(Clone, Debug, PartialEq)]
@@ -30,12 +32,8 @@ impl Layer for ActivationLayer {
         &self.name
     }
 
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        Ok(input.to_vec())
-    }
-
-    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
-        Ok(Vec::new())
+    fn args(&self) -> Option<Args> {
+        Some(args([("activation", activation(self.activation))]))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {

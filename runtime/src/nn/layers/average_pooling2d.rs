@@ -1,9 +1,10 @@
 //! `AveragePooling2D` (alias `AvgPool2D`): the mean of each window of an image.
 
-use super::spatial::{pool, Padding};
+use super::spatial::{pool_args, pool_window, Padding};
 use crate::ir::{DType, ReduceOp, Value};
-use crate::nn::layer::{expect_params, Forward, Layer, ParamSpec};
+use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::{Result, Tensor};
+use strata_spec::Args;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct AveragePooling2D {
@@ -42,19 +43,16 @@ impl Layer for AveragePooling2D {
         &self.name
     }
 
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        Ok(pool(self, input, self.pool_size, self.strides, self.padding)?.0)
-    }
-
-    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
-        Ok(Vec::new())
+    fn args(&self) -> Option<Args> {
+        Some(pool_args(self.pool_size, self.strides, self.padding))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
         expect_params::<0>(self, params)?;
         let dims = cx.g.try_ty("average_pooling2d", x)?.dims().to_vec();
         let input = dims.get(1..).unwrap_or(&[]);
-        let (out, window) = pool(self, input, self.pool_size, self.strides, self.padding)?;
+        let out = self.output_shape(input)?;
+        let window = pool_window(input, self.pool_size, self.strides, self.padding);
         let sum = cx.g.reduce_window(ReduceOp::Sum, x, window.clone())?;
         // Keras divides by the number of real (unpadded) elements in each window, which
         // varies along the border under same padding: a constant `[h, w, 1]` of counts,

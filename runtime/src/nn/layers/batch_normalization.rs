@@ -3,9 +3,11 @@
 
 use super::axis::feature_axis;
 use crate::ir::{Graph, Value};
-use crate::nn::layer::{bad_config, Forward, Layer, ParamSpec};
+use crate::nn::entry::{args, axis, initializer};
+use crate::nn::layer::{bad_config, Forward, Layer};
 use crate::nn::Initializer;
 use crate::Result;
+use strata_spec::{Args, Val};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct BatchNormalization {
@@ -40,20 +42,6 @@ impl BatchNormalization {
             moving_mean_initializer: Initializer::Zeros,
             moving_variance_initializer: Initializer::Ones,
         }
-    }
-
-    fn features(&self, input: &[usize]) -> Result<(usize, usize)> {
-        if !(0.0..=1.0).contains(&self.momentum) || self.epsilon <= 0.0 {
-            return Err(bad_config(
-                self,
-                format!(
-                    "momentum must be in [0, 1] and epsilon > 0, got {} and {}",
-                    self.momentum, self.epsilon
-                ),
-            ));
-        }
-        let a = feature_axis(self, self.axis, input)?;
-        Ok((a, input[a - 1]))
     }
 }
 
@@ -107,42 +95,30 @@ impl Layer for BatchNormalization {
         &self.name
     }
 
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        self.features(input)?;
-        Ok(input.to_vec())
-    }
-
-    /// `gamma`, `beta` (when scaled / centred), then the non-trainable `moving_mean` and
-    /// `moving_variance`, in Keras' order.
-    fn params(&self, input: &[usize]) -> Result<Vec<ParamSpec>> {
-        let (_, c) = self.features(input)?;
-        let spec = |suffix: &str, init, trainable| ParamSpec {
-            name: format!("{}/{suffix}", self.name),
-            dims: vec![c],
-            init,
-            fan_in: c,
-            fan_out: c,
-            trainable,
-        };
-        let mut p = Vec::new();
-        if self.scale {
-            p.push(spec("gamma", self.gamma_initializer, true));
-        }
-        if self.center {
-            p.push(spec("beta", self.beta_initializer, true));
-        }
-        p.push(spec("moving_mean", self.moving_mean_initializer, false));
-        p.push(spec(
-            "moving_variance",
-            self.moving_variance_initializer,
-            false,
-        ));
-        Ok(p)
+    fn args(&self) -> Option<Args> {
+        Some(args([
+            ("axis", axis(self.axis)),
+            ("momentum", Val::Float(self.momentum)),
+            ("epsilon", Val::Float(self.epsilon)),
+            ("center", Val::Bool(self.center)),
+            ("scale", Val::Bool(self.scale)),
+            ("beta_initializer", initializer(self.beta_initializer)),
+            ("gamma_initializer", initializer(self.gamma_initializer)),
+            (
+                "moving_mean_initializer",
+                initializer(self.moving_mean_initializer),
+            ),
+            (
+                "moving_variance_initializer",
+                initializer(self.moving_variance_initializer),
+            ),
+        ]))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
         let dims = cx.g.try_ty("batch_normalization", x)?.dims().to_vec();
-        let (axis, _) = self.features(dims.get(1..).unwrap_or(&[]))?;
+        self.output_shape(dims.get(1..).unwrap_or(&[]))?;
+        let axis = feature_axis(self.axis, dims.len());
         let (gamma, beta, moving_mean, moving_var) = match (self.scale, self.center, params) {
             (true, true, &[g, b, m, v]) => (Some(g), Some(b), m, v),
             (true, false, &[g, m, v]) => (Some(g), None, m, v),

@@ -1,11 +1,13 @@
 //! `Conv2D`: a 2-D convolution over `(height, width, channels)` inputs (channels_last),
 //! plus bias and activation, with Keras' arguments and defaults.
 
-use super::spatial::{image, slide, Padding};
+use super::spatial::{pads, Padding};
 use crate::ir::{ConvParams, Value};
-use crate::nn::layer::{bad_config, bad_input, kernel_and_bias, Forward, Layer, ParamSpec};
+use crate::nn::entry::{activation, args, initializer, padding};
+use crate::nn::layer::{kernel_and_bias, Forward, Layer};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
+use strata_spec::{Args, Val};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conv2D {
@@ -51,44 +53,6 @@ impl Conv2D {
     fn dilated_kernel(&self) -> [usize; 2] {
         [0, 1].map(|a| (self.kernel_size[a].max(1) - 1) * self.dilation_rate[a] + 1)
     }
-
-    /// Checks the configuration and the input's channels; gives the input channels.
-    fn channels(&self, input: &[usize]) -> Result<usize> {
-        if self.filters == 0 || self.kernel_size.contains(&0) || self.groups == 0 {
-            return Err(bad_config(
-                self,
-                "filters, kernel_size and groups must be at least 1",
-            ));
-        }
-        if self.dilation_rate.contains(&0) {
-            return Err(bad_config(self, "dilation_rate must be at least 1"));
-        }
-        // Keras refuses the combination: a strided atrous convolution skips inputs.
-        if self.strides.iter().any(|&s| s > 1) && self.dilation_rate.iter().any(|&d| d > 1) {
-            return Err(bad_config(
-                self,
-                "strides > 1 and dilation_rate > 1 cannot be combined",
-            ));
-        }
-        let [_, _, c] = image(self, input)?;
-        if !self.filters.is_multiple_of(self.groups) {
-            return Err(bad_config(
-                self,
-                format!(
-                    "filters ({}) must be a multiple of groups ({})",
-                    self.filters, self.groups
-                ),
-            ));
-        }
-        if c % self.groups != 0 {
-            return Err(bad_input(
-                self,
-                input,
-                &format!("channels divisible by groups ({})", self.groups),
-            ));
-        }
-        Ok(c)
-    }
 }
 
 impl Layer for Conv2D {
@@ -100,56 +64,27 @@ impl Layer for Conv2D {
         &self.name
     }
 
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        self.channels(input)?;
-        let ([h, w], _) = slide(
-            self,
-            input,
-            self.dilated_kernel(),
-            self.strides,
-            self.padding,
-        )?;
-        Ok(vec![h, w, self.filters])
-    }
-
-    fn params(&self, input: &[usize]) -> Result<Vec<ParamSpec>> {
-        let c = self.channels(input)?;
-        let [kh, kw] = self.kernel_size;
-        // Keras' fans for convolution kernels: channels times the receptive field.
-        let (fan_in, fan_out) = (kh * kw * c / self.groups, kh * kw * self.filters);
-        let mut p = vec![ParamSpec {
-            name: format!("{}/kernel", self.name),
-            dims: vec![kh, kw, c / self.groups, self.filters],
-            init: self.kernel_initializer,
-            fan_in,
-            fan_out,
-            trainable: true,
-        }];
-        if self.use_bias {
-            p.push(ParamSpec {
-                name: format!("{}/bias", self.name),
-                dims: vec![self.filters],
-                init: self.bias_initializer,
-                fan_in,
-                fan_out,
-                trainable: true,
-            });
-        }
-        Ok(p)
+    fn args(&self) -> Option<Args> {
+        Some(args([
+            ("filters", Val::Usize(self.filters)),
+            ("kernel_size", Val::Pair(self.kernel_size)),
+            ("strides", Val::Pair(self.strides)),
+            ("padding", padding(self.padding)),
+            ("dilation_rate", Val::Pair(self.dilation_rate)),
+            ("groups", Val::Usize(self.groups)),
+            ("activation", activation(self.activation)),
+            ("use_bias", Val::Bool(self.use_bias)),
+            ("kernel_initializer", initializer(self.kernel_initializer)),
+            ("bias_initializer", initializer(self.bias_initializer)),
+        ]))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
         let (kernel, bias) = kernel_and_bias(self, self.use_bias, params)?;
         let dims = cx.g.try_ty("conv2d", x)?.dims().to_vec();
         let input = dims.get(1..).unwrap_or(&[]);
-        self.channels(input)?;
-        let (_, pads) = slide(
-            self,
-            input,
-            self.dilated_kernel(),
-            self.strides,
-            self.padding,
-        )?;
+        self.output_shape(input)?;
+        let pads = pads(input, self.dilated_kernel(), self.strides, self.padding);
         let mut y = cx.g.convolution(
             x,
             kernel,

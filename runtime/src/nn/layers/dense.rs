@@ -1,9 +1,11 @@
 //! `Dense`: `activation(x · kernel + bias)` over the last axis (as Keras, any input rank).
 
 use crate::ir::{DotDims, Value};
-use crate::nn::layer::{bad_config, bad_input, kernel_and_bias, Forward, Layer, ParamSpec};
+use crate::nn::entry::{activation, args, initializer};
+use crate::nn::layer::{kernel_and_bias, Forward, Layer};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
+use strata_spec::{Args, Val};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dense {
@@ -38,41 +40,14 @@ impl Layer for Dense {
         &self.name
     }
 
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        if self.units == 0 {
-            return Err(bad_config(self, "units must be at least 1"));
-        }
-        let Some((_, lead)) = input.split_last() else {
-            return Err(bad_input(self, input, "[..., features] (rank >= 1)"));
-        };
-        let mut out = lead.to_vec();
-        out.push(self.units);
-        Ok(out)
-    }
-
-    fn params(&self, input: &[usize]) -> Result<Vec<ParamSpec>> {
-        let &fan_in = input
-            .last()
-            .ok_or_else(|| bad_input(self, input, "[..., features] (rank >= 1)"))?;
-        let mut p = vec![ParamSpec {
-            name: format!("{}/kernel", self.name),
-            dims: vec![fan_in, self.units],
-            init: self.kernel_initializer,
-            fan_in,
-            fan_out: self.units,
-            trainable: true,
-        }];
-        if self.use_bias {
-            p.push(ParamSpec {
-                name: format!("{}/bias", self.name),
-                dims: vec![self.units],
-                init: self.bias_initializer,
-                fan_in,
-                fan_out: self.units,
-                trainable: true,
-            });
-        }
-        Ok(p)
+    fn args(&self) -> Option<Args> {
+        Some(args([
+            ("units", Val::Usize(self.units)),
+            ("activation", activation(self.activation)),
+            ("use_bias", Val::Bool(self.use_bias)),
+            ("kernel_initializer", initializer(self.kernel_initializer)),
+            ("bias_initializer", initializer(self.bias_initializer)),
+        ]))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {

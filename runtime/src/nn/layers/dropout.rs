@@ -2,8 +2,10 @@
 //! by `1 / (1 - rate)` (inverted dropout, so inference is the identity).
 
 use crate::ir::{Comparison, Value};
-use crate::nn::layer::{bad_config, expect_params, Forward, Layer, ParamSpec};
+use crate::nn::entry::args;
+use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::Result;
+use strata_spec::{Args, Val};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dropout {
@@ -30,23 +32,14 @@ impl Layer for Dropout {
         &self.name
     }
 
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        if !(0.0..1.0).contains(&self.rate) {
-            return Err(bad_config(
-                self,
-                format!("rate must be in [0, 1), got {}", self.rate),
-            ));
-        }
-        Ok(input.to_vec())
-    }
-
-    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
-        Ok(Vec::new())
+    fn args(&self) -> Option<Args> {
+        Some(args([("rate", Val::Float(self.rate))]))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
         expect_params::<0>(self, params)?;
         let ty = cx.g.try_ty("dropout", x)?.clone();
+        // Checks the rate.
         self.output_shape(ty.dims())?;
         if !cx.training || self.rate == 0.0 {
             return Ok(x);

@@ -1,10 +1,14 @@
 //! `Embedding`: integer ids in, one learned vector per id out.
 
-use crate::ir::{DType, Value};
-use crate::nn::layer::{bad_config, expect_params, Forward, Layer, ParamSpec};
+use crate::ir::Value;
+use crate::nn::entry::{args, initializer};
+use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::nn::Initializer;
 use crate::Result;
+use strata_spec::{Args, Val};
 
+/// Any shape of ids, each replaced by a vector: `(a, b)` → `(a, b, output_dim)`. The ids
+/// are i32 (its entry `takes_ids`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Embedding {
     pub name: String,
@@ -36,32 +40,15 @@ impl Layer for Embedding {
         &self.name
     }
 
-    fn input_dtype(&self) -> DType {
-        DType::I32
-    }
-
-    /// Any shape of ids, each replaced by a vector: `(a, b)` → `(a, b, output_dim)`.
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        if self.input_dim == 0 || self.output_dim == 0 {
-            return Err(bad_config(
-                self,
-                "input_dim and output_dim must be at least 1",
-            ));
-        }
-        let mut out = input.to_vec();
-        out.push(self.output_dim);
-        Ok(out)
-    }
-
-    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
-        Ok(vec![ParamSpec {
-            name: format!("{}/embeddings", self.name),
-            dims: vec![self.input_dim, self.output_dim],
-            init: self.embeddings_initializer,
-            fan_in: self.input_dim,
-            fan_out: self.output_dim,
-            trainable: true,
-        }])
+    fn args(&self) -> Option<Args> {
+        Some(args([
+            ("input_dim", Val::Usize(self.input_dim)),
+            ("output_dim", Val::Usize(self.output_dim)),
+            (
+                "embeddings_initializer",
+                initializer(self.embeddings_initializer),
+            ),
+        ]))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {

@@ -1,8 +1,10 @@
 //! `Flatten`: every non-batch axis folded into one.
 
 use crate::ir::Value;
-use crate::nn::layer::{expect_params, Forward, Layer, ParamSpec};
+use crate::nn::entry::args;
+use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::Result;
+use strata_spec::Args;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Flatten {
@@ -24,13 +26,8 @@ impl Layer for Flatten {
         &self.name
     }
 
-    /// `(a, b, c)` → `(a·b·c,)`; a scalar input becomes `(1,)`, as in Keras.
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        Ok(vec![input.iter().product()])
-    }
-
-    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
-        Ok(Vec::new())
+    fn args(&self) -> Option<Args> {
+        Some(args([]))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {

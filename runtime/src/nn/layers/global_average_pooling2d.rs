@@ -1,10 +1,11 @@
 //! `GlobalAveragePooling2D` (alias `GlobalAvgPool2D`): the mean of each channel over the
 //! whole image.
 
-use super::spatial::image;
 use crate::ir::Value;
-use crate::nn::layer::{expect_params, Forward, Layer, ParamSpec};
+use crate::nn::entry::args;
+use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::Result;
+use strata_spec::{Args, Val};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct GlobalAveragePooling2D {
@@ -31,17 +32,8 @@ impl Layer for GlobalAveragePooling2D {
         &self.name
     }
 
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        let [_, _, c] = image(self, input)?;
-        Ok(if self.keepdims {
-            vec![1, 1, c]
-        } else {
-            vec![c]
-        })
-    }
-
-    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
-        Ok(Vec::new())
+    fn args(&self) -> Option<Args> {
+        Some(args([("keepdims", Val::Bool(self.keepdims))]))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {

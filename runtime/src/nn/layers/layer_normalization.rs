@@ -3,9 +3,11 @@
 
 use super::axis::feature_axis;
 use crate::ir::{UnaryOp, Value};
-use crate::nn::layer::{bad_config, Forward, Layer, ParamSpec};
+use crate::nn::entry::{args, axis, initializer};
+use crate::nn::layer::{bad_config, Forward, Layer};
 use crate::nn::Initializer;
 use crate::Result;
+use strata_spec::{Args, Val};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerNormalization {
@@ -34,17 +36,6 @@ impl LayerNormalization {
             gamma_initializer: Initializer::Ones,
         }
     }
-
-    fn features(&self, input: &[usize]) -> Result<(usize, usize)> {
-        if self.epsilon <= 0.0 {
-            return Err(bad_config(
-                self,
-                format!("epsilon must be > 0, got {}", self.epsilon),
-            ));
-        }
-        let a = feature_axis(self, self.axis, input)?;
-        Ok((a, input[a - 1]))
-    }
 }
 
 impl Layer for LayerNormalization {
@@ -56,35 +47,21 @@ impl Layer for LayerNormalization {
         &self.name
     }
 
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        self.features(input)?;
-        Ok(input.to_vec())
-    }
-
-    /// `gamma` then `beta` (when scaled / centred), as Keras orders them.
-    fn params(&self, input: &[usize]) -> Result<Vec<ParamSpec>> {
-        let (_, c) = self.features(input)?;
-        let spec = |suffix: &str, init| ParamSpec {
-            name: format!("{}/{suffix}", self.name),
-            dims: vec![c],
-            init,
-            fan_in: c,
-            fan_out: c,
-            trainable: true,
-        };
-        let mut p = Vec::new();
-        if self.scale {
-            p.push(spec("gamma", self.gamma_initializer));
-        }
-        if self.center {
-            p.push(spec("beta", self.beta_initializer));
-        }
-        Ok(p)
+    fn args(&self) -> Option<Args> {
+        Some(args([
+            ("axis", axis(self.axis)),
+            ("epsilon", Val::Float(self.epsilon)),
+            ("center", Val::Bool(self.center)),
+            ("scale", Val::Bool(self.scale)),
+            ("beta_initializer", initializer(self.beta_initializer)),
+            ("gamma_initializer", initializer(self.gamma_initializer)),
+        ]))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
         let shape = cx.g.try_ty("layer_normalization", x)?.shape.clone();
-        let (axis, _) = self.features(shape.dims().get(1..).unwrap_or(&[]))?;
+        self.output_shape(shape.dims().get(1..).unwrap_or(&[]))?;
+        let axis = feature_axis(self.axis, shape.rank());
         let (gamma, beta) = match (self.scale, self.center, params) {
             (true, true, &[g, b]) => (Some(g), Some(b)),
             (true, false, &[g]) => (Some(g), None),

@@ -1,9 +1,10 @@
 //! `MaxPooling2D` (alias `MaxPool2D`): the maximum of each window of an image.
 
-use super::spatial::{pool, Padding};
+use super::spatial::{pool_args, pool_window, Padding};
 use crate::ir::{ReduceOp, Value};
-use crate::nn::layer::{expect_params, Forward, Layer, ParamSpec};
+use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::Result;
+use strata_spec::Args;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct MaxPooling2D {
@@ -35,20 +36,17 @@ impl Layer for MaxPooling2D {
         &self.name
     }
 
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        Ok(pool(self, input, self.pool_size, self.strides, self.padding)?.0)
-    }
-
-    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
-        Ok(Vec::new())
+    fn args(&self) -> Option<Args> {
+        Some(pool_args(self.pool_size, self.strides, self.padding))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
         expect_params::<0>(self, params)?;
         let dims = cx.g.try_ty("max_pooling2d", x)?.dims().to_vec();
         let input = dims.get(1..).unwrap_or(&[]);
+        self.output_shape(input)?;
         // Same-padding positions hold the reduction's identity (-inf), so they never win.
-        let (_, window) = pool(self, input, self.pool_size, self.strides, self.padding)?;
+        let window = pool_window(input, self.pool_size, self.strides, self.padding);
         cx.g.reduce_window(ReduceOp::Max, x, window)
     }
 }

@@ -1,4 +1,6 @@
-//! The layer catalogue's runtime side: each layer composes IR primitives.
+//! The layer catalogue's runtime side: each layer's struct, its fields as catalogue
+//! arguments (`Layer::args`) and its forward pass, composing IR primitives. Its shape rule
+//! and parameters are its `strata_spec` entry's.
 
 mod activation;
 mod average_pooling2d;
@@ -10,6 +12,7 @@ mod dropout;
 mod embedding;
 mod flatten;
 mod global_average_pooling2d;
+mod global_max_pooling2d;
 mod layer_normalization;
 mod max_pooling2d;
 mod reshape;
@@ -24,6 +27,7 @@ pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use flatten::Flatten;
 pub use global_average_pooling2d::GlobalAveragePooling2D;
+pub use global_max_pooling2d::GlobalMaxPooling2D;
 pub use layer_normalization::LayerNormalization;
 pub use max_pooling2d::MaxPooling2D;
 pub use reshape::Reshape;

@@ -2,8 +2,10 @@
 //! inferred from the element count, as in Keras).
 
 use crate::ir::Value;
-use crate::nn::layer::{bad_config, bad_input, expect_params, Forward, Layer, ParamSpec};
+use crate::nn::entry::args;
+use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::Result;
+use strata_spec::{Args, Val};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reshape {
@@ -30,49 +32,9 @@ impl Layer for Reshape {
         &self.name
     }
 
-    fn output_shape(&self, input: &[usize]) -> Result<Vec<usize>> {
-        let inferred = self.target_shape.iter().filter(|&&d| d == -1).count();
-        if inferred > 1 || self.target_shape.iter().any(|&d| d == 0 || d < -1) {
-            return Err(bad_config(
-                self,
-                format!(
-                    "target_shape {:?} must hold sizes >= 1 and at most one -1",
-                    self.target_shape
-                ),
-            ));
-        }
-        let known: usize = self
-            .target_shape
-            .iter()
-            .filter(|&&d| d > 0)
-            .map(|&d| d as usize)
-            .product();
-        let count: usize = input.iter().product();
-        let fill = if inferred == 1 { count / known } else { 1 };
-        if known * fill != count {
-            return Err(bad_input(
-                self,
-                input,
-                &format!(
-                    "{} element(s) to reshape to {:?}",
-                    if inferred == 1 {
-                        format!("a multiple of {known}")
-                    } else {
-                        known.to_string()
-                    },
-                    self.target_shape
-                ),
-            ));
-        }
-        Ok(self
-            .target_shape
-            .iter()
-            .map(|&d| if d == -1 { fill } else { d as usize })
-            .collect())
-    }
-
-    fn params(&self, _input: &[usize]) -> Result<Vec<ParamSpec>> {
-        Ok(Vec::new())
+    fn args(&self) -> Option<Args> {
+        let target = self.target_shape.iter().map(|&d| d as i64).collect();
+        Some(args([("target_shape", Val::TargetShape(target))]))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {

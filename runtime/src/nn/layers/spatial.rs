@@ -2,9 +2,9 @@
 //! geometry of a window sliding over `(height, width, channels)` inputs.
 
 use crate::ir::Window;
-use crate::nn::layer::{bad_config, bad_input, Layer};
-use crate::Result;
+use crate::nn::entry::{self, args};
 use std::fmt;
+use strata_spec::{Args, Val};
 
 /// Keras' `padding`: `valid` (no padding; windows must fit) or `same` (pad so the output
 /// has `ceil(input / stride)` positions).
@@ -61,68 +61,51 @@ impl fmt::Display for Padding {
     }
 }
 
-/// `(height, width, channels)` of an input that must be an image.
-pub(crate) fn image(layer: &dyn Layer, input: &[usize]) -> Result<[usize; 3]> {
-    <[usize; 3]>::try_from(input)
-        .map_err(|_| bad_input(layer, input, "(height, width, channels) (rank 3)"))
-}
-
 /// `(low, high)` padding of one axis.
 pub(crate) type Pads = (usize, usize);
 
-/// The output `(height, width)` and per-axis padding of `window` (already dilated) moving
-/// in `strides` over an image input.
-pub(crate) fn slide(
-    layer: &dyn Layer,
+/// The padding of each spatial axis for `window` (already dilated) moving in `strides`
+/// over an image input, one the layer's shape rule accepted (so the window fits).
+pub(crate) fn pads(
     input: &[usize],
     window: [usize; 2],
     strides: [usize; 2],
     padding: Padding,
-) -> Result<([usize; 2], [Pads; 2])> {
-    let [h, w, _] = image(layer, input)?;
-    if strides.contains(&0) {
-        return Err(bad_config(layer, "strides must be at least 1"));
-    }
-    let mut out = [0; 2];
-    let mut pads = [(0, 0); 2];
-    for (axis, size) in [h, w].into_iter().enumerate() {
-        let (o, p) = padding
+) -> [Pads; 2] {
+    [0, 1].map(|axis| {
+        let size = input.get(axis).copied().unwrap_or(0);
+        padding
             .window(size, window[axis], strides[axis])
-            .ok_or_else(|| {
-                bad_input(
-                    layer,
-                    input,
-                    &format!(
-                        "at least {}x{} in height and width for a {}x{} window with {padding} padding",
-                        window[0], window[1], window[0], window[1]
-                    ),
-                )
-            })?;
-        out[axis] = o;
-        pads[axis] = p;
-    }
-    Ok((out, pads))
+            .map_or((0, 0), |(_, p)| p)
+    })
 }
 
-/// A pooling layer's output shape and its window over `[batch, height, width, channels]`
-/// (`strides` defaults to the pool size, as in Keras).
-pub(crate) fn pool(
-    layer: &dyn Layer,
+/// A pooling layer's window over `[batch, height, width, channels]` for an input its shape
+/// rule accepted (`strides` defaults to the pool size, as in Keras).
+pub(crate) fn pool_window(
     input: &[usize],
     pool_size: [usize; 2],
     strides: Option<[usize; 2]>,
     padding: Padding,
-) -> Result<(Vec<usize>, Window)> {
-    if pool_size.contains(&0) {
-        return Err(bad_config(layer, "pool_size must be at least 1"));
-    }
+) -> Window {
     let strides = strides.unwrap_or(pool_size);
-    let [_, _, c] = image(layer, input)?;
-    let ([h, w], [ph, pw]) = slide(layer, input, pool_size, strides, padding)?;
-    let window = Window {
+    let [ph, pw] = pads(input, pool_size, strides, padding);
+    Window {
         dims: vec![1, pool_size[0], pool_size[1], 1],
         strides: vec![1, strides[0], strides[1], 1],
         padding: vec![(0, 0), ph, pw, (0, 0)],
-    };
-    Ok((vec![h, w, c], window))
+    }
+}
+
+/// The arguments every 2-D pooling layer takes.
+pub(crate) fn pool_args(
+    pool_size: [usize; 2],
+    strides: Option<[usize; 2]>,
+    padding: Padding,
+) -> Args {
+    args([
+        ("pool_size", Val::Pair(pool_size)),
+        ("strides", Val::OptionalPair(strides)),
+        ("padding", entry::padding(padding)),
+    ])
 }

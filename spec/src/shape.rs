@@ -1,8 +1,13 @@
-//! Shapes as the macro knows them at compile time: without the batch axis, some sizes
-//! possibly unknown (a model without `Input` learns its input from the first data, as
-//! Keras' deferred build does, so even the number of leading axes is open).
+//! Shapes as the rules see them: without the batch axis, some sizes possibly unknown. At
+//! compile time a model without `Input` learns its input from the first data, as Keras'
+//! deferred build does, so even the number of leading axes may be open; at build time
+//! every size is known ([`Shape::known`]).
 
 use std::fmt;
+
+/// The axis asked for cannot exist in the shape.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NoSuchAxis;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shape {
@@ -43,11 +48,11 @@ impl Shape {
     }
 
     /// The last axis' size; `Err` when the shape has no axis at all.
-    pub fn last(&self) -> Result<Option<usize>, ()> {
+    pub fn last(&self) -> Result<Option<usize>, NoSuchAxis> {
         match self.dims.last() {
             Some(&d) => Ok(d),
             None if self.open => Ok(None),
-            None => Err(()),
+            None => Err(NoSuchAxis),
         }
     }
 
@@ -76,7 +81,7 @@ impl Shape {
 
     /// The index of Keras' `axis` (which counts the batch axis) among `dims`: `Ok(None)`
     /// when it cannot be resolved before the data is seen, `Err` when it cannot exist.
-    pub fn axis(&self, axis: i64) -> Result<Option<usize>, ()> {
+    pub fn axis(&self, axis: i64) -> Result<Option<usize>, NoSuchAxis> {
         let len = self.dims.len() as i64;
         if axis < 0 {
             let from_end = -axis;
@@ -85,14 +90,14 @@ impl Shape {
             } else if self.open {
                 Ok(None)
             } else {
-                Err(())
+                Err(NoSuchAxis)
             }
         } else if self.open {
             Ok(None)
         } else if axis >= 1 && axis <= len {
             Ok(Some(axis as usize - 1))
         } else {
-            Err(())
+            Err(NoSuchAxis)
         }
     }
 }

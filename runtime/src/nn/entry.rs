@@ -1,0 +1,212 @@
+//! The rules of the layers in the catalogue, read from their `strata_spec` entries: a
+//! layer's struct gives its arguments ([`Layer::args`]); its entry gives the output shape,
+//! the parameters and the input type, by the rules `model!` checks at compile time.
+
+use super::layer::{bad_config, bad_input, Layer, ParamSpec};
+use super::{Activation, Initializer, Padding};
+use crate::ir::DType;
+use crate::Result;
+use strata_spec::{Args, Choice, LayerDef, Shape, Val, ACTIVATIONS, INITIALIZERS, PADDINGS};
+
+/// The arguments `list` names, for [`Layer::args`].
+pub(crate) fn args<const N: usize>(list: [(&'static str, Val); N]) -> Args {
+    let mut args = Args::default();
+    for (name, v) in list {
+        args.insert(name, v);
+    }
+    args
+}
+
+/// `name` in `table`. Every runtime variant's name is in its table (a test checks), so the
+/// fallback, a value no rule reads, is never taken; it keeps this panic-free.
+fn named(table: &'static [Choice], name: &str, wrap: fn(&'static Choice) -> Val) -> Val {
+    table
+        .iter()
+        .find(|c| c.name == name)
+        .map_or_else(|| Val::Name(name.into()), wrap)
+}
+
+pub(crate) fn activation(a: Activation) -> Val {
+    named(ACTIVATIONS, a.name(), Val::Activation)
+}
+
+pub(crate) fn initializer(i: Initializer) -> Val {
+    named(INITIALIZERS, i.name(), Val::Initializer)
+}
+
+pub(crate) fn padding(p: Padding) -> Val {
+    named(PADDINGS, p.name(), Val::Padding)
+}
+
+/// A runtime axis (`isize`) as the catalogue's `i64`.
+pub(crate) fn axis(a: isize) -> Val {
+    Val::Axis(a as i64)
+}
+
+/// The entry of a catalogued layer and its arguments, checked against the entry's ranges
+/// (a struct built by hand was seen by no compiler).
+fn entry<L: Layer + ?Sized>(layer: &L) -> Result<(&'static LayerDef, Args)> {
+    let (Some(def), Some(args)) = (strata_spec::layer(layer.class()), layer.args()) else {
+        return Err(bad_config(
+            layer,
+            "a layer outside the catalogue must implement output_shape and params",
+        ));
+    };
+    def.check_args(&args)
+        .map_err(|e| bad_config(layer, e.message))?;
+    Ok((def, args))
+}
+
+/// The entry's shape rule applied to `input`: the entry, the arguments, the input as the
+/// rules see it, and the output shape.
+fn apply<L: Layer + ?Sized>(
+    layer: &L,
+    input: &[usize],
+) -> Result<(&'static LayerDef, Args, Shape, Vec<usize>)> {
+    let (def, args) = entry(layer)?;
+    let x = Shape::known(input);
+    let out = (def.shape)(&args, &x).map_err(|e| bad_input(layer, input, &e.expected()))?;
+    // A known input gives a known output; no rule makes a size up from nothing.
+    let out = out
+        .to_known()
+        .ok_or_else(|| bad_config(layer, format!("no output shape for input {input:?}")))?;
+    Ok((def, args, x, out))
+}
+
+pub(crate) fn output_shape<L: Layer + ?Sized>(layer: &L, input: &[usize]) -> Result<Vec<usize>> {
+    Ok(apply(layer, input)?.3)
+}
+
+pub(crate) fn params<L: Layer + ?Sized>(layer: &L, input: &[usize]) -> Result<Vec<ParamSpec>> {
+    let (def, args, x, _) = apply(layer, input)?;
+    (def.params)(&args, &x)
+        .into_iter()
+        .map(|p| {
+            let dims: Option<Vec<usize>> = p.dims.iter().copied().collect();
+            let init = match args.get(p.init_arg) {
+                Some(Val::Initializer(c)) => Initializer::from_name(c.name),
+                _ => None,
+            };
+            match (dims, init, p.fans) {
+                (Some(dims), Some(init), [Some(fan_in), Some(fan_out)]) => Ok(ParamSpec {
+                    name: format!("{}/{}", layer.name(), p.suffix),
+                    dims,
+                    init,
+                    fan_in,
+                    fan_out,
+                    trainable: p.trainable,
+                }),
+                _ => Err(bad_config(
+                    layer,
+                    format!(
+                        "parameter `{}` has no known size or initializer for input {input:?}",
+                        p.suffix
+                    ),
+                )),
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn input_dtype<L: Layer + ?Sized>(layer: &L) -> DType {
+    match strata_spec::layer(layer.class()) {
+        Some(def) if def.takes_ids => DType::I32,
+        _ => DType::F32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::*;
+
+    /// One of every runtime layer, with its defaults.
+    fn every_layer() -> Vec<Box<dyn Layer>> {
+        vec![
+            Box::new(Dense::new("dense", 2, Activation::Relu)),
+            Box::new(Flatten::new("flatten")),
+            Box::new(Reshape::new("reshape", vec![-1])),
+            Box::new(Dropout::new("dropout", 0.5)),
+            Box::new(Conv2D::new("conv2d", 2, [3, 3], Activation::Relu)),
+            Box::new(MaxPooling2D::new("max_pooling2d", [2, 2])),
+            Box::new(AveragePooling2D::new("average_pooling2d", [2, 2])),
+            Box::new(GlobalAveragePooling2D::new("global_average_pooling2d")),
+            Box::new(GlobalMaxPooling2D::new("global_max_pooling2d")),
+            Box::new(BatchNormalization::new("batch_normalization")),
+            Box::new(LayerNormalization::new("layer_normalization")),
+            Box::new(Embedding::new("embedding", 10, 4)),
+            Box::new(ActivationLayer::new("activation", Activation::Relu)),
+        ]
+    }
+
+    /// The runtime struct gives exactly the arguments its entry stores as fields, each of
+    /// its kind's value type: the rules never read a missing argument's fallback.
+    #[test]
+    fn every_layer_gives_its_entry_its_arguments() {
+        let layers = every_layer();
+        for def in strata_spec::LAYERS.iter().filter(|d| !d.is_input()) {
+            let layer = layers
+                .iter()
+                .find(|l| l.class() == def.class)
+                .unwrap_or_else(|| panic!("{} has no runtime layer in this test", def.class));
+            let args = layer
+                .args()
+                .expect("a catalogued layer gives its arguments");
+            for a in def.args {
+                let v = args.get(a.name);
+                assert_eq!(v.is_some(), a.field, "{}.{}", def.class, a.name);
+                if let Some(v) = v {
+                    let fits = matches!(
+                        (a.kind, v),
+                        (strata_spec::Kind::Count, Val::Usize(_))
+                            | (strata_spec::Kind::Pair, Val::Pair(_))
+                            | (strata_spec::Kind::OptionalPair, Val::OptionalPair(_))
+                            | (
+                                strata_spec::Kind::Rate
+                                    | strata_spec::Kind::Fraction
+                                    | strata_spec::Kind::Positive,
+                                Val::Float(_)
+                            )
+                            | (strata_spec::Kind::Bool, Val::Bool(_))
+                            | (strata_spec::Kind::Activation, Val::Activation(_))
+                            | (strata_spec::Kind::Initializer, Val::Initializer(_))
+                            | (strata_spec::Kind::Padding, Val::Padding(_))
+                            | (strata_spec::Kind::Axis, Val::Axis(_))
+                            | (strata_spec::Kind::TargetShape, Val::TargetShape(_))
+                    );
+                    assert!(fits, "{}.{}: {v:?} for {:?}", def.class, a.name, a.kind);
+                }
+            }
+            let runtime = format!("{layer:?}");
+            assert!(
+                runtime.starts_with(def.runtime),
+                "{} is the struct {}, not {runtime}",
+                def.class,
+                def.runtime
+            );
+        }
+        assert_eq!(
+            layers.len(),
+            strata_spec::LAYERS.iter().filter(|d| !d.is_input()).count(),
+            "one runtime layer per entry"
+        );
+    }
+
+    #[test]
+    fn every_variant_has_its_name_in_the_catalogue() {
+        // The name, and the variant the macro's expansion writes for it.
+        let same = |v: Val, name: &str, variant: String| {
+            matches!(v, Val::Activation(c) | Val::Initializer(c) | Val::Padding(c)
+                if c.name == name && c.variant == variant)
+        };
+        for a in Activation::ALL {
+            assert!(same(activation(a), a.name(), format!("{a:?}")), "{a:?}");
+        }
+        for i in Initializer::ALL {
+            assert!(same(initializer(i), i.name(), format!("{i:?}")), "{i:?}");
+        }
+        for p in [Padding::Valid, Padding::Same] {
+            assert!(same(padding(p), p.name(), format!("{p:?}")), "{p:?}");
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! `GlobalMaxPooling2D` (alias `GlobalMaxPool2D`): the maximum of each channel over the
+//! whole image.
+
+use crate::ir::{ReduceOp, Value};
+use crate::nn::entry::args;
+use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::Result;
+use strata_spec::{Args, Val};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct GlobalMaxPooling2D {
+    pub name: String,
+    /// Keep the pooled axes as size 1: `(1, 1, channels)` instead of `(channels,)`.
+    pub keepdims: bool,
+}
+
+impl GlobalMaxPooling2D {
+    pub fn new(name: impl Into<String>) -> GlobalMaxPooling2D {
+        GlobalMaxPooling2D {
+            name: name.into(),
+            keepdims: false,
+        }
+    }
+}
+
+impl Layer for GlobalMaxPooling2D {
+    fn class(&self) -> &'static str {
+        "GlobalMaxPooling2D"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn args(&self) -> Option<Args> {
+        Some(args([("keepdims", Val::Bool(self.keepdims))]))
+    }
+
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        expect_params::<0>(self, params)?;
+        let dims = cx.g.try_ty("global_max_pooling2d", x)?.dims().to_vec();
+        let out = self.output_shape(dims.get(1..).unwrap_or(&[]))?;
+        let m = cx.g.reduce(ReduceOp::Max, x, &[1, 2])?;
+        if self.keepdims {
+            let mut shape = vec![dims[0]];
+            shape.extend(out);
+            return cx.g.reshape(m, shape);
+        }
+        Ok(m)
+    }
+}

@@ -1,0 +1,49 @@
+//! The names an argument may be written as (`relu`, `same`) and the runtime enum variant
+//! each stands for.
+
+/// A name an argument may take (`relu`) and the runtime enum variant it stands for.
+#[derive(Debug, PartialEq)]
+pub struct Choice {
+    pub name: &'static str,
+    pub variant: &'static str,
+}
+
+const fn choice(name: &'static str, variant: &'static str) -> Choice {
+    Choice { name, variant }
+}
+
+/// `strata::nn::Activation`; the first is what `activation = None` means.
+pub static ACTIVATIONS: &[Choice] = &[
+    choice("linear", "Linear"),
+    choice("relu", "Relu"),
+    choice("sigmoid", "Sigmoid"),
+    choice("tanh", "Tanh"),
+    choice("softmax", "Softmax"),
+    choice("gelu", "Gelu"),
+    choice("elu", "Elu"),
+    choice("selu", "Selu"),
+    choice("leaky_relu", "LeakyRelu"),
+    choice("swish", "Swish"),
+    choice("silu", "Swish"),
+    choice("softplus", "Softplus"),
+];
+
+/// `strata::nn::Initializer`.
+pub static INITIALIZERS: &[Choice] = &[
+    choice("glorot_uniform", "GlorotUniform"),
+    choice("glorot_normal", "GlorotNormal"),
+    choice("he_normal", "HeNormal"),
+    choice("he_uniform", "HeUniform"),
+    choice("lecun_normal", "LecunNormal"),
+    choice("zeros", "Zeros"),
+    choice("ones", "Ones"),
+    choice("uniform", "RandomUniform"),
+    choice("random_uniform", "RandomUniform"),
+];
+
+/// `strata::nn::Padding`.
+pub static PADDINGS: &[Choice] = &[choice("valid", "Valid"), choice("same", "Same")];
+
+/// Only channels_last exists (the layout of every Strata image layer); the argument is
+/// accepted so Keras code reads the same.
+pub static DATA_FORMATS: &[Choice] = &[choice("channels_last", "")];

@@ -1,0 +1,165 @@
+//! What an entry of the catalogue holds: its names, its arguments, and its rules.
+
+use crate::error::{ArgError, ShapeError};
+use crate::shape::Shape;
+use crate::value::{Args, Kind};
+
+/// An argument's default.
+#[derive(Clone, Copy, Debug)]
+pub enum ArgDefault {
+    /// Must be given.
+    Required,
+    /// The default, written as in a call (and read by the same code as a user's value).
+    Is(&'static str),
+    /// Optional, with no value when not given (`name`, `input_shape`).
+    Absent,
+}
+
+#[derive(Debug)]
+pub struct ArgDef {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub default: ArgDefault,
+    /// Whether it may be given by position (the common arguments are keyword-only).
+    pub positional: bool,
+    /// Whether the runtime struct has a field of this name.
+    pub field: bool,
+}
+
+pub(crate) const fn arg(name: &'static str, kind: Kind, default: &'static str) -> ArgDef {
+    ArgDef {
+        name,
+        kind,
+        default: ArgDefault::Is(default),
+        positional: true,
+        field: true,
+    }
+}
+
+pub(crate) const fn required(name: &'static str, kind: Kind) -> ArgDef {
+    ArgDef {
+        name,
+        kind,
+        default: ArgDefault::Required,
+        positional: true,
+        field: true,
+    }
+}
+
+/// Keras' `data_format`: accepted, not stored.
+pub(crate) const DATA_FORMAT: ArgDef = ArgDef {
+    name: "data_format",
+    kind: Kind::DataFormat,
+    default: ArgDefault::Is("channels_last"),
+    positional: true,
+    field: false,
+};
+
+/// Keyword arguments every layer takes: its name (default: Keras' `dense`, `dense_1`, …),
+/// and, on the first layer only, the model's input shape.
+pub static COMMON: &[ArgDef] = &[
+    ArgDef {
+        name: "name",
+        kind: Kind::Name,
+        default: ArgDefault::Absent,
+        positional: false,
+        field: false,
+    },
+    ArgDef {
+        name: "input_shape",
+        kind: Kind::Shape,
+        default: ArgDefault::Absent,
+        positional: false,
+        field: false,
+    },
+];
+
+/// One weight or state tensor, as the runtime layer creates it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    /// Its name within the layer: `kernel` (the weight is `dense_1/kernel`).
+    pub suffix: &'static str,
+    pub dims: Vec<Option<usize>>,
+    /// The argument holding its initializer.
+    pub init_arg: &'static str,
+    /// `(fan_in, fan_out)` for variance-scaling initializers, as Keras counts them.
+    pub fans: [Option<usize>; 2],
+    /// Trainable weights get gradients; the others (batch-norm moving statistics) are
+    /// state the forward pass may update in training.
+    pub trainable: bool,
+}
+
+pub(crate) fn param(
+    suffix: &'static str,
+    dims: Vec<Option<usize>>,
+    init_arg: &'static str,
+    fans: [Option<usize>; 2],
+) -> Param {
+    Param {
+        suffix,
+        dims,
+        init_arg,
+        fans,
+        trainable: true,
+    }
+}
+
+pub type ShapeRule = fn(&Args, &Shape) -> Result<Shape, ShapeError>;
+pub type ParamRule = fn(&Args, &Shape) -> Vec<Param>;
+pub type Validate = fn(&Args) -> Vec<ArgError>;
+
+#[derive(Debug)]
+pub struct LayerDef {
+    /// The Keras class name, also the runtime layer's `class()`.
+    pub class: &'static str,
+    pub aliases: &'static [&'static str],
+    /// Keras' automatic name: `dense`, then `dense_1`, ….
+    pub base_name: &'static str,
+    /// The struct in `strata::nn`; empty for `Input`, which is no runtime layer.
+    pub runtime: &'static str,
+    pub args: &'static [ArgDef],
+    /// The output shape for an input shape (both without the batch axis).
+    pub shape: ShapeRule,
+    /// The parameters created for an input shape, in the order `forward` receives them.
+    /// Called only for inputs `shape` accepts.
+    pub params: ParamRule,
+    /// How arguments combine, beyond each one's range.
+    pub validate: Validate,
+    /// Takes integer ids, so it can only be the first layer.
+    pub takes_ids: bool,
+}
+
+impl LayerDef {
+    pub fn is_input(&self) -> bool {
+        self.runtime.is_empty()
+    }
+
+    /// Every argument in its range, then how they combine: what the macro checks while
+    /// reading a call, for values no compiler saw (a runtime struct built by hand).
+    pub fn check_args(&self, args: &Args) -> Result<(), ArgError> {
+        for a in self.args {
+            if let Some(v) = args.get(a.name) {
+                a.kind.check(a.name, v).map_err(|message| ArgError {
+                    arg: a.name,
+                    message,
+                })?;
+            }
+        }
+        match (self.validate)(args).into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+pub(crate) fn no_params(_: &Args, _: &Shape) -> Vec<Param> {
+    Vec::new()
+}
+
+pub(crate) fn no_checks(_: &Args) -> Vec<ArgError> {
+    Vec::new()
+}
+
+pub(crate) fn same_shape(_: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    Ok(x.clone())
+}

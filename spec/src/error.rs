@@ -1,0 +1,132 @@
+//! Why a layer cannot take its input or its arguments, as data. The macro and the runtime
+//! word shape errors differently (the macro names both layers and shows the input's
+//! shape with its batch axis; the runtime names the one layer and its real input), and
+//! each wording is tested byte for byte; both are written here, once per kind of error.
+
+/// Why a layer cannot take an input shape.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ShapeError {
+    /// Dense and the like act on the last axis; there is none.
+    NoAxis,
+    /// Image layers take `(height, width, channels)`.
+    NotImage,
+    /// A `window` (the `kernel` or pool dilated; `pool` says which) that does not fit a
+    /// spatial axis with valid padding, or any window over an empty axis.
+    Window {
+        kernel: [usize; 2],
+        window: [usize; 2],
+        pool: bool,
+        same: bool,
+    },
+    /// Conv2D's input channels must split into its groups.
+    Groups { groups: usize },
+    /// The element count does not fit `target` (`known`: the product of its given sizes).
+    Reshape {
+        known: usize,
+        inferred: bool,
+        target: Vec<i64>,
+    },
+    /// The `axis` argument names an axis the input does not have.
+    Axis { axis: i64 },
+}
+
+impl ShapeError {
+    /// The argument behind the error, for the macro to point at.
+    pub fn arg(&self) -> Option<&'static str> {
+        match self {
+            ShapeError::NoAxis | ShapeError::NotImage => None,
+            ShapeError::Window { pool: true, .. } => Some("pool_size"),
+            ShapeError::Window { pool: false, .. } => Some("kernel_size"),
+            ShapeError::Groups { .. } => Some("groups"),
+            ShapeError::Reshape { .. } => Some("target_shape"),
+            ShapeError::Axis { .. } => Some("axis"),
+        }
+    }
+
+    /// What the layer needs, as the macro says it: "`conv2d` (Conv2D) needs {this}, but
+    /// the input is (None, 784)".
+    pub fn need(&self) -> String {
+        match self {
+            ShapeError::NoAxis => "an input with at least one axis".into(),
+            ShapeError::NotImage => "a rank-3 input (height, width, channels)".into(),
+            ShapeError::Window {
+                kernel: [kh, kw],
+                window: [wh, ww],
+                pool,
+                ..
+            } => {
+                let what = if *pool {
+                    format!("{kh}x{kw} pool")
+                } else if [kh, kw] == [wh, ww] {
+                    format!("{kh}x{kw} kernel")
+                } else {
+                    format!("{kh}x{kw} kernel dilated to {wh}x{ww}")
+                };
+                format!(
+                    "an input of at least {wh}x{ww} (height x width) for its {what} with valid padding"
+                )
+            }
+            ShapeError::Groups { groups } => {
+                format!("input channels divisible by `groups` ({groups})")
+            }
+            ShapeError::Reshape {
+                known,
+                inferred,
+                target,
+            } => {
+                let written = crate::Val::TargetShape(target.clone());
+                if *inferred {
+                    format!("a multiple of {known} elements to reshape to {written}")
+                } else {
+                    format!("{known} elements to reshape to {written}")
+                }
+            }
+            ShapeError::Axis { axis } => {
+                format!("an input with axis {axis} (counting the batch axis as 0)")
+            }
+        }
+    }
+
+    /// The input shape the layer expected, as the runtime says it: "dense (Dense):
+    /// expected input of shape {this}, got (784)".
+    pub fn expected(&self) -> String {
+        match self {
+            ShapeError::NoAxis => "[..., features] (rank >= 1)".into(),
+            ShapeError::NotImage => "(height, width, channels) (rank 3)".into(),
+            ShapeError::Window {
+                window: [wh, ww],
+                same,
+                ..
+            } => {
+                let padding = if *same { "same" } else { "valid" };
+                format!(
+                    "at least {wh}x{ww} in height and width for a {wh}x{ww} window with {padding} padding"
+                )
+            }
+            ShapeError::Groups { groups } => format!("channels divisible by groups ({groups})"),
+            ShapeError::Reshape {
+                known,
+                inferred,
+                target,
+            } => format!(
+                "{} element(s) to reshape to {target:?}",
+                if *inferred {
+                    format!("a multiple of {known}")
+                } else {
+                    known.to_string()
+                }
+            ),
+            ShapeError::Axis { axis } => format!(
+                "a feature axis {axis} (rank >= {})",
+                axis.unsigned_abs().max(1)
+            ),
+        }
+    }
+}
+
+/// A mistake in how arguments combine, pointed at `arg`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArgError {
+    pub arg: &'static str,
+    pub message: String,
+}

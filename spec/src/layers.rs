@@ -1,0 +1,297 @@
+//! The entries: one per layer, in the order the macro lists them.
+
+use crate::entry::{
+    arg, no_checks, no_params, param, required, same_shape, ArgDef, LayerDef, Param, DATA_FORMAT,
+};
+use crate::error::{ArgError, ShapeError};
+use crate::rules::{
+    conv2d, conv2d_params, features, gamma_beta, global_pooling2d, normalization, pooling2d,
+    reshape,
+};
+use crate::shape::Shape;
+use crate::value::Kind;
+
+static POOLING_ARGS: &[ArgDef] = &[
+    arg("pool_size", Kind::Pair, "2"),
+    arg("strides", Kind::OptionalPair, "None"),
+    arg("padding", Kind::Padding, "valid"),
+    DATA_FORMAT,
+];
+
+pub static LAYERS: &[LayerDef] = &[
+    LayerDef {
+        class: "Input",
+        aliases: &[],
+        base_name: "input_layer",
+        runtime: "",
+        args: &[required("shape", Kind::Shape)],
+        shape: |a, _| Ok(Shape::known(a.shape("shape").unwrap_or(&[]))),
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "Dense",
+        aliases: &[],
+        base_name: "dense",
+        runtime: "Dense",
+        args: &[
+            required("units", Kind::Count),
+            arg("activation", Kind::Activation, "linear"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("kernel_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("bias_initializer", Kind::Initializer, "zeros"),
+        ],
+        // As Keras: on the last axis, whatever the rank.
+        shape: |a, x| x.with_last(a.count("units")).ok_or(ShapeError::NoAxis),
+        params: |a, x| {
+            let units = Some(a.count("units"));
+            let fans = [x.last().unwrap_or(None), units];
+            let mut p = vec![param(
+                "kernel",
+                vec![fans[0], units],
+                "kernel_initializer",
+                fans,
+            )];
+            if a.flag("use_bias") {
+                p.push(param("bias", vec![units], "bias_initializer", fans));
+            }
+            p
+        },
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "Flatten",
+        aliases: &[],
+        base_name: "flatten",
+        runtime: "Flatten",
+        args: &[DATA_FORMAT],
+        // A scalar input becomes `(1,)`, as in Keras.
+        shape: |_, x| {
+            Ok(Shape {
+                open: false,
+                dims: vec![x.numel()],
+            })
+        },
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "Reshape",
+        aliases: &[],
+        base_name: "reshape",
+        runtime: "Reshape",
+        args: &[required("target_shape", Kind::TargetShape)],
+        shape: reshape,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "Dropout",
+        aliases: &[],
+        base_name: "dropout",
+        runtime: "Dropout",
+        args: &[required("rate", Kind::Rate)],
+        shape: same_shape,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "Conv2D",
+        aliases: &["Convolution2D"],
+        base_name: "conv2d",
+        runtime: "Conv2D",
+        args: &[
+            required("filters", Kind::Count),
+            required("kernel_size", Kind::Pair),
+            arg("strides", Kind::Pair, "1"),
+            arg("padding", Kind::Padding, "valid"),
+            DATA_FORMAT,
+            arg("dilation_rate", Kind::Pair, "1"),
+            arg("groups", Kind::Count, "1"),
+            arg("activation", Kind::Activation, "linear"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("kernel_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("bias_initializer", Kind::Initializer, "zeros"),
+        ],
+        shape: conv2d,
+        params: conv2d_params,
+        validate: |a| {
+            let mut errors = Vec::new();
+            let (filters, groups) = (a.count("filters"), a.count("groups"));
+            if filters % groups.max(1) != 0 {
+                errors.push(ArgError {
+                    arg: "groups",
+                    message: format!(
+                        "`filters` ({filters}) must be a multiple of `groups` ({groups})"
+                    ),
+                });
+            }
+            // Keras refuses the combination: a strided atrous convolution skips inputs.
+            let strided = a.pair("strides").iter().any(|&s| s > 1);
+            if strided && a.pair("dilation_rate").iter().any(|&d| d > 1) {
+                errors.push(ArgError {
+                    arg: "dilation_rate",
+                    message: "`dilation_rate` > 1 cannot be combined with `strides` > 1".into(),
+                });
+            }
+            errors
+        },
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "MaxPooling2D",
+        aliases: &["MaxPool2D"],
+        base_name: "max_pooling2d",
+        runtime: "MaxPooling2D",
+        args: POOLING_ARGS,
+        shape: pooling2d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "AveragePooling2D",
+        aliases: &["AvgPool2D"],
+        base_name: "average_pooling2d",
+        runtime: "AveragePooling2D",
+        args: POOLING_ARGS,
+        shape: pooling2d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "GlobalAveragePooling2D",
+        aliases: &["GlobalAvgPool2D"],
+        base_name: "global_average_pooling2d",
+        runtime: "GlobalAveragePooling2D",
+        args: &[DATA_FORMAT, arg("keepdims", Kind::Bool, "false")],
+        shape: global_pooling2d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "GlobalMaxPooling2D",
+        aliases: &["GlobalMaxPool2D"],
+        base_name: "global_max_pooling2d",
+        runtime: "GlobalMaxPooling2D",
+        args: &[DATA_FORMAT, arg("keepdims", Kind::Bool, "false")],
+        shape: global_pooling2d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "BatchNormalization",
+        aliases: &[],
+        base_name: "batch_normalization",
+        runtime: "BatchNormalization",
+        args: &[
+            arg("axis", Kind::Axis, "-1"),
+            arg("momentum", Kind::Fraction, "0.99"),
+            arg("epsilon", Kind::Positive, "0.001"),
+            arg("center", Kind::Bool, "true"),
+            arg("scale", Kind::Bool, "true"),
+            arg("beta_initializer", Kind::Initializer, "zeros"),
+            arg("gamma_initializer", Kind::Initializer, "ones"),
+            arg("moving_mean_initializer", Kind::Initializer, "zeros"),
+            arg("moving_variance_initializer", Kind::Initializer, "ones"),
+        ],
+        shape: normalization,
+        // `gamma`, `beta`, then the non-trainable moving statistics, in Keras' order.
+        params: |a, x| {
+            let mut p = gamma_beta(a, x);
+            let c = features(a, x);
+            for (suffix, init_arg) in [
+                ("moving_mean", "moving_mean_initializer"),
+                ("moving_variance", "moving_variance_initializer"),
+            ] {
+                p.push(Param {
+                    trainable: false,
+                    ..param(suffix, vec![c], init_arg, [c, c])
+                });
+            }
+            p
+        },
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "LayerNormalization",
+        aliases: &[],
+        base_name: "layer_normalization",
+        runtime: "LayerNormalization",
+        args: &[
+            arg("axis", Kind::Axis, "-1"),
+            arg("epsilon", Kind::Positive, "0.001"),
+            arg("center", Kind::Bool, "true"),
+            arg("scale", Kind::Bool, "true"),
+            arg("beta_initializer", Kind::Initializer, "zeros"),
+            arg("gamma_initializer", Kind::Initializer, "ones"),
+        ],
+        shape: normalization,
+        params: gamma_beta,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "Embedding",
+        aliases: &[],
+        base_name: "embedding",
+        runtime: "Embedding",
+        args: &[
+            required("input_dim", Kind::Count),
+            required("output_dim", Kind::Count),
+            arg("embeddings_initializer", Kind::Initializer, "uniform"),
+        ],
+        // Each id becomes a vector: one more axis.
+        shape: |a, x| {
+            let mut out = x.clone();
+            out.dims.push(Some(a.count("output_dim")));
+            Ok(out)
+        },
+        params: |a, _| {
+            let dims = [Some(a.count("input_dim")), Some(a.count("output_dim"))];
+            vec![param(
+                "embeddings",
+                dims.to_vec(),
+                "embeddings_initializer",
+                dims,
+            )]
+        },
+        validate: no_checks,
+        takes_ids: true,
+    },
+    LayerDef {
+        class: "Activation",
+        aliases: &[],
+        base_name: "activation",
+        runtime: "ActivationLayer",
+        args: &[required("activation", Kind::Activation)],
+        shape: same_shape,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+];
+
+/// Looks a layer up by its Keras name or an alias.
+pub fn layer(name: &str) -> Option<&'static LayerDef> {
+    LAYERS
+        .iter()
+        .find(|l| l.class == name || l.aliases.contains(&name))
+}
+
+/// Every name a layer may be written as, for suggestions.
+pub fn layer_names() -> Vec<&'static str> {
+    LAYERS
+        .iter()
+        .flat_map(|l| std::iter::once(l.class).chain(l.aliases.iter().copied()))
+        .collect()
+}

@@ -1,0 +1,213 @@
+//! Argument types and values: what kind each argument is, the range it must be in, and
+//! the checked value it holds. How a value is *written* (tokens) is the macro's business;
+//! the ranges are checked here, for the macro's literals and the runtime's fields alike.
+
+use crate::choice::Choice;
+use std::fmt;
+
+/// The type of a layer argument.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    /// A whole number >= 1 (units, filters).
+    Count,
+    /// A size >= 1 for both spatial axes, or a `(height, width)` pair (kernel_size).
+    Pair,
+    /// `None` or a [`Kind::Pair`] (pooling strides, which default to the pool size).
+    OptionalPair,
+    /// A fraction in `[0, 1)` (dropout rate).
+    Rate,
+    /// A fraction in `[0, 1]` (momentum).
+    Fraction,
+    /// A number > 0 (epsilon).
+    Positive,
+    Bool,
+    Activation,
+    Initializer,
+    Padding,
+    DataFormat,
+    /// An axis, counting the batch axis as Keras does (`-1` is the last).
+    Axis,
+    /// Sizes >= 1: `784` or `(28, 28, 1)`.
+    Shape,
+    /// Sizes >= 1, at most one of them `-1` (inferred).
+    TargetShape,
+    /// A layer name, used as a field name: a snake_case identifier.
+    Name,
+}
+
+/// A checked argument value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Val {
+    Usize(usize),
+    Pair([usize; 2]),
+    OptionalPair(Option<[usize; 2]>),
+    Float(f64),
+    Bool(bool),
+    Activation(&'static Choice),
+    Initializer(&'static Choice),
+    Padding(&'static Choice),
+    DataFormat(&'static Choice),
+    Axis(i64),
+    Shape(Vec<usize>),
+    TargetShape(Vec<i64>),
+    Name(String),
+}
+
+/// A size argument (or one size of a pair or shape) must be at least 1.
+pub fn check_size(arg: &str, v: i64) -> Result<(), String> {
+    if v < 1 {
+        return Err(format!("`{arg}` must be at least 1, got {v}"));
+    }
+    Ok(())
+}
+
+/// One size of a `Shape` (`inferred: false`) or `TargetShape` (`inferred: true`).
+pub fn check_sizes_item(arg: &str, v: i64, inferred: bool) -> Result<(), String> {
+    if v < 1 && !(inferred && v == -1) {
+        let what = if inferred { ">= 1 or -1" } else { ">= 1" };
+        return Err(format!("`{arg}` sizes must be {what}, got {v}"));
+    }
+    Ok(())
+}
+
+/// A `TargetShape` infers at most one size.
+pub fn check_inferred(arg: &str, sizes: &[i64]) -> Result<(), String> {
+    if sizes.iter().filter(|&&d| d == -1).count() > 1 {
+        return Err(format!("`{arg}` may infer only one size: at most one -1"));
+    }
+    Ok(())
+}
+
+impl Kind {
+    /// A number of this kind must be in range (`Rate`, `Fraction`, `Positive`; any other
+    /// kind takes any number).
+    pub fn check_float(self, arg: &str, v: f64) -> Result<(), String> {
+        let (ok, range) = match self {
+            Kind::Rate => ((0.0..1.0).contains(&v), "in [0, 1)"),
+            Kind::Fraction => ((0.0..=1.0).contains(&v), "in [0, 1]"),
+            Kind::Positive => (v > 0.0, "> 0"),
+            _ => return Ok(()),
+        };
+        if !ok {
+            return Err(format!("`{arg}` must be {range}, got {v:?}"));
+        }
+        Ok(())
+    }
+
+    /// Whether `v`, a value of this kind, is in its range (the runtime's fields, which no
+    /// compiler checked); the message names `arg` as the macro's errors do.
+    pub fn check(self, arg: &str, v: &Val) -> Result<(), String> {
+        let size = |n: usize| check_size(arg, i64::try_from(n).unwrap_or(i64::MAX));
+        match v {
+            Val::Usize(n) if self == Kind::Count => size(*n),
+            Val::Pair(p) | Val::OptionalPair(Some(p)) => p.iter().try_for_each(|&n| size(n)),
+            Val::Float(f) => self.check_float(arg, *f),
+            Val::Shape(dims) => dims.iter().try_for_each(|&n| {
+                check_sizes_item(arg, i64::try_from(n).unwrap_or(i64::MAX), false)
+            }),
+            Val::TargetShape(dims) => {
+                dims.iter()
+                    .try_for_each(|&d| check_sizes_item(arg, d, true))?;
+                check_inferred(arg, dims)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Keras' notation, for docs and messages: `(3, 3)`, `relu`, `0.2`.
+impl fmt::Display for Val {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tuple = |f: &mut fmt::Formatter<'_>, items: Vec<String>| {
+            if items.len() == 1 {
+                write!(f, "({},)", items[0])
+            } else {
+                write!(f, "({})", items.join(", "))
+            }
+        };
+        match self {
+            Val::Usize(n) => write!(f, "{n}"),
+            Val::Pair([a, b]) | Val::OptionalPair(Some([a, b])) => write!(f, "({a}, {b})"),
+            Val::OptionalPair(None) => f.write_str("None"),
+            Val::Float(v) => write!(f, "{v:?}"),
+            Val::Bool(b) => write!(f, "{b}"),
+            Val::Activation(c) | Val::Initializer(c) | Val::Padding(c) | Val::DataFormat(c) => {
+                f.write_str(c.name)
+            }
+            Val::Axis(a) => write!(f, "{a}"),
+            Val::Shape(d) => tuple(f, d.iter().map(|d| d.to_string()).collect()),
+            Val::TargetShape(d) => tuple(f, d.iter().map(|d| d.to_string()).collect()),
+            Val::Name(n) => write!(f, "{n:?}"),
+        }
+    }
+}
+
+/// The arguments of one layer, by name: at compile time every argument of its entry,
+/// given or defaulted; at build time what the runtime struct's fields hold.
+#[derive(Clone, Debug, Default)]
+pub struct Args(Vec<(&'static str, Val)>);
+
+impl Args {
+    pub fn insert(&mut self, name: &'static str, v: Val) {
+        self.0.retain(|(n, _)| *n != name);
+        self.0.push((name, v));
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Val> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    // Typed reads for the rules. Every argument a rule reads is in its entry with a
+    // default (and a runtime field), so the fallbacks are never taken; they only keep
+    // rules panic-free.
+
+    pub(crate) fn count(&self, name: &str) -> usize {
+        match self.get(name) {
+            Some(Val::Usize(n)) => *n,
+            _ => 1,
+        }
+    }
+
+    pub(crate) fn pair(&self, name: &str) -> [usize; 2] {
+        match self.get(name) {
+            Some(Val::Pair(p) | Val::OptionalPair(Some(p))) => *p,
+            _ => [1, 1],
+        }
+    }
+
+    pub(crate) fn optional_pair(&self, name: &str) -> Option<[usize; 2]> {
+        match self.get(name) {
+            Some(Val::OptionalPair(p)) => *p,
+            _ => None,
+        }
+    }
+
+    pub(crate) fn flag(&self, name: &str) -> bool {
+        matches!(self.get(name), Some(Val::Bool(true)))
+    }
+
+    pub(crate) fn same_padding(&self) -> bool {
+        matches!(self.get("padding"), Some(Val::Padding(p)) if p.name == "same")
+    }
+
+    pub(crate) fn axis(&self) -> i64 {
+        match self.get("axis") {
+            Some(Val::Axis(a)) => *a,
+            _ => -1,
+        }
+    }
+
+    pub fn shape(&self, name: &str) -> Option<&[usize]> {
+        match self.get(name) {
+            Some(Val::Shape(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn target_shape(&self) -> &[i64] {
+        match self.get("target_shape") {
+            Some(Val::TargetShape(s)) => s,
+            _ => &[],
+        }
+    }
+}
