@@ -497,14 +497,17 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         });
     }
 
-    Plan {
+    let plan = Plan {
         nodes,
         steps,
         slots,
         consts,
         outputs,
         homes,
-    }
+    };
+    #[cfg(test)]
+    tests::record(g.name(), &plan);
+    plan
 }
 
 /// A free slot of the same element type: exactly `len` long for outputs (so they can be
@@ -581,5 +584,130 @@ impl Plan {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Plan, Step};
+    use std::cell::RefCell;
+
+    /// What a plan runs, in numbers: enough to notice a kernel more or less, a group split
+    /// or merged, an instruction added.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    struct Summary {
+        graph: String,
+        steps: usize,
+        /// The op of each unfused kernel, in order.
+        kernels: Vec<&'static str>,
+        fused: usize,
+        adam: usize,
+        insts: usize,
+        slots: usize,
+    }
+
+    thread_local! {
+        /// The plans made on this thread, in order, each with its steps as `Debug` prints
+        /// them (shown by `--nocapture`, to diff whole plans while changing the planner).
+        static MADE: RefCell<Vec<(Summary, String)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn record(graph: &str, plan: &Plan) {
+        let mut s = Summary {
+            graph: graph.to_string(),
+            steps: plan.steps.len(),
+            kernels: Vec::new(),
+            fused: 0,
+            adam: 0,
+            insts: 0,
+            slots: plan.slots.len(),
+        };
+        for step in &plan.steps {
+            match step {
+                Step::Kernel { node, .. } => s.kernels.push(plan.nodes[*node].op.name()),
+                Step::Fused { kernel, .. } => {
+                    s.fused += 1;
+                    s.adam += usize::from(kernel.adam.is_some());
+                    s.insts += kernel.insts.len();
+                }
+            }
+        }
+        MADE.with(|m| m.borrow_mut().push((s, format!("{:?}", plan.steps))));
+    }
+
+    /// The plan of the train step `model` fits at batch 32, on inputs of `shape`.
+    fn train_step_plan<A: crate::nn::Architecture>(
+        mut model: crate::nn::Model<A>,
+        shape: &[usize],
+    ) -> Summary {
+        use crate::loss::SparseCategoricalCrossentropy;
+        use crate::metrics::Accuracy;
+        use crate::optim::Adam;
+        use crate::train::Fit;
+        let rows = [&[64], shape].concat();
+        let x = crate::random::normal(&rows, 0.0, 1.0, 0).unwrap();
+        let y = crate::random::uniform_int(&[64], 0, 10, 1).unwrap();
+        model
+            .compile(
+                Adam::default(),
+                SparseCategoricalCrossentropy::default(),
+                [Accuracy],
+            )
+            .unwrap();
+        MADE.with(|p| p.borrow_mut().clear());
+        model.fit(&x, &y, Fit::epochs(1).verbose(0)).unwrap();
+        let made = MADE.with(|p| p.borrow().clone());
+        let train: Vec<&(Summary, String)> = made
+            .iter()
+            .filter(|(s, _)| s.graph == "train_step")
+            .collect();
+        assert_eq!(train.len(), 1, "{made:#?}");
+        eprintln!("plan: {}", train[0].1);
+        train[0].0.clone()
+    }
+
+    #[test]
+    fn the_tutorial_train_step_keeps_its_plan() {
+        use crate::nn::{Activation, Dense, Model, Sequential};
+        let model = Model::new(Sequential::new(
+            Some(vec![784]),
+            vec![
+                Box::new(Dense::new("dense", 128, Activation::Relu)),
+                Box::new(Dense::new("dense_1", 64, Activation::Relu)),
+                Box::new(Dense::new("dense_2", 10, Activation::Softmax)),
+            ],
+        ));
+        let s = train_step_plan(model, &[784]);
+        assert_eq!(
+            (s.steps, s.kernels.len(), s.fused, s.adam, s.insts, s.slots),
+            (62, 33, 29, 6, 236, 44),
+            "{s:#?}"
+        );
+    }
+
+    #[test]
+    fn a_convolutional_train_step_keeps_its_plan() {
+        use crate::nn::{
+            Activation, BatchNormalization, Conv2D, Dense, Dropout, Flatten, LayerNormalization,
+            MaxPooling2D, Model, Sequential,
+        };
+        let model = Model::new(Sequential::new(
+            Some(vec![8, 8, 1]),
+            vec![
+                Box::new(Conv2D::new("conv", 4, [3, 3], Activation::Relu)),
+                Box::new(BatchNormalization::new("bn")),
+                Box::new(MaxPooling2D::new("pool", [2, 2])),
+                Box::new(Dropout::new("drop", 0.25)),
+                Box::new(Flatten::new("flat")),
+                Box::new(LayerNormalization::new("ln")),
+                Box::new(Dense::new("out", 10, Activation::Softmax)),
+            ],
+        ));
+        let s = train_step_plan(model, &[8, 8, 1]);
+        assert_eq!(
+            (s.steps, s.kernels.len(), s.fused, s.adam, s.insts, s.slots),
+            (100, 49, 51, 7, 363, 59),
+            "{s:#?}"
+        );
     }
 }
