@@ -4,6 +4,7 @@
 mod compose;
 mod cse;
 mod dtype;
+mod fusion;
 mod graph;
 mod op;
 mod print;
@@ -12,6 +13,7 @@ mod verify;
 
 pub(crate) use cse::canonical;
 pub use dtype::DType;
+pub(crate) use fusion::{Elementwise, FusionClass, Source};
 pub use graph::{Graph, Node};
 pub use op::{
     BinaryOp, Comparison, ConvParams, DotDims, Op, OpKind, ReduceOp, UnaryOp, Value, Window,

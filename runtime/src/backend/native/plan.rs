@@ -13,7 +13,7 @@ use super::data::Storage;
 use super::fuse::{self, FusedKernel, Pattern};
 use super::fused_adam;
 use crate::backend::CompileOptions;
-use crate::ir::{DType, Graph, Node, Op, Value};
+use crate::ir::{DType, FusionClass, Graph, Node, Source, Value};
 
 /// Where a value lives while the plan runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,18 +120,35 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         }
     }
 
+    // What each node is to the planner: its op's fusion class.
+    let class: Vec<FusionClass<'_>> = nodes.iter().map(|nd| nd.op.fusion()).collect();
     // Views share their operand's memory.
     let mut root: Vec<usize> = (0..n).collect();
     for i in 0..n {
-        if let Op::Reshape { x, .. } | Op::StopGradient { x } = nodes[i].op {
-            root[i] = root[x.index()];
+        match class[i] {
+            FusionClass::View(x) => root[i] = root[x.index()],
+            FusionClass::Source(_)
+            | FusionClass::Broadcast { .. }
+            | FusionClass::Elementwise(_)
+            | FusionClass::Kernel => {}
         }
     }
-    let is_source = |i: usize| matches!(nodes[i].op, Op::Parameter { .. } | Op::Constant { .. });
-    let is_view = |i: usize| matches!(nodes[i].op, Op::Reshape { .. } | Op::StopGradient { .. });
+    // Sources and views need no kernel.
+    let no_kernel = |i: usize| match class[i] {
+        FusionClass::Source(_) | FusionClass::View(_) => true,
+        FusionClass::Broadcast { .. } | FusionClass::Elementwise(_) | FusionClass::Kernel => false,
+    };
+    let is_view = |i: usize| match class[i] {
+        FusionClass::View(_) => true,
+        FusionClass::Source(_)
+        | FusionClass::Broadcast { .. }
+        | FusionClass::Elementwise(_)
+        | FusionClass::Kernel => false,
+    };
     let fusion: Vec<Option<Option<DType>>> = (0..n).map(|i| fuse::fusion_type(&nodes, i)).collect();
-    // A broadcast is a read pattern when everything that reads it (through views) fuses.
-    let mut pattern: Vec<Option<Pattern>> = vec![None; n];
+    // A broadcast is a read pattern when everything that reads it (through views) fuses:
+    // its operand, read with the pattern.
+    let mut pattern: Vec<Option<(Value, Pattern)>> = vec![None; n];
     for i in (0..n).filter(|&i| live[i]) {
         if let Some(p) = fuse::broadcast_pattern(&nodes, i) {
             let mut readers = Vec::new();
@@ -161,10 +178,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let source = |v: usize, len: usize| -> (usize, Pattern) {
         let r = root[v];
         match pattern[r] {
-            Some(p) => match nodes[r].op {
-                Op::BroadcastInDim { x, .. } => (root[x.index()], p),
-                _ => unreachable!("only broadcasts have patterns"),
-            },
+            Some((x, p)) => (root[x.index()], p),
             None if nodes[r].ty.numel() == 1 => (r, Pattern { q: 1, p: 1 }),
             None => (r, Pattern::full(len)),
         }
@@ -184,7 +198,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             }
         };
     for i in (0..n).filter(|&i| live[i]) {
-        if is_source(i) || is_view(i) || pattern[i].is_some() {
+        if no_kernel(i) || pattern[i].is_some() {
             continue;
         }
         let len = nodes[i].ty.numel();
@@ -356,13 +370,16 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let mut loc: Vec<Option<Loc>> = vec![None; n];
     let mut consts = Vec::new();
     for i in (0..n).filter(|&i| live[i]) {
-        match &nodes[i].op {
-            Op::Parameter { index } => loc[i] = Some(Loc::Param(*index)),
-            Op::Constant { value } => {
+        match class[i] {
+            FusionClass::Source(Source::Argument(index)) => loc[i] = Some(Loc::Param(index)),
+            FusionClass::Source(Source::Literal(value)) => {
                 loc[i] = Some(Loc::Const(consts.len()));
                 consts.push(Storage::from_tensor(value));
             }
-            _ => {}
+            FusionClass::View(_)
+            | FusionClass::Broadcast { .. }
+            | FusionClass::Elementwise(_)
+            | FusionClass::Kernel => {}
         }
     }
     let mut slots: Vec<(DType, usize)> = Vec::new();
