@@ -9,7 +9,7 @@
 //! `crate::ops`; this file holds the printer and the small vocabulary they share.
 
 use crate::backend::CompileOptions;
-use crate::ir::{DType, Graph, Op, TensorType, Value};
+use crate::ir::{DType, Graph, TensorType, Value};
 use crate::{ops, Result, Tensor};
 use std::fmt::Write;
 
@@ -29,15 +29,8 @@ pub(crate) fn module_text(
     options.validate(g)?;
     let live = live_nodes(g);
     let mut e = Emitter::new(g, num_replicas);
-    for (i, node) in g.nodes().iter().enumerate() {
-        if !live[i] {
-            continue;
-        }
-        let name = match node.op {
-            Op::Parameter { index } => format!("%arg{index}"),
-            _ => ops::lower(&mut e, Value::from_index(i))?,
-        };
-        e.names[i] = name;
+    for i in (0..g.nodes().len()).filter(|&i| live[i]) {
+        e.names[i] = ops::lower(&mut e, Value::from_index(i))?;
     }
 
     let mut aliased = vec![None; g.params().len()];
