@@ -38,136 +38,90 @@ impl fmt::Display for Value {
     }
 }
 
-/// Elementwise functions of one operand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum UnaryOp {
-    /// `-x`.
-    Neg,
-    /// `|x|`.
-    Abs,
-    /// `-1`, `0` or `1` by the sign of `x` (`0` for ±0, NaN for NaN).
-    Sign,
-    /// `e^x`.
-    Exp,
-    /// `e^x - 1`, accurate near 0.
-    Expm1,
-    /// Natural logarithm.
-    Log,
-    /// `ln(1 + x)`, accurate near 0.
-    Log1p,
-    /// Hyperbolic tangent.
-    Tanh,
-    /// The logistic sigmoid `1 / (1 + e^-x)`.
-    Logistic,
-    /// Square root.
-    Sqrt,
-    /// `1 / sqrt(x)`.
-    Rsqrt,
-    /// Largest integer not greater than `x`.
-    Floor,
-    /// Smallest integer not less than `x`.
-    Ceil,
-    /// Nearest integer, halves away from zero (StableHLO `round_nearest_afz`).
-    Round,
-    /// The Gauss error function.
-    Erf,
-    /// Logical not (bool only).
-    Not,
-}
-
-impl UnaryOp {
-    /// The op's name as printed (the StableHLO op name).
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "negate",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Sign => "sign",
-            UnaryOp::Exp => "exponential",
-            UnaryOp::Expm1 => "exponential_minus_one",
-            UnaryOp::Log => "log",
-            UnaryOp::Log1p => "log_plus_one",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Logistic => "logistic",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Rsqrt => "rsqrt",
-            UnaryOp::Floor => "floor",
-            UnaryOp::Ceil => "ceil",
-            UnaryOp::Round => "round_nearest_afz",
-            UnaryOp::Erf => "erf",
-            UnaryOp::Not => "not",
+/// Declares an enum of elementwise functions with each one's printed name (the StableHLO
+/// op's) and the list of them all, from one entry per function.
+macro_rules! functions {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $printed:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)*
         }
-    }
 
-    pub const ALL: [UnaryOp; 16] = [
-        UnaryOp::Neg,
-        UnaryOp::Abs,
-        UnaryOp::Sign,
-        UnaryOp::Exp,
-        UnaryOp::Expm1,
-        UnaryOp::Log,
-        UnaryOp::Log1p,
-        UnaryOp::Tanh,
-        UnaryOp::Logistic,
-        UnaryOp::Sqrt,
-        UnaryOp::Rsqrt,
-        UnaryOp::Floor,
-        UnaryOp::Ceil,
-        UnaryOp::Round,
-        UnaryOp::Erf,
-        UnaryOp::Not,
-    ];
-}
+        impl $name {
+            /// The op's name as printed (the StableHLO op name).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $printed,)*
+                }
+            }
 
-/// Elementwise functions of two operands of the same type and shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    /// `a + b`.
-    Add,
-    /// `a - b`.
-    Sub,
-    /// `a * b`.
-    Mul,
-    /// `a / b`; integer division truncates toward zero.
-    Div,
-    /// Elementwise maximum (NaN if either is NaN).
-    Max,
-    /// Elementwise minimum (NaN if either is NaN).
-    Min,
-    /// `a ^ b`.
-    Pow,
-    /// Logical and (bool only).
-    And,
-    /// Logical or (bool only).
-    Or,
-}
-
-impl BinaryOp {
-    /// The op's name as printed (the StableHLO op name).
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "subtract",
-            BinaryOp::Mul => "multiply",
-            BinaryOp::Div => "divide",
-            BinaryOp::Max => "maximum",
-            BinaryOp::Min => "minimum",
-            BinaryOp::Pow => "power",
-            BinaryOp::And => "and",
-            BinaryOp::Or => "or",
+            /// Every function, in declaration order.
+            pub const ALL: [$name; [$($printed),*].len()] = [$($name::$variant),*];
         }
-    }
+    };
+}
 
-    pub const ALL: [BinaryOp; 9] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Max,
-        BinaryOp::Min,
-        BinaryOp::Pow,
-        BinaryOp::And,
-        BinaryOp::Or,
-    ];
+functions! {
+    /// Elementwise functions of one operand.
+    UnaryOp {
+        /// `-x`.
+        Neg => "negate",
+        /// `|x|`.
+        Abs => "abs",
+        /// `-1`, `0` or `1` by the sign of `x` (`0` for ±0, NaN for NaN).
+        Sign => "sign",
+        /// `e^x`.
+        Exp => "exponential",
+        /// `e^x - 1`, accurate near 0.
+        Expm1 => "exponential_minus_one",
+        /// Natural logarithm.
+        Log => "log",
+        /// `ln(1 + x)`, accurate near 0.
+        Log1p => "log_plus_one",
+        /// Hyperbolic tangent.
+        Tanh => "tanh",
+        /// The logistic sigmoid `1 / (1 + e^-x)`.
+        Logistic => "logistic",
+        /// Square root.
+        Sqrt => "sqrt",
+        /// `1 / sqrt(x)`.
+        Rsqrt => "rsqrt",
+        /// Largest integer not greater than `x`.
+        Floor => "floor",
+        /// Smallest integer not less than `x`.
+        Ceil => "ceil",
+        /// Nearest integer, halves away from zero (StableHLO `round_nearest_afz`).
+        Round => "round_nearest_afz",
+        /// The Gauss error function.
+        Erf => "erf",
+        /// Logical not (bool only).
+        Not => "not",
+    }
+}
+
+functions! {
+    /// Elementwise functions of two operands of the same type and shape.
+    BinaryOp {
+        /// `a + b`.
+        Add => "add",
+        /// `a - b`.
+        Sub => "subtract",
+        /// `a * b`.
+        Mul => "multiply",
+        /// `a / b`; integer division truncates toward zero.
+        Div => "divide",
+        /// Elementwise maximum (NaN if either is NaN).
+        Max => "maximum",
+        /// Elementwise minimum (NaN if either is NaN).
+        Min => "minimum",
+        /// `a ^ b`.
+        Pow => "power",
+        /// Logical and (bool only).
+        And => "and",
+        /// Logical or (bool only).
+        Or => "or",
+    }
 }
 
 /// The relation tested by `Compare`.
