@@ -652,6 +652,47 @@ mod tests {
         MADE.with(|m| m.borrow_mut().push((s, format!("{:?}", plan.steps))));
     }
 
+    #[test]
+    fn every_elementwise_function_joins_one_fused_kernel() {
+        use crate::backend::CompileOptions;
+        use crate::ir::{BinaryOp, Comparison, DType, Graph, TensorType, UnaryOp};
+        let mut g = Graph::new("elementwise");
+        let (f, b) = (
+            TensorType::new(DType::F32, [64]),
+            TensorType::new(DType::Bool, [64]),
+        );
+        let (x, y, p) = (g.parameter(f.clone()), g.parameter(f), g.parameter(b));
+        let mut acc = x;
+        for op in UnaryOp::ALL.into_iter().filter(|&op| op != UnaryOp::Not) {
+            let u = g.unary(op, acc).unwrap();
+            acc = g.add(u, y).unwrap();
+        }
+        for op in BinaryOp::ALL {
+            acc = match op {
+                BinaryOp::And | BinaryOp::Or => {
+                    let c = g.compare(Comparison::Lt, acc, y).unwrap();
+                    let l = g.binary(op, c, p).unwrap();
+                    let n = g.unary(UnaryOp::Not, l).unwrap();
+                    g.select(n, acc, y).unwrap()
+                }
+                _ => g.binary(op, acc, y).unwrap(),
+            };
+        }
+        let c = g.convert(acc, DType::Bool).unwrap();
+        let out = g.convert(c, DType::F32).unwrap();
+        g.set_outputs(vec![out]).unwrap();
+        let plan = super::plan(&g, &CompileOptions::default());
+        let kinds: Vec<&str> = plan
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Kernel { node, .. } => plan.nodes[*node].op.name(),
+                Step::Fused { .. } => "fused",
+            })
+            .collect();
+        assert_eq!(kinds, ["fused"], "{}", plan.describe());
+    }
+
     /// The plan of the train step `model` fits at batch 32, on inputs of `shape`.
     fn train_step_plan<A: crate::nn::Architecture>(
         mut model: crate::nn::Model<A>,
