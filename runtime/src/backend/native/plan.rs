@@ -1,8 +1,10 @@
 //! Planning: from a verified graph to an ordered list of kernel calls over an arena.
 //!
+//! Each node is treated by its op's fusion class (`ir::FusionClass`, declared with the op).
+//!
 //! 1. Merge nodes that repeat a computation (`ir::canonical`) and drop dead nodes;
-//!    parameters, constants, reshapes and stop-gradients need no kernel (views share
-//!    their operand's memory).
+//!    sources (parameters, constants) and views (reshapes, stop-gradients) need no kernel
+//!    (views share their operand's memory).
 //! 2. Group elementwise nodes into fused kernels (see `fuse`), scheduling each group just
 //!    before the first node outside it that reads it. Broadcasts whose readers are all
 //!    fused become read patterns and are never materialised.
