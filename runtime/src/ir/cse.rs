@@ -15,8 +15,7 @@ type Key = (&'static str, Vec<usize>);
 
 /// For each node, the first node that computes the same value (itself if none): the same
 /// op with the same attributes, on operands that are themselves the same, and the same
-/// result type. Parameters stay distinct (each is its own input), and so do collectives,
-/// whose calls the replicas of a program match up one to one.
+/// result type. Ops declared `distinct` (parameters, collectives) are never merged.
 pub(crate) fn canonical(nodes: &[Node]) -> Vec<usize> {
     let mut canon: Vec<usize> = (0..nodes.len()).collect();
     // Candidates by op name and canonical operands, each kept with its op rewritten onto
@@ -24,10 +23,7 @@ pub(crate) fn canonical(nodes: &[Node]) -> Vec<usize> {
     // type decides within a bucket.
     let mut seen: HashMap<Key, Vec<(usize, Op)>> = HashMap::new();
     for (i, node) in nodes.iter().enumerate() {
-        if matches!(
-            node.op,
-            Op::Parameter { .. } | Op::AllReduceSum { .. } | Op::ReplicaId
-        ) {
+        if node.op.is_distinct() {
             continue;
         }
         let operands: Vec<usize> = node

@@ -3,6 +3,7 @@
 
 mod compose;
 mod cse;
+mod fusion;
 mod graph;
 mod op;
 mod print;
@@ -10,6 +11,7 @@ mod verify;
 
 pub use crate::types::{strides_of, DType, Shape, TensorType, MAX_RANK};
 pub(crate) use cse::canonical;
+pub(crate) use fusion::{Elementwise, FusionClass, Source};
 pub use graph::{Graph, Node};
 pub use op::{
     BinaryOp, Comparison, ConvParams, DotDims, Op, OpKind, ReduceOp, UnaryOp, Value, Window,

@@ -3,8 +3,10 @@
 //! Each variant follows the semantics of the StableHLO op of the same name (static shapes,
 //! explicit broadcasting). Layers, losses, activations and optimizers are compositions of
 //! these; the rules of each primitive (shape, gradient, native kernel, StableHLO lowering)
-//! live side by side in `crate::ops`.
+//! live side by side in `crate::ops`; what the IR itself says about each one (name,
+//! operands, fusion class) is declared once, in the `primitives!` list below.
 
+use super::fusion::{Elementwise, FusionClass, Source};
 use crate::ir::{DType, Shape};
 use crate::Tensor;
 use std::fmt;
@@ -36,136 +38,90 @@ impl fmt::Display for Value {
     }
 }
 
-/// Elementwise functions of one operand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum UnaryOp {
-    /// `-x`.
-    Neg,
-    /// `|x|`.
-    Abs,
-    /// `-1`, `0` or `1` by the sign of `x` (`0` for ±0, NaN for NaN).
-    Sign,
-    /// `e^x`.
-    Exp,
-    /// `e^x - 1`, accurate near 0.
-    Expm1,
-    /// Natural logarithm.
-    Log,
-    /// `ln(1 + x)`, accurate near 0.
-    Log1p,
-    /// Hyperbolic tangent.
-    Tanh,
-    /// The logistic sigmoid `1 / (1 + e^-x)`.
-    Logistic,
-    /// Square root.
-    Sqrt,
-    /// `1 / sqrt(x)`.
-    Rsqrt,
-    /// Largest integer not greater than `x`.
-    Floor,
-    /// Smallest integer not less than `x`.
-    Ceil,
-    /// Nearest integer, halves away from zero (StableHLO `round_nearest_afz`).
-    Round,
-    /// The Gauss error function.
-    Erf,
-    /// Logical not (bool only).
-    Not,
-}
-
-impl UnaryOp {
-    /// The op's name as printed (the StableHLO op name).
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "negate",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Sign => "sign",
-            UnaryOp::Exp => "exponential",
-            UnaryOp::Expm1 => "exponential_minus_one",
-            UnaryOp::Log => "log",
-            UnaryOp::Log1p => "log_plus_one",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Logistic => "logistic",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Rsqrt => "rsqrt",
-            UnaryOp::Floor => "floor",
-            UnaryOp::Ceil => "ceil",
-            UnaryOp::Round => "round_nearest_afz",
-            UnaryOp::Erf => "erf",
-            UnaryOp::Not => "not",
+/// Declares an enum of elementwise functions with each one's printed name (the StableHLO
+/// op's) and the list of them all, from one entry per function.
+macro_rules! functions {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $printed:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)*
         }
-    }
 
-    pub const ALL: [UnaryOp; 16] = [
-        UnaryOp::Neg,
-        UnaryOp::Abs,
-        UnaryOp::Sign,
-        UnaryOp::Exp,
-        UnaryOp::Expm1,
-        UnaryOp::Log,
-        UnaryOp::Log1p,
-        UnaryOp::Tanh,
-        UnaryOp::Logistic,
-        UnaryOp::Sqrt,
-        UnaryOp::Rsqrt,
-        UnaryOp::Floor,
-        UnaryOp::Ceil,
-        UnaryOp::Round,
-        UnaryOp::Erf,
-        UnaryOp::Not,
-    ];
-}
+        impl $name {
+            /// The op's name as printed (the StableHLO op name).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $printed,)*
+                }
+            }
 
-/// Elementwise functions of two operands of the same type and shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    /// `a + b`.
-    Add,
-    /// `a - b`.
-    Sub,
-    /// `a * b`.
-    Mul,
-    /// `a / b`; integer division truncates toward zero.
-    Div,
-    /// Elementwise maximum (NaN if either is NaN).
-    Max,
-    /// Elementwise minimum (NaN if either is NaN).
-    Min,
-    /// `a ^ b`.
-    Pow,
-    /// Logical and (bool only).
-    And,
-    /// Logical or (bool only).
-    Or,
-}
-
-impl BinaryOp {
-    /// The op's name as printed (the StableHLO op name).
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "subtract",
-            BinaryOp::Mul => "multiply",
-            BinaryOp::Div => "divide",
-            BinaryOp::Max => "maximum",
-            BinaryOp::Min => "minimum",
-            BinaryOp::Pow => "power",
-            BinaryOp::And => "and",
-            BinaryOp::Or => "or",
+            /// Every function, in declaration order.
+            pub const ALL: [$name; [$($printed),*].len()] = [$($name::$variant),*];
         }
-    }
+    };
+}
 
-    pub const ALL: [BinaryOp; 9] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Max,
-        BinaryOp::Min,
-        BinaryOp::Pow,
-        BinaryOp::And,
-        BinaryOp::Or,
-    ];
+functions! {
+    /// Elementwise functions of one operand.
+    UnaryOp {
+        /// `-x`.
+        Neg => "negate",
+        /// `|x|`.
+        Abs => "abs",
+        /// `-1`, `0` or `1` by the sign of `x` (`0` for ±0, NaN for NaN).
+        Sign => "sign",
+        /// `e^x`.
+        Exp => "exponential",
+        /// `e^x - 1`, accurate near 0.
+        Expm1 => "exponential_minus_one",
+        /// Natural logarithm.
+        Log => "log",
+        /// `ln(1 + x)`, accurate near 0.
+        Log1p => "log_plus_one",
+        /// Hyperbolic tangent.
+        Tanh => "tanh",
+        /// The logistic sigmoid `1 / (1 + e^-x)`.
+        Logistic => "logistic",
+        /// Square root.
+        Sqrt => "sqrt",
+        /// `1 / sqrt(x)`.
+        Rsqrt => "rsqrt",
+        /// Largest integer not greater than `x`.
+        Floor => "floor",
+        /// Smallest integer not less than `x`.
+        Ceil => "ceil",
+        /// Nearest integer, halves away from zero (StableHLO `round_nearest_afz`).
+        Round => "round_nearest_afz",
+        /// The Gauss error function.
+        Erf => "erf",
+        /// Logical not (bool only).
+        Not => "not",
+    }
+}
+
+functions! {
+    /// Elementwise functions of two operands of the same type and shape.
+    BinaryOp {
+        /// `a + b`.
+        Add => "add",
+        /// `a - b`.
+        Sub => "subtract",
+        /// `a * b`.
+        Mul => "multiply",
+        /// `a / b`; integer division truncates toward zero.
+        Div => "divide",
+        /// Elementwise maximum (NaN if either is NaN).
+        Max => "maximum",
+        /// Elementwise minimum (NaN if either is NaN).
+        Min => "minimum",
+        /// `a ^ b`.
+        Pow => "power",
+        /// Logical and (bool only).
+        And => "and",
+        /// Logical or (bool only).
+        Or => "or",
+    }
 }
 
 /// The relation tested by `Compare`.
@@ -253,61 +209,239 @@ impl ConvParams {
     }
 }
 
-/// One node's operation. Every node has exactly one result.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Op {
+/// Declares [`Op`] and everything it says about each primitive, from one entry per
+/// primitive: its [`OpKind`], its printed name, which fields are its operands (in order),
+/// its [`FusionClass`], and whether common-subexpression elimination must keep its nodes
+/// apart (`distinct`). The rules (shape, gradient, kernel, lowering) live in `crate::ops`,
+/// whose matches over `Op` are exhaustive: a new entry here makes the compiler list them.
+///
+/// `name` and `fusion` are expressions over the entry's fields (bound by reference).
+macro_rules! primitives {
+    // An optional flag: its value, or false.
+    (@flag) => { false };
+    (@flag $value:expr) => { $value };
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident $({ $($field:ident: $ty:ty),* $(,)? })? => {
+            name: $name:expr,
+            operands: [$($operand:ident),*],
+            fusion: $fusion:expr,
+            $(distinct: $distinct:expr,)?
+        }
+    ),* $(,)?) => {
+        /// One node's operation. Every node has exactly one result.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Op {
+            $($(#[$doc])* $variant $({ $($field: $ty),* })?,)*
+        }
+
+        /// The name of each primitive, without operands: for tables that must cover them all.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum OpKind {
+            $($variant),*
+        }
+
+        impl OpKind {
+            /// Every primitive.
+            pub const ALL: &'static [OpKind] = &[$(OpKind::$variant),*];
+        }
+
+        // The entries' expressions use only some of the fields they bind.
+        #[allow(unused_variables)]
+        impl Op {
+            /// The primitive, without operands or attributes.
+            pub fn kind(&self) -> OpKind {
+                match self {
+                    $(Op::$variant { .. } => OpKind::$variant,)*
+                }
+            }
+
+            /// The op's name as printed (snake case, as in StableHLO where one exists).
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Op::$variant $({ $($field),* })? => $name,)*
+                }
+            }
+
+            /// The values this op reads, in order.
+            pub fn operands(&self) -> Vec<Value> {
+                match self {
+                    $(Op::$variant { $($operand,)* .. } => {
+                        <[&[Value]]>::concat(&[$(Operands::values($operand)),*])
+                    })*
+                }
+            }
+
+            /// The same op with every operand passed through `f` (for copying between graphs).
+            pub fn map_operands(&self, mut f: impl FnMut(Value) -> Value) -> Op {
+                let mut op = self.clone();
+                match &mut op {
+                    $(Op::$variant { $($operand,)* .. } => {
+                        $(for v in Operands::values_mut($operand) {
+                            *v = f(*v);
+                        })*
+                    })*
+                }
+                op
+            }
+
+            /// How the op combines with its neighbours in fused kernels.
+            pub(crate) fn fusion(&self) -> FusionClass<'_> {
+                match self {
+                    $(Op::$variant $({ $($field),* })? => $fusion,)*
+                }
+            }
+
+            /// Whether each node of this op is a value of its own, even beside a node with
+            /// the same op, attributes and operands: an input, or a collective, whose calls
+            /// the replicas of a program pair up one to one. Such nodes are never merged.
+            pub(crate) fn is_distinct(&self) -> bool {
+                match self {
+                    $(Op::$variant { .. } => primitives!(@flag $($distinct)?),)*
+                }
+            }
+        }
+    };
+}
+
+/// A field that holds operands: one value, or a list of them.
+trait Operands {
+    fn values(&self) -> &[Value];
+    fn values_mut(&mut self) -> &mut [Value];
+}
+
+impl Operands for Value {
+    fn values(&self) -> &[Value] {
+        std::slice::from_ref(self)
+    }
+    fn values_mut(&mut self) -> &mut [Value] {
+        std::slice::from_mut(self)
+    }
+}
+
+impl Operands for Vec<Value> {
+    fn values(&self) -> &[Value] {
+        self
+    }
+    fn values_mut(&mut self) -> &mut [Value] {
+        self
+    }
+}
+
+primitives! {
     /// Graph input number `index` (its type is the node's type).
-    Parameter { index: usize },
+    Parameter { index: usize } => {
+        name: "parameter",
+        operands: [],
+        fusion: FusionClass::Source(Source::Argument(*index)),
+        distinct: true,
+    },
     /// A literal tensor.
-    Constant { value: Tensor },
+    Constant { value: Tensor } => {
+        name: "constant",
+        operands: [],
+        fusion: FusionClass::Source(Source::Literal(value)),
+    },
     /// Indices along `dim`, broadcast over the node's shape (StableHLO `iota`).
-    Iota { dim: usize },
+    Iota { dim: usize } => {
+        name: "iota",
+        operands: [],
+        fusion: FusionClass::Kernel,
+    },
     /// An elementwise function of one operand.
-    Unary { op: UnaryOp, x: Value },
+    Unary { op: UnaryOp, x: Value } => {
+        name: op.name(),
+        operands: [x],
+        fusion: FusionClass::Elementwise(Elementwise::Unary(*op)),
+    },
     /// An elementwise function of two operands with equal types.
     Binary {
         op: BinaryOp,
         lhs: Value,
         rhs: Value,
+    } => {
+        name: op.name(),
+        operands: [lhs, rhs],
+        fusion: FusionClass::Elementwise(Elementwise::Binary(*op)),
     },
     /// Elementwise comparison giving bool; NaN compares unequal to everything.
     Compare {
         cmp: Comparison,
         lhs: Value,
         rhs: Value,
+    } => {
+        name: "compare",
+        operands: [lhs, rhs],
+        fusion: FusionClass::Elementwise(Elementwise::Compare(*cmp)),
     },
     /// `pred ? on_true : on_false` elementwise (`pred` bool of the same shape, or a scalar).
     Select {
         pred: Value,
         on_true: Value,
         on_false: Value,
+    } => {
+        name: "select",
+        operands: [pred, on_true, on_false],
+        fusion: FusionClass::Elementwise(Elementwise::Select),
     },
     /// Elementwise conversion to `to` (float to int truncates toward zero and saturates).
-    Convert { x: Value, to: DType },
+    Convert { x: Value, to: DType } => {
+        name: "convert",
+        operands: [x],
+        fusion: FusionClass::Elementwise(Elementwise::Convert(*to)),
+    },
     /// Broadcast `x` to `shape`; operand dimension `i` becomes result dimension `dims[i]`
     /// and must have size 1 or the result's size there.
     BroadcastInDim {
         x: Value,
         shape: Shape,
         dims: Vec<usize>,
+    } => {
+        name: "broadcast_in_dim",
+        operands: [x],
+        fusion: FusionClass::Broadcast { x: *x, dims },
     },
     /// `x` unchanged, but autodiff passes no gradient through it (JAX's `stop_gradient`).
-    StopGradient { x: Value },
+    StopGradient { x: Value } => {
+        name: "stop_gradient",
+        operands: [x],
+        fusion: FusionClass::View(*x),
+    },
     /// Same elements, row-major order, new shape with the same element count.
-    Reshape { x: Value, shape: Shape },
+    Reshape { x: Value, shape: Shape } => {
+        name: "reshape",
+        operands: [x],
+        fusion: FusionClass::View(*x),
+    },
     /// Result dimension `i` is operand dimension `perm[i]`.
-    Transpose { x: Value, perm: Vec<usize> },
+    Transpose { x: Value, perm: Vec<usize> } => {
+        name: "transpose",
+        operands: [x],
+        fusion: FusionClass::Kernel,
+    },
     /// The elements in reverse order along each of `axes`.
-    Reverse { x: Value, axes: Vec<usize> },
+    Reverse { x: Value, axes: Vec<usize> } => {
+        name: "reverse",
+        operands: [x],
+        fusion: FusionClass::Kernel,
+    },
     /// Elements `start[i] + k * stride[i] < limit[i]` of every dimension.
     Slice {
         x: Value,
         start: Vec<usize>,
         limit: Vec<usize>,
         stride: Vec<usize>,
+    } => {
+        name: "slice",
+        operands: [x],
+        fusion: FusionClass::Kernel,
     },
     /// Operands joined along `axis`; all other dimensions equal.
-    Concatenate { xs: Vec<Value>, axis: usize },
+    Concatenate { xs: Vec<Value>, axis: usize } => {
+        name: "concatenate",
+        operands: [xs],
+        fusion: FusionClass::Kernel,
+    },
     /// Padding with the scalar `value`: `low`/`high` per dimension (negative crops) and
     /// `interior` elements between neighbours.
     Pad {
@@ -316,24 +450,40 @@ pub enum Op {
         low: Vec<i64>,
         high: Vec<i64>,
         interior: Vec<usize>,
+    } => {
+        name: "pad",
+        operands: [x, value],
+        fusion: FusionClass::Kernel,
     },
     /// Generalised matrix product over batch and contracting dimensions.
     DotGeneral {
         lhs: Value,
         rhs: Value,
         dims: DotDims,
+    } => {
+        name: "dot_general",
+        operands: [lhs, rhs],
+        fusion: FusionClass::Kernel,
     },
     /// Reduction of `x` over `axes` (removed from the shape).
     Reduce {
         op: ReduceOp,
         x: Value,
         axes: Vec<usize>,
+    } => {
+        name: "reduce",
+        operands: [x],
+        fusion: FusionClass::Kernel,
     },
     /// Reduction over sliding windows (pooling).
     ReduceWindow {
         op: ReduceOp,
         x: Value,
         window: Window,
+    } => {
+        name: "reduce_window",
+        operands: [x],
+        fusion: FusionClass::Kernel,
     },
     /// The gradient of max (or min) pooling: for each window of `operand`, adds the matching
     /// element of `source` at the position of the window's first maximum (`op` = `Max`) or
@@ -344,12 +494,20 @@ pub enum Op {
         source: Value,
         operand: Value,
         window: Window,
+    } => {
+        name: "select_and_scatter_add",
+        operands: [source, operand],
+        fusion: FusionClass::Kernel,
     },
     /// N-dimensional convolution; see [`ConvParams`] for the layout.
     Convolution {
         lhs: Value,
         rhs: Value,
         params: ConvParams,
+    } => {
+        name: "convolution",
+        operands: [lhs, rhs],
+        fusion: FusionClass::Kernel,
     },
     /// `take` along `axis` with `batch_dims` leading batch dimensions (as `tf.gather`):
     /// result shape `operand[..axis] ++ indices[batch_dims..] ++ operand[axis+1..]`.
@@ -359,6 +517,10 @@ pub enum Op {
         indices: Value,
         axis: usize,
         batch_dims: usize,
+    } => {
+        name: "gather",
+        operands: [operand, indices],
+        fusion: FusionClass::Kernel,
     },
     /// The transpose of `Gather`: `operand` plus `updates` added at the gathered positions
     /// (repeated indices accumulate). Indices are clamped as in `Gather`.
@@ -368,242 +530,44 @@ pub enum Op {
         updates: Value,
         axis: usize,
         batch_dims: usize,
+    } => {
+        name: "scatter_add",
+        operands: [operand, indices, updates],
+        fusion: FusionClass::Kernel,
     },
     /// Uniform f32 or f64 samples in `[0, 1)` of the node's shape from the counter-based
     /// Threefry-2x32 generator: element `i` (row-major) is `threefry2x32(key, (hi32(i), lo32(i)))`
     /// word 0, top 23 (f32) or 32 (f64) bits used as the mantissa. `key` is `i32[2]`.
-    RandomUniform { key: Value },
+    RandomUniform { key: Value } => {
+        name: "random_uniform",
+        operands: [key],
+        fusion: FusionClass::Kernel,
+    },
     /// Sum of `x` over all replicas of a replicated computation.
-    AllReduceSum { x: Value },
+    AllReduceSum { x: Value } => {
+        name: "all_reduce_sum",
+        operands: [x],
+        fusion: FusionClass::Kernel,
+        distinct: true,
+    },
     /// This replica's index (i32 scalar).
-    ReplicaId,
+    ReplicaId => {
+        name: "replica_id",
+        operands: [],
+        fusion: FusionClass::Kernel,
+        distinct: true,
+    },
 }
-
-macro_rules! op_kinds {
-    ($($kind:ident),* $(,)?) => {
-        /// The name of each primitive, without operands: for tables that must cover them all.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum OpKind { $($kind),* }
-
-        impl OpKind {
-            /// Every primitive.
-            pub const ALL: &'static [OpKind] = &[$(OpKind::$kind),*];
-        }
-    };
-}
-
-op_kinds!(
-    Parameter,
-    Constant,
-    Iota,
-    Unary,
-    Binary,
-    Compare,
-    Select,
-    Convert,
-    BroadcastInDim,
-    StopGradient,
-    Reshape,
-    Transpose,
-    Reverse,
-    Slice,
-    Concatenate,
-    Pad,
-    DotGeneral,
-    Reduce,
-    ReduceWindow,
-    SelectAndScatterAdd,
-    Convolution,
-    Gather,
-    ScatterAdd,
-    RandomUniform,
-    AllReduceSum,
-    ReplicaId,
-);
 
 impl Op {
-    pub fn kind(&self) -> OpKind {
-        match self {
-            Op::Parameter { .. } => OpKind::Parameter,
-            Op::Constant { .. } => OpKind::Constant,
-            Op::Iota { .. } => OpKind::Iota,
-            Op::Unary { .. } => OpKind::Unary,
-            Op::Binary { .. } => OpKind::Binary,
-            Op::Compare { .. } => OpKind::Compare,
-            Op::Select { .. } => OpKind::Select,
-            Op::Convert { .. } => OpKind::Convert,
-            Op::BroadcastInDim { .. } => OpKind::BroadcastInDim,
-            Op::StopGradient { .. } => OpKind::StopGradient,
-            Op::Reshape { .. } => OpKind::Reshape,
-            Op::Transpose { .. } => OpKind::Transpose,
-            Op::Reverse { .. } => OpKind::Reverse,
-            Op::Slice { .. } => OpKind::Slice,
-            Op::Concatenate { .. } => OpKind::Concatenate,
-            Op::Pad { .. } => OpKind::Pad,
-            Op::DotGeneral { .. } => OpKind::DotGeneral,
-            Op::Reduce { .. } => OpKind::Reduce,
-            Op::ReduceWindow { .. } => OpKind::ReduceWindow,
-            Op::SelectAndScatterAdd { .. } => OpKind::SelectAndScatterAdd,
-            Op::Convolution { .. } => OpKind::Convolution,
-            Op::Gather { .. } => OpKind::Gather,
-            Op::ScatterAdd { .. } => OpKind::ScatterAdd,
-            Op::RandomUniform { .. } => OpKind::RandomUniform,
-            Op::AllReduceSum { .. } => OpKind::AllReduceSum,
-            Op::ReplicaId => OpKind::ReplicaId,
-        }
-    }
-
-    /// The op's name as printed (snake case, as in StableHLO where one exists).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Op::Parameter { .. } => "parameter",
-            Op::Constant { .. } => "constant",
-            Op::Iota { .. } => "iota",
-            Op::Unary { op, .. } => op.name(),
-            Op::Binary { op, .. } => op.name(),
-            Op::Compare { .. } => "compare",
-            Op::Select { .. } => "select",
-            Op::Convert { .. } => "convert",
-            Op::BroadcastInDim { .. } => "broadcast_in_dim",
-            Op::StopGradient { .. } => "stop_gradient",
-            Op::Reshape { .. } => "reshape",
-            Op::Transpose { .. } => "transpose",
-            Op::Reverse { .. } => "reverse",
-            Op::Slice { .. } => "slice",
-            Op::Concatenate { .. } => "concatenate",
-            Op::Pad { .. } => "pad",
-            Op::DotGeneral { .. } => "dot_general",
-            Op::Reduce { .. } => "reduce",
-            Op::ReduceWindow { .. } => "reduce_window",
-            Op::SelectAndScatterAdd { .. } => "select_and_scatter_add",
-            Op::Convolution { .. } => "convolution",
-            Op::Gather { .. } => "gather",
-            Op::ScatterAdd { .. } => "scatter_add",
-            Op::RandomUniform { .. } => "random_uniform",
-            Op::AllReduceSum { .. } => "all_reduce_sum",
-            Op::ReplicaId => "replica_id",
-        }
-    }
-
-    /// The values this op reads, in order.
-    pub fn operands(&self) -> Vec<Value> {
-        match self {
-            Op::Parameter { .. } | Op::Constant { .. } | Op::Iota { .. } | Op::ReplicaId => vec![],
-            Op::Unary { x, .. }
-            | Op::Convert { x, .. }
-            | Op::BroadcastInDim { x, .. }
-            | Op::Reshape { x, .. }
-            | Op::StopGradient { x }
-            | Op::Transpose { x, .. }
-            | Op::Reverse { x, .. }
-            | Op::Slice { x, .. }
-            | Op::Reduce { x, .. }
-            | Op::ReduceWindow { x, .. }
-            | Op::AllReduceSum { x } => vec![*x],
-            Op::RandomUniform { key } => vec![*key],
-            Op::Binary { lhs, rhs, .. }
-            | Op::Compare { lhs, rhs, .. }
-            | Op::DotGeneral { lhs, rhs, .. }
-            | Op::Convolution { lhs, rhs, .. } => vec![*lhs, *rhs],
-            Op::Select {
-                pred,
-                on_true,
-                on_false,
-            } => vec![*pred, *on_true, *on_false],
-            Op::Concatenate { xs, .. } => xs.clone(),
-            Op::Pad { x, value, .. } => vec![*x, *value],
-            Op::SelectAndScatterAdd {
-                source, operand, ..
-            } => vec![*source, *operand],
-            Op::Gather {
-                operand, indices, ..
-            } => vec![*operand, *indices],
-            Op::ScatterAdd {
-                operand,
-                indices,
-                updates,
-                ..
-            } => vec![*operand, *indices, *updates],
-        }
-    }
-
-    /// The same op with every operand passed through `f` (for copying between graphs).
-    pub fn map_operands(&self, mut f: impl FnMut(Value) -> Value) -> Op {
-        let mut op = self.clone();
-        match &mut op {
-            Op::Parameter { .. } | Op::Constant { .. } | Op::Iota { .. } | Op::ReplicaId => {}
-            Op::Unary { x, .. }
-            | Op::Convert { x, .. }
-            | Op::BroadcastInDim { x, .. }
-            | Op::Reshape { x, .. }
-            | Op::StopGradient { x }
-            | Op::Transpose { x, .. }
-            | Op::Reverse { x, .. }
-            | Op::Slice { x, .. }
-            | Op::Reduce { x, .. }
-            | Op::ReduceWindow { x, .. }
-            | Op::AllReduceSum { x } => *x = f(*x),
-            Op::RandomUniform { key } => *key = f(*key),
-            Op::Binary { lhs, rhs, .. }
-            | Op::Compare { lhs, rhs, .. }
-            | Op::DotGeneral { lhs, rhs, .. }
-            | Op::Convolution { lhs, rhs, .. } => {
-                *lhs = f(*lhs);
-                *rhs = f(*rhs);
-            }
-            Op::Select {
-                pred,
-                on_true,
-                on_false,
-            } => {
-                *pred = f(*pred);
-                *on_true = f(*on_true);
-                *on_false = f(*on_false);
-            }
-            Op::Concatenate { xs, .. } => {
-                for x in xs {
-                    *x = f(*x);
-                }
-            }
-            Op::Pad { x, value, .. } => {
-                *x = f(*x);
-                *value = f(*value);
-            }
-            Op::SelectAndScatterAdd {
-                source, operand, ..
-            } => {
-                *source = f(*source);
-                *operand = f(*operand);
-            }
-            Op::Gather {
-                operand, indices, ..
-            } => {
-                *operand = f(*operand);
-                *indices = f(*indices);
-            }
-            Op::ScatterAdd {
-                operand,
-                indices,
-                updates,
-                ..
-            } => {
-                *operand = f(*operand);
-                *indices = f(*indices);
-                *updates = f(*updates);
-            }
-        }
-        op
-    }
-
     /// Whether the op is a pure elementwise function of same-shaped operands.
     pub fn is_elementwise(&self) -> bool {
-        matches!(
-            self,
-            Op::Unary { .. }
-                | Op::Binary { .. }
-                | Op::Compare { .. }
-                | Op::Select { .. }
-                | Op::Convert { .. }
-        )
+        match self.fusion() {
+            FusionClass::Elementwise(_) => true,
+            FusionClass::Source(_)
+            | FusionClass::View(_)
+            | FusionClass::Broadcast { .. }
+            | FusionClass::Kernel => false,
+        }
     }
 }

@@ -31,7 +31,13 @@ pub(crate) fn check(g: &Graph, op: BinaryOp, lhs: Value, rhs: Value) -> Result<T
     if !accepts(op, a.dtype) {
         let want = match op {
             BinaryOp::And | BinaryOp::Or => "bool",
-            _ => "f32, f64, i32 or i64",
+            BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::Max
+            | BinaryOp::Min
+            | BinaryOp::Pow => "f32, f64, i32 or i64",
         };
         return Err(Error::shape(
             op.name(),
@@ -183,7 +189,14 @@ pub(crate) fn native(op: BinaryOp, a: Data<'_>, b: Data<'_>, out: DataMut<'_>) -
                 *o = match op {
                     BinaryOp::And => x && y,
                     BinaryOp::Or => x || y,
-                    _ => return Err(super::unsupported(op.name(), DType::Bool)),
+                    // Numeric only (`accepts`): verified graphs never get here.
+                    BinaryOp::Add
+                    | BinaryOp::Sub
+                    | BinaryOp::Mul
+                    | BinaryOp::Div
+                    | BinaryOp::Max
+                    | BinaryOp::Min
+                    | BinaryOp::Pow => return Err(super::unsupported(op.name(), DType::Bool)),
                 };
             }
         }

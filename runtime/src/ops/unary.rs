@@ -32,7 +32,18 @@ pub(crate) fn check(g: &Graph, op: UnaryOp, x: Value) -> Result<TensorType> {
         let want = match op {
             UnaryOp::Not => "bool",
             UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => "f32, f64, i32 or i64",
-            _ => "f32 or f64",
+            UnaryOp::Exp
+            | UnaryOp::Expm1
+            | UnaryOp::Log
+            | UnaryOp::Log1p
+            | UnaryOp::Tanh
+            | UnaryOp::Logistic
+            | UnaryOp::Sqrt
+            | UnaryOp::Rsqrt
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Round
+            | UnaryOp::Erf => "f32 or f64",
         };
         return Err(Error::shape(
             op.name(),
@@ -154,7 +165,20 @@ fn apply_int<T: Int>(op: UnaryOp, x: &[T], out: &mut [T]) -> Result<()> {
                 }
             }
             UnaryOp::Sign => v.signum(),
-            _ => return Err(super::unsupported(op.name(), DType::I64)),
+            // Float or bool only (`accepts`): verified graphs never get here.
+            UnaryOp::Exp
+            | UnaryOp::Expm1
+            | UnaryOp::Log
+            | UnaryOp::Log1p
+            | UnaryOp::Tanh
+            | UnaryOp::Logistic
+            | UnaryOp::Sqrt
+            | UnaryOp::Rsqrt
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Round
+            | UnaryOp::Erf
+            | UnaryOp::Not => return Err(super::unsupported(op.name(), DType::I64)),
         };
     }
     Ok(())

@@ -11,6 +11,8 @@ mod distribute;
 mod evaluate;
 mod fit;
 mod model;
+#[cfg(test)]
+mod plan_tests;
 mod progress;
 mod spares;
 mod step;

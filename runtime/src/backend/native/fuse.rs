@@ -7,7 +7,7 @@
 //! through a broadcast pattern (`x[(i / q) % p]`: scalars, rows, columns), so the scalar
 //! constants and bias broadcasts the builders emit never touch memory.
 
-use crate::ir::{BinaryOp, Comparison, DType, Node, Op, UnaryOp};
+use crate::ir::{BinaryOp, Comparison, DType, Elementwise, FusionClass, Node, UnaryOp, Value};
 use crate::kernel::data::{Data, DataMut};
 use crate::kernel::real::Real;
 use crate::ops::{binary, compare, unary};
@@ -102,34 +102,37 @@ pub(crate) struct FusedKernel {
 /// node is not fusible.
 pub(crate) fn fusion_type(nodes: &[Node], i: usize) -> Option<Option<DType>> {
     let node = &nodes[i];
-    let ty = |v: crate::ir::Value| nodes[v.index()].ty.dtype;
+    let f = match node.op.fusion() {
+        FusionClass::Elementwise(f) => f,
+        FusionClass::Source(_)
+        | FusionClass::View(_)
+        | FusionClass::Broadcast { .. }
+        | FusionClass::Kernel => return None,
+    };
+    let operands = node.op.operands();
+    let ty = |k: usize| nodes[operands[k].index()].ty.dtype;
     let float = |d: DType| d.is_arith_float();
     // All types involved must be one float type or bool.
     let mut t: Option<DType> = None;
     let mut types = vec![node.ty.dtype];
-    match &node.op {
-        Op::Unary { op, x } => {
-            if *op == UnaryOp::Not {
-                types.push(ty(*x));
+    match f {
+        Elementwise::Unary(op) => {
+            if op == UnaryOp::Not {
+                types.push(ty(0));
             } else if !float(node.ty.dtype) {
                 return None;
             }
         }
-        Op::Binary { op, lhs, rhs } => {
+        Elementwise::Binary(op) => {
             let logical = matches!(op, BinaryOp::And | BinaryOp::Or);
             if !logical && !float(node.ty.dtype) {
                 return None;
             }
-            types.extend([ty(*lhs), ty(*rhs)]);
+            types.extend([ty(0), ty(1)]);
         }
-        Op::Compare { lhs, rhs, .. } => types.extend([ty(*lhs), ty(*rhs)]),
-        Op::Select {
-            pred,
-            on_true,
-            on_false,
-        } => types.extend([ty(*pred), ty(*on_true), ty(*on_false)]),
-        Op::Convert { x, .. } => types.push(ty(*x)),
-        _ => return None,
+        Elementwise::Compare(_) => types.extend([ty(0), ty(1)]),
+        Elementwise::Select => types.extend([ty(0), ty(1), ty(2)]),
+        Elementwise::Convert(_) => types.push(ty(0)),
     }
     for d in types {
         match d {
@@ -145,11 +148,15 @@ pub(crate) fn fusion_type(nodes: &[Node], i: usize) -> Option<Option<DType>> {
     Some(t)
 }
 
-/// The broadcast pattern of a `broadcast_in_dim` node, if it has one: the operand's
-/// non-unit dimensions must land on one contiguous block of result dimensions.
-pub(crate) fn broadcast_pattern(nodes: &[Node], i: usize) -> Option<Pattern> {
-    let Op::BroadcastInDim { x, dims, .. } = &nodes[i].op else {
-        return None;
+/// The operand and broadcast pattern of a `broadcast_in_dim` node, if it has one: the
+/// operand's non-unit dimensions must land on one contiguous block of result dimensions.
+pub(crate) fn broadcast_pattern(nodes: &[Node], i: usize) -> Option<(Value, Pattern)> {
+    let (x, dims) = match nodes[i].op.fusion() {
+        FusionClass::Broadcast { x, dims } => (x, dims),
+        FusionClass::Source(_)
+        | FusionClass::View(_)
+        | FusionClass::Elementwise(_)
+        | FusionClass::Kernel => return None,
     };
     let xd = nodes[x.index()].ty.dims();
     let od = nodes[i].ty.dims();
@@ -161,14 +168,14 @@ pub(crate) fn broadcast_pattern(nodes: &[Node], i: usize) -> Option<Pattern> {
         .collect();
     let p: usize = xd.iter().product();
     let Some((&a, &last)) = active.first().zip(active.last()) else {
-        return Some(Pattern { q: 1, p: 1 });
+        return Some((x, Pattern { q: 1, p: 1 }));
     };
     // Every result dimension in [a, last] must come from an active operand dimension.
     if (a..=last).any(|d| od[d] > 1 && !active.contains(&d)) {
         return None;
     }
     let q: usize = od[last + 1..].iter().product();
-    Some(Pattern { q, p })
+    Some((x, Pattern { q, p }))
 }
 
 /// Builds the kernel for `members` (in order). `read(v)` resolves an operand to the node
@@ -188,7 +195,7 @@ pub(crate) fn build(
     for &m in members {
         let ops = nodes[m].op.operands();
         let mut a = Vec::with_capacity(ops.len());
-        for v in ops {
+        for &v in &ops {
             let (node, pat) = read(v.index());
             let src = match src_of.get(&node) {
                 Some(&s) if pat == Pattern::full(n) => s,
@@ -206,35 +213,39 @@ pub(crate) fn build(
             };
             a.push(src);
         }
-        let inst = match &nodes[m].op {
-            Op::Unary {
-                op: UnaryOp::Not, ..
-            } => Some(Inst::Not { a: a[0] }),
-            Op::Unary { op, .. } => Some(Inst::Unary { op: *op, a: a[0] }),
-            Op::Binary { op, .. } => Some(Inst::Binary {
-                op: *op,
-                a: a[0],
-                b: a[1],
-            }),
-            Op::Compare { cmp, .. } => Some(Inst::Compare {
-                cmp: *cmp,
-                a: a[0],
-                b: a[1],
-            }),
-            Op::Select { .. } => Some(Inst::Select {
-                p: a[0],
-                t: a[1],
-                f: a[2],
-            }),
-            Op::Convert { to, x } => {
-                let from = nodes[x.index()].ty.dtype;
-                if *to == DType::Bool && from != DType::Bool {
-                    Some(Inst::ToBool { a: a[0] })
-                } else {
-                    None // bool -> float, or same type: the value is already right
+        let inst = match nodes[m].op.fusion() {
+            FusionClass::Elementwise(f) => match f {
+                Elementwise::Unary(UnaryOp::Not) => Some(Inst::Not { a: a[0] }),
+                Elementwise::Unary(op) => Some(Inst::Unary { op, a: a[0] }),
+                Elementwise::Binary(op) => Some(Inst::Binary {
+                    op,
+                    a: a[0],
+                    b: a[1],
+                }),
+                Elementwise::Compare(cmp) => Some(Inst::Compare {
+                    cmp,
+                    a: a[0],
+                    b: a[1],
+                }),
+                Elementwise::Select => Some(Inst::Select {
+                    p: a[0],
+                    t: a[1],
+                    f: a[2],
+                }),
+                Elementwise::Convert(to) => {
+                    let from = nodes[ops[0].index()].ty.dtype;
+                    if to == DType::Bool && from != DType::Bool {
+                        Some(Inst::ToBool { a: a[0] })
+                    } else {
+                        None // bool -> float, or same type: the value is already right
+                    }
                 }
-            }
-            _ => None,
+            },
+            // Members are elementwise (`fusion_type`): nothing else joins a kernel.
+            FusionClass::Source(_)
+            | FusionClass::View(_)
+            | FusionClass::Broadcast { .. }
+            | FusionClass::Kernel => None,
         };
         let s = match inst {
             Some(i) => {

@@ -1,8 +1,10 @@
 //! Planning: from a verified graph to an ordered list of kernel calls over an arena.
 //!
+//! Each node is treated by its op's fusion class (`ir::FusionClass`, declared with the op).
+//!
 //! 1. Merge nodes that repeat a computation (`ir::canonical`) and drop dead nodes;
-//!    parameters, constants, reshapes and stop-gradients need no kernel (views share
-//!    their operand's memory).
+//!    sources (parameters, constants) and views (reshapes, stop-gradients) need no kernel
+//!    (views share their operand's memory).
 //! 2. Group elementwise nodes into fused kernels (see `fuse`), scheduling each group just
 //!    before the first node outside it that reads it. Broadcasts whose readers are all
 //!    fused become read patterns and are never materialised.
@@ -12,7 +14,7 @@
 use super::fuse::{self, FusedKernel, Pattern};
 use super::fused_adam;
 use crate::backend::CompileOptions;
-use crate::ir::{DType, Graph, Node, Op, Value};
+use crate::ir::{DType, FusionClass, Graph, Node, Source, Value};
 use crate::kernel::data::Storage;
 
 /// Where a value lives while the plan runs.
@@ -120,18 +122,35 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         }
     }
 
+    // What each node is to the planner: its op's fusion class.
+    let class: Vec<FusionClass<'_>> = nodes.iter().map(|nd| nd.op.fusion()).collect();
     // Views share their operand's memory.
     let mut root: Vec<usize> = (0..n).collect();
     for i in 0..n {
-        if let Op::Reshape { x, .. } | Op::StopGradient { x } = nodes[i].op {
-            root[i] = root[x.index()];
+        match class[i] {
+            FusionClass::View(x) => root[i] = root[x.index()],
+            FusionClass::Source(_)
+            | FusionClass::Broadcast { .. }
+            | FusionClass::Elementwise(_)
+            | FusionClass::Kernel => {}
         }
     }
-    let is_source = |i: usize| matches!(nodes[i].op, Op::Parameter { .. } | Op::Constant { .. });
-    let is_view = |i: usize| matches!(nodes[i].op, Op::Reshape { .. } | Op::StopGradient { .. });
+    // Sources and views need no kernel.
+    let no_kernel = |i: usize| match class[i] {
+        FusionClass::Source(_) | FusionClass::View(_) => true,
+        FusionClass::Broadcast { .. } | FusionClass::Elementwise(_) | FusionClass::Kernel => false,
+    };
+    let is_view = |i: usize| match class[i] {
+        FusionClass::View(_) => true,
+        FusionClass::Source(_)
+        | FusionClass::Broadcast { .. }
+        | FusionClass::Elementwise(_)
+        | FusionClass::Kernel => false,
+    };
     let fusion: Vec<Option<Option<DType>>> = (0..n).map(|i| fuse::fusion_type(&nodes, i)).collect();
-    // A broadcast is a read pattern when everything that reads it (through views) fuses.
-    let mut pattern: Vec<Option<Pattern>> = vec![None; n];
+    // A broadcast is a read pattern when everything that reads it (through views) fuses:
+    // its operand, read with the pattern.
+    let mut pattern: Vec<Option<(Value, Pattern)>> = vec![None; n];
     for i in (0..n).filter(|&i| live[i]) {
         if let Some(p) = fuse::broadcast_pattern(&nodes, i) {
             let mut readers = Vec::new();
@@ -161,10 +180,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let source = |v: usize, len: usize| -> (usize, Pattern) {
         let r = root[v];
         match pattern[r] {
-            Some(p) => match nodes[r].op {
-                Op::BroadcastInDim { x, .. } => (root[x.index()], p),
-                _ => unreachable!("only broadcasts have patterns"),
-            },
+            Some((x, p)) => (root[x.index()], p),
             None if nodes[r].ty.numel() == 1 => (r, Pattern { q: 1, p: 1 }),
             None => (r, Pattern::full(len)),
         }
@@ -184,7 +200,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             }
         };
     for i in (0..n).filter(|&i| live[i]) {
-        if is_source(i) || is_view(i) || pattern[i].is_some() {
+        if no_kernel(i) || pattern[i].is_some() {
             continue;
         }
         let len = nodes[i].ty.numel();
@@ -356,13 +372,16 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let mut loc: Vec<Option<Loc>> = vec![None; n];
     let mut consts = Vec::new();
     for i in (0..n).filter(|&i| live[i]) {
-        match &nodes[i].op {
-            Op::Parameter { index } => loc[i] = Some(Loc::Param(*index)),
-            Op::Constant { value } => {
+        match class[i] {
+            FusionClass::Source(Source::Argument(index)) => loc[i] = Some(Loc::Param(index)),
+            FusionClass::Source(Source::Literal(value)) => {
                 loc[i] = Some(Loc::Const(consts.len()));
                 consts.push(Storage::from_tensor(value));
             }
-            _ => {}
+            FusionClass::View(_)
+            | FusionClass::Broadcast { .. }
+            | FusionClass::Elementwise(_)
+            | FusionClass::Kernel => {}
         }
     }
     let mut slots: Vec<(DType, usize)> = Vec::new();
@@ -497,14 +516,17 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         });
     }
 
-    Plan {
+    let plan = Plan {
         nodes,
         steps,
         slots,
         consts,
         outputs,
         homes,
-    }
+    };
+    #[cfg(test)]
+    super::testing::record(g.name(), &plan);
+    plan
 }
 
 /// A free slot of the same element type: exactly `len` long for outputs (so they can be
@@ -581,5 +603,51 @@ impl Plan {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Step;
+
+    #[test]
+    fn every_elementwise_function_joins_one_fused_kernel() {
+        use crate::backend::CompileOptions;
+        use crate::ir::{BinaryOp, Comparison, DType, Graph, TensorType, UnaryOp};
+        let mut g = Graph::new("elementwise");
+        let (f, b) = (
+            TensorType::new(DType::F32, [64]),
+            TensorType::new(DType::Bool, [64]),
+        );
+        let (x, y, p) = (g.parameter(f.clone()), g.parameter(f), g.parameter(b));
+        let mut acc = x;
+        for op in UnaryOp::ALL.into_iter().filter(|&op| op != UnaryOp::Not) {
+            let u = g.unary(op, acc).unwrap();
+            acc = g.add(u, y).unwrap();
+        }
+        for op in BinaryOp::ALL {
+            acc = match op {
+                BinaryOp::And | BinaryOp::Or => {
+                    let c = g.compare(Comparison::Lt, acc, y).unwrap();
+                    let l = g.binary(op, c, p).unwrap();
+                    let n = g.unary(UnaryOp::Not, l).unwrap();
+                    g.select(n, acc, y).unwrap()
+                }
+                _ => g.binary(op, acc, y).unwrap(),
+            };
+        }
+        let c = g.convert(acc, DType::Bool).unwrap();
+        let out = g.convert(c, DType::F32).unwrap();
+        g.set_outputs(vec![out]).unwrap();
+        let plan = super::plan(&g, &CompileOptions::default());
+        let kinds: Vec<&str> = plan
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Kernel { node, .. } => plan.nodes[*node].op.name(),
+                Step::Fused { .. } => "fused",
+            })
+            .collect();
+        assert_eq!(kinds, ["fused"], "{}", plan.describe());
     }
 }

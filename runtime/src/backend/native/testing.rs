@@ -1,10 +1,11 @@
-//! Hooks for tests above the backend (the optimizers' own tests check that the native
-//! planner recognises their updates).
+//! Hooks for tests above the backend: the optimizers' tests check that the native
+//! planner recognises their updates, the training tests pin the plans of whole steps.
 
 use super::executor::NativeExecutable;
-use super::plan::Step;
+use super::plan::{Plan, Step};
 use crate::backend::{CompileOptions, Executable};
 use crate::ir::Graph;
+use std::cell::RefCell;
 
 /// Compiles `g` natively, with the single-pass Adam kernel enabled or not, and says how
 /// many fused groups it recognised as Adam's update.
@@ -24,4 +25,53 @@ pub(crate) fn compile_fused_adam(
         }
     }
     (Box::new(exe), recognised)
+}
+
+/// What a plan runs, in numbers: enough to notice a kernel more or less, a group split
+/// or merged, an instruction added.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PlanSummary {
+    pub graph: String,
+    pub steps: usize,
+    /// The op of each unfused kernel, in order.
+    pub kernels: Vec<&'static str>,
+    pub fused: usize,
+    pub adam: usize,
+    pub insts: usize,
+    pub slots: usize,
+}
+
+thread_local! {
+    /// The plans made on this thread, in order, each with its steps as `Debug` prints
+    /// them (shown by `--nocapture`, to diff whole plans while changing the planner).
+    static MADE: RefCell<Vec<(PlanSummary, String)>> = const { RefCell::new(Vec::new()) };
+}
+
+pub(crate) fn record(graph: &str, plan: &Plan) {
+    let mut s = PlanSummary {
+        graph: graph.to_string(),
+        steps: plan.steps.len(),
+        kernels: Vec::new(),
+        fused: 0,
+        adam: 0,
+        insts: 0,
+        slots: plan.slots.len(),
+    };
+    for step in &plan.steps {
+        match step {
+            Step::Kernel { node, .. } => s.kernels.push(plan.nodes[*node].op.name()),
+            Step::Fused { kernel, .. } => {
+                s.fused += 1;
+                s.adam += usize::from(kernel.adam.is_some());
+                s.insts += kernel.insts.len();
+            }
+        }
+    }
+    MADE.with(|m| m.borrow_mut().push((s, format!("{:?}", plan.steps))));
+}
+
+/// The plans made on this thread since the last call, in order, each with its steps as
+/// `Debug` prints them.
+pub(crate) fn take_plans() -> Vec<(PlanSummary, String)> {
+    MADE.with(|m| std::mem::take(&mut *m.borrow_mut()))
 }

@@ -9,7 +9,7 @@
 //! `crate::ops`; this file holds the printer; the vocabulary they share is `crate::hlo`.
 
 use crate::backend::CompileOptions;
-use crate::ir::{Graph, Op, Value};
+use crate::ir::{Graph, Value};
 use crate::ops::Emitter;
 use crate::{ops, Result};
 use std::fmt::Write;
@@ -30,15 +30,10 @@ pub(crate) fn module_text(
     options.validate(g)?;
     let live = live_nodes(g);
     let mut e = Emitter::new(g, num_replicas);
-    for (i, node) in g.nodes().iter().enumerate() {
-        if !live[i] {
-            continue;
-        }
-        let name = match node.op {
-            Op::Parameter { index } => format!("%arg{index}"),
-            _ => ops::lower(&mut e, Value::from_index(i))?,
-        };
-        e.set_name(Value::from_index(i), name);
+    for i in (0..g.nodes().len()).filter(|&i| live[i]) {
+        let v = Value::from_index(i);
+        let name = ops::lower(&mut e, v)?;
+        e.set_name(v, name);
     }
 
     let mut aliased = vec![None; g.params().len()];

@@ -1,0 +1,82 @@
+//! The native plans of whole train steps, pinned: a change to the planner, the fuser or
+//! a step's graph that adds or splits a kernel shows here (run with `--nocapture` to see
+//! and diff the whole plan).
+
+use crate::backend::native::testing::{take_plans, PlanSummary};
+use crate::Model;
+
+/// The plan of the train step `model` fits at batch 32, on inputs of `shape`.
+fn train_step_plan<A: crate::nn::Architecture>(
+    mut model: Model<A>,
+    shape: &[usize],
+) -> PlanSummary {
+    use crate::loss::SparseCategoricalCrossentropy;
+    use crate::metrics::Accuracy;
+    use crate::optim::Adam;
+    use crate::train::Fit;
+    let rows = [&[64], shape].concat();
+    let x = crate::random::normal(&rows, 0.0, 1.0, 0).unwrap();
+    let y = crate::random::uniform_int(&[64], 0, 10, 1).unwrap();
+    model
+        .compile(
+            Adam::default(),
+            SparseCategoricalCrossentropy::default(),
+            [Accuracy],
+        )
+        .unwrap();
+    take_plans();
+    model.fit(&x, &y, Fit::epochs(1).verbose(0)).unwrap();
+    let made = take_plans();
+    let train: Vec<&(PlanSummary, String)> = made
+        .iter()
+        .filter(|(s, _)| s.graph == "train_step")
+        .collect();
+    assert_eq!(train.len(), 1, "{made:#?}");
+    eprintln!("plan: {}", train[0].1);
+    train[0].0.clone()
+}
+
+#[test]
+fn the_tutorial_train_step_keeps_its_plan() {
+    use crate::nn::{Activation, Dense, Sequential};
+    let model = Model::new(Sequential::new(
+        Some(vec![784]),
+        vec![
+            Box::new(Dense::new("dense", 128, Activation::Relu)),
+            Box::new(Dense::new("dense_1", 64, Activation::Relu)),
+            Box::new(Dense::new("dense_2", 10, Activation::Softmax)),
+        ],
+    ));
+    let s = train_step_plan(model, &[784]);
+    assert_eq!(
+        (s.steps, s.kernels.len(), s.fused, s.adam, s.insts, s.slots),
+        (62, 33, 29, 6, 236, 44),
+        "{s:#?}"
+    );
+}
+
+#[test]
+fn a_convolutional_train_step_keeps_its_plan() {
+    use crate::nn::{
+        Activation, BatchNormalization, Conv2D, Dense, Dropout, Flatten, LayerNormalization,
+        MaxPooling2D, Sequential,
+    };
+    let model = Model::new(Sequential::new(
+        Some(vec![8, 8, 1]),
+        vec![
+            Box::new(Conv2D::new("conv", 4, [3, 3], Activation::Relu)),
+            Box::new(BatchNormalization::new("bn")),
+            Box::new(MaxPooling2D::new("pool", [2, 2])),
+            Box::new(Dropout::new("drop", 0.25)),
+            Box::new(Flatten::new("flat")),
+            Box::new(LayerNormalization::new("ln")),
+            Box::new(Dense::new("out", 10, Activation::Softmax)),
+        ],
+    ));
+    let s = train_step_plan(model, &[8, 8, 1]);
+    assert_eq!(
+        (s.steps, s.kernels.len(), s.fused, s.adam, s.insts, s.slots),
+        (100, 49, 51, 7, 363, 59),
+        "{s:#?}"
+    );
+}
