@@ -273,17 +273,16 @@ impl<A: Architecture> Model<A> {
     /// [`weights`](Model::weights) names them), read from the devices. Under a strategy
     /// every replica's copy is the same, bit for bit; without one there is one copy.
     pub fn weights_per_replica(&mut self) -> Result<Vec<Vec<(String, Tensor)>>> {
-        let mirrored = self.backend.as_mirrored();
-        let state = self.train.as_ref().and_then(|t| t.device.as_ref());
-        let (Some(m), Some(d)) = (mirrored, state) else {
+        let replicas = self.replicas();
+        let runner = self.train.as_ref().and_then(|t| t.runner.as_ref());
+        let (Some(n), Some(r)) = (replicas, runner) else {
             self.sync_weights()?;
             return Ok(vec![self.weights()]);
         };
         let names: Vec<String> = self.params().iter().map(|p| p.name.clone()).collect();
-        let mut out = vec![Vec::with_capacity(names.len()); m.replicas()];
+        let mut out = vec![Vec::with_capacity(names.len()); n];
         for (i, name) in names.iter().enumerate() {
-            let copies = m.download_per_replica(&d.args[d.layout.params.start + i])?;
-            for (r, t) in copies.into_iter().enumerate() {
+            for (r, t) in r.param_per_replica(i)?.into_iter().enumerate() {
                 out[r].push((name.clone(), t));
             }
         }
@@ -398,21 +397,6 @@ pub(crate) fn set_replica_inputs(
         }
     }
     Ok(())
-}
-
-/// Puts one train call's inputs after the state: `x`, `y` and the sample weights `sw`
-/// (`k` global batches, stacked) split over the replicas, the learning rates `lr` whole.
-pub(crate) fn set_batch_inputs(
-    m: &MirroredBackend,
-    args: &mut Vec<Buffer>,
-    base: usize,
-    (x, y, sw, lr): (&Tensor, &Tensor, &Tensor, &Tensor),
-    k: usize,
-    d: Dist,
-) -> Result<()> {
-    let rows = shard_rows(k, d);
-    let weights = shard_weights(&sw.to_vec::<f32>()?, k, d)?;
-    set_replica_inputs(m, args, base, (&[x, y], &rows), &[weights], &[lr])
 }
 
 /// The rows of every replica's output (`parts[r]` holds replica `r`'s `local` rows),

@@ -6,12 +6,15 @@
 //! scalars the progress bar shows come back to the host.
 
 mod callbacks;
+mod checks;
 mod compile;
 mod distribute;
 mod evaluate;
 mod fit;
 mod progress;
+mod runner;
 mod spares;
+mod staging;
 mod step;
 
 pub use callbacks::{
@@ -23,7 +26,7 @@ pub(crate) use compile::TrainState;
 /// Checks that `x` and `y` are non-empty with the same number of samples (shared with
 /// the data pipeline).
 pub(crate) fn check_pair_pub(what: &str, x: &Tensor, y: &Tensor) -> crate::Result<usize> {
-    fit::check_pair(what, x, y)
+    checks::check_pair(what, x, y)
 }
 
 use crate::Tensor;
