@@ -151,6 +151,32 @@ impl Buffer {
     }
 }
 
+/// Where one input of a call goes when the call runs as data-parallel replicas (see
+/// [`Backend::bind_inputs`]). On a backend that runs graphs once, on one device, every
+/// input is whole (the one replica's share is all of it).
+#[derive(Clone, Copy, Debug)]
+pub enum Placement<'a> {
+    /// Replica `r` gets rows `rows[r]` of the tensor (its share of a batch).
+    Rows(&'a [Vec<usize>]),
+    /// Replica `r` gets `parts[r]` (one tensor per replica, all of one type).
+    Parts(&'a [Tensor]),
+    /// Every replica gets the whole tensor.
+    Whole,
+}
+
+/// Whether a buffer of type `ty` holds `t`'s type with `rows` rows, compared in place
+/// (building a type allocates, and the fit loop asks every step).
+pub(crate) fn holds_rows(ty: &TensorType, t: &Tensor, rows: usize) -> bool {
+    ty.dtype == t.dtype()
+        && ty.dims().first() == Some(&rows)
+        && ty.dims().get(1..) == t.dims().get(1..)
+}
+
+/// Whether a buffer of type `ty` holds `t`'s type, compared in place.
+pub(crate) fn holds(ty: &TensorType, t: &Tensor) -> bool {
+    ty.dtype == t.dtype() && ty.dims() == t.dims()
+}
+
 /// A compiled graph, ready to run many times.
 pub trait Executable: Send {
     fn param_types(&self) -> &[TensorType];
@@ -208,6 +234,66 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
+    /// How many data-parallel replicas every graph compiled here runs as; `None` for a
+    /// backend that runs each graph once, on one device.
+    fn replicas(&self) -> Option<usize> {
+        None
+    }
+
+    /// Whether `b` holds an input like `t` placed as `p`, so that binding `t` there (see
+    /// [`bind_inputs`](Backend::bind_inputs)) reuses it.
+    fn input_fits(&self, b: &Buffer, t: &Tensor, p: &Placement<'_>) -> bool {
+        match p {
+            Placement::Whole => holds(b.ty(), t),
+            Placement::Rows([rows]) => holds_rows(b.ty(), t, rows.len()),
+            Placement::Parts([part]) => holds(b.ty(), part),
+            Placement::Rows(_) | Placement::Parts(_) => false,
+        }
+    }
+
+    /// Puts a call's inputs after the first `base` arguments: `inputs[i]` becomes
+    /// `args[base + i]`, placed on the replicas as `placements[i]` says. The buffers there
+    /// are reused (their memory where the backend can; it may also take a whole input's
+    /// memory, leaving the tensor its shape and unspecified values: callers refill their
+    /// batch tensors every call); missing ones are made.
+    fn bind_inputs(
+        &self,
+        args: &mut Vec<Buffer>,
+        base: usize,
+        inputs: &mut [&mut Tensor],
+        placements: &[Placement<'_>],
+    ) -> Result<()> {
+        check_placements(inputs.len(), placements.len())?;
+        args.truncate(base + inputs.len());
+        for (i, (t, p)) in inputs.iter_mut().zip(placements).enumerate() {
+            let mut gathered;
+            let t: &mut Tensor = match p {
+                Placement::Whole => t,
+                Placement::Rows([rows]) => {
+                    gathered = replicated::gathered(t, rows)?;
+                    &mut gathered
+                }
+                Placement::Parts([part]) => {
+                    gathered = part.clone();
+                    &mut gathered
+                }
+                Placement::Rows(r) => return Err(one_replica(&self.name(), r.len())),
+                Placement::Parts(p) => return Err(one_replica(&self.name(), p.len())),
+            };
+            match args.get_mut(base + i) {
+                Some(b) => self.upload_taking(t, b)?,
+                None => args.push(self.upload(t)?),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every replica's copy (or piece) of a value: one on a backend that does not
+    /// replicate.
+    fn download_replicas(&self, b: &Buffer) -> Result<Vec<Tensor>> {
+        Ok(vec![self.download(b)?])
+    }
+
     /// The data-parallel side of a [`MirroredBackend`] (every graph it compiles runs as
     /// several replicas); `None` for a backend that runs graphs once, on one device.
     fn as_mirrored(&self) -> Option<&MirroredBackend> {
@@ -225,6 +311,27 @@ pub trait Backend: Send + Sync {
         let outs = exe.execute(&mut args)?;
         outs.iter().map(|b| self.download(b)).collect()
     }
+}
+
+/// Checks that [`Backend::bind_inputs`] has one placement per input.
+pub(crate) fn check_placements(inputs: usize, placements: usize) -> Result<()> {
+    if inputs != placements {
+        return Err(Error::invalid(
+            "bind_inputs",
+            format!("{inputs} inputs with {placements} placements: give one per input"),
+        ));
+    }
+    Ok(())
+}
+
+/// The error for a placement over several replicas given to a backend that runs one.
+fn one_replica(backend: &str, replicas: usize) -> Error {
+    Error::invalid(
+        "bind_inputs",
+        format!(
+            "{backend} runs graphs on one device; an input was placed over {replicas} replicas"
+        ),
+    )
 }
 
 /// Checks that `b` is an f32 vector of `n` elements, for [`Backend::read_f32_into`].

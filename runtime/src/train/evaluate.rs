@@ -175,8 +175,8 @@ impl<A: Architecture> Model<A> {
                     .ok_or_else(not_compiled)?
                     .execute(&mut own_args)?
             };
-            parts.push(match backend.as_mirrored() {
-                Some(m) => distribute::gather_outputs(&m.download_per_replica(&out[0])?, b)?,
+            parts.push(match dist {
+                Some(_) => distribute::gather_outputs(&backend.download_replicas(&out[0])?, b)?,
                 None => backend.download(&out[0])?,
             });
             start += b;

@@ -9,7 +9,7 @@ use super::distribute::{self, Dist};
 use super::spares::Spares;
 use super::step::{logs_len, StepKey};
 use super::Logs;
-use crate::backend::{Backend, Buffer, CompileOptions, Executable};
+use crate::backend::{Backend, Buffer, CompileOptions, Executable, Placement};
 use crate::ir::Graph;
 use crate::metrics::Metric;
 use crate::nn::ParamSpec;
@@ -24,9 +24,9 @@ pub(crate) struct StepOut {
     pub batch_loss: f64,
 }
 
-/// How one input of a step reaches the replicas of a data-parallel step: its rows split
-/// over them, its rows split as sample weights (padding rows weigh 0), or whole to each.
-/// On one device every input goes whole.
+/// What one input of a step is to the replicas of a data-parallel step: rows split over
+/// them, sample weights split so (padding rows weigh 0), or one value every replica gets
+/// whole. On one device every input goes whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Bind {
     Rows,
@@ -173,11 +173,8 @@ impl StepRunner {
     /// Each replica's copy of parameter `i`, read from the devices (one copy on a backend
     /// that does not replicate).
     pub fn param_per_replica(&self, i: usize) -> Result<Vec<Tensor>> {
-        let b = &self.args[self.layout.params.start + i];
-        match self.backend.as_mirrored() {
-            Some(m) => m.download_per_replica(b),
-            None => Ok(vec![self.backend.download(b)?]),
-        }
+        self.backend
+            .download_replicas(&self.args[self.layout.params.start + i])
     }
 
     /// Zeroes the loss tracker and every metric's state.
@@ -368,10 +365,9 @@ fn read_logs(
 }
 
 /// Puts a call's `inputs` after the state in `args` (`args[base..]`), each as `binds`
-/// says (rows, then weights, then whole ones). `(k, dist)`: the tensors stack `k` global
-/// batches, split over replicas by `dist` (`None` on one device). On one device the
-/// backend may take the tensors' memory (they keep their shapes, not their values): the
-/// native backend then copies no batch.
+/// says. `(k, dist)`: the tensors stack `k` global batches, split over replicas by `dist`
+/// (`None` on one device, where every input is whole). The backend may take the tensors'
+/// memory (they keep their shapes, not their values): natively a batch is not copied.
 pub(crate) fn bind_inputs(
     backend: &dyn Backend,
     args: &mut Vec<Buffer>,
@@ -381,80 +377,70 @@ pub(crate) fn bind_inputs(
     (k, dist): (usize, Option<Dist>),
     spare: &mut Spares<Vec<Buffer>>,
 ) -> Result<()> {
-    match (dist, backend.as_mirrored()) {
-        (Some(d), Some(m)) => {
-            let rows = distribute::shard_rows(k, d);
-            let (mut split, mut weights, mut whole) = (Vec::new(), Vec::new(), Vec::new());
-            for (t, b) in inputs.iter().zip(binds) {
-                match b {
-                    Bind::Rows => split.push(&**t),
-                    Bind::Weights => {
-                        weights.push(distribute::shard_weights(&t.to_vec::<f32>()?, k, d)?)
-                    }
-                    Bind::Whole => whole.push(&**t),
-                }
-            }
-            distribute::set_replica_inputs(m, args, base, (&split, &rows), &weights, &whole)
-        }
-        _ => set_inputs_taking(backend, args, base, inputs, spare),
-    }
-}
-
-/// Puts `inputs` after the state in `args`, reusing the buffers already there when the
-/// types match (no allocation in steady state on the native backend), letting the
-/// backend take the tensors' memory. Buffers of other types are swapped with a set from
-/// `spare` that fits, or made, and the ones they replace are kept there: alternating
-/// shapes (the partial last batch) reuse both sets.
-fn set_inputs_taking(
-    backend: &dyn Backend,
-    args: &mut Vec<Buffer>,
-    base: usize,
-    inputs: &mut [&mut Tensor],
-    spare: &mut Spares<Vec<Buffer>>,
-) -> Result<()> {
-    make_room(backend, args, base, inputs.len(), |i| &*inputs[i], spare)?;
-    for (b, t) in args[base..].iter_mut().zip(inputs.iter_mut()) {
-        backend.upload_taking(t, b)?;
-    }
-    Ok(())
-}
-
-/// Makes `args[base..]` a set of `n` buffers of `input(i)`'s types (see
-/// `set_inputs_taking`).
-fn make_room<'t>(
-    backend: &dyn Backend,
-    args: &mut Vec<Buffer>,
-    base: usize,
-    n: usize,
-    input: impl Fn(usize) -> &'t Tensor,
-    spare: &mut Spares<Vec<Buffer>>,
-) -> Result<()> {
-    let fits = |set: &[Buffer]| {
-        set.len() == n
-            && set.iter().enumerate().all(|(i, b)| {
-                let t = input(i);
-                b.ty().dtype == t.dtype() && b.ty().dims() == t.dims()
-            })
+    let Some(d) = dist else {
+        let whole = &WHOLE[..inputs.len().min(WHOLE.len())];
+        make_room(backend, args, base, inputs, whole, spare);
+        return backend.bind_inputs(args, base, inputs, whole);
     };
-    if !fits(&args[base.min(args.len())..]) {
-        let mut set = match spare.take(|s| fits(s)) {
-            Some(s) => s,
-            None => (0..n)
-                .map(|i| backend.upload(input(i)))
-                .collect::<Result<Vec<_>>>()?,
-        };
-        if args.len() == base + set.len() {
-            for (a, s) in args[base..].iter_mut().zip(&mut set) {
-                std::mem::swap(a, s);
-            }
-        } else {
-            let old: Vec<Buffer> = args.drain(base.min(args.len())..).collect();
-            args.append(&mut set);
-            set = old;
-        }
-        if !set.is_empty() {
-            spare.keep(set);
-        }
+    let rows = distribute::shard_rows(k, d);
+    let weights = inputs
+        .iter()
+        .zip(binds)
+        .filter(|(_, b)| **b == Bind::Weights)
+        .map(|(t, _)| distribute::shard_weights(&t.to_vec::<f32>()?, k, d))
+        .collect::<Result<Vec<_>>>()?;
+    let mut parts = weights.iter();
+    let placements = binds
+        .iter()
+        .map(|b| match b {
+            Bind::Rows => Placement::Rows(&rows),
+            Bind::Weights => parts
+                .next()
+                .map_or(Placement::Whole, |w| Placement::Parts(w)),
+            Bind::Whole => Placement::Whole,
+        })
+        .collect::<Vec<_>>();
+    make_room(backend, args, base, inputs, &placements, spare);
+    backend.bind_inputs(args, base, inputs, &placements)
+}
+
+/// Every input of a call on one device: whole (as many as a call has).
+const WHOLE: [Placement<'static>; 4] = [Placement::Whole; 4];
+
+/// Makes `args[base..]` a set of buffers that fit `inputs` placed as `placements` when
+/// one is at hand: the set there, or one kept in `spare` (keeping the set it replaces),
+/// or none (the backend then makes them). Alternating shapes (the partial last batch)
+/// so reuse both sets.
+fn make_room(
+    backend: &dyn Backend,
+    args: &mut Vec<Buffer>,
+    base: usize,
+    inputs: &[&mut Tensor],
+    placements: &[Placement<'_>],
+    spare: &mut Spares<Vec<Buffer>>,
+) {
+    let fits = |set: &[Buffer]| {
+        set.len() == inputs.len()
+            && set
+                .iter()
+                .zip(inputs)
+                .zip(placements)
+                .all(|((b, t), p)| backend.input_fits(b, t, p))
+    };
+    if fits(&args[base.min(args.len())..]) {
+        return;
     }
-    Ok(())
+    let mut set = spare.take(|s| fits(s)).unwrap_or_default();
+    if !set.is_empty() && args.len() == base + set.len() {
+        for (a, s) in args[base..].iter_mut().zip(&mut set) {
+            std::mem::swap(a, s);
+        }
+    } else {
+        let old: Vec<Buffer> = args.drain(base.min(args.len())..).collect();
+        args.append(&mut set);
+        set = old;
+    }
+    if !set.is_empty() {
+        spare.keep(set);
+    }
 }
