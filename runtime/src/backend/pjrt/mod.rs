@@ -313,6 +313,7 @@ impl Backend for PjrtBackend {
             graph,
             options,
             self.executions.clone(),
+            (1, false),
         )))
     }
 
