@@ -10,7 +10,10 @@ pub use device::{backend_from_env, Device, DEVICE_ENV};
 pub use replicated::{MirroredBackend, ReplicaBackend, ReplicatedExecutable};
 
 use crate::ir::{DType, Graph, TensorType};
+// Host memory, which the native kernels work on in place: a kernel-level type (it moves
+// below the backends with the rest of `native::data`).
 use crate::{Error, Result, Tensor};
+use native::data::Storage;
 
 /// How a graph is compiled.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -53,7 +56,8 @@ impl CompileOptions {
     }
 }
 
-/// Data owned by a backend (host memory for native, device memory for PJRT).
+/// Data owned by a backend: host memory, or memory a backend keeps elsewhere (a device)
+/// behind a handle only that backend reads.
 #[derive(Debug)]
 pub struct Buffer {
     ty: TensorType,
@@ -62,11 +66,30 @@ pub struct Buffer {
 
 #[derive(Debug)]
 pub(crate) enum Repr {
-    Native(native::Storage),
-    Pjrt(pjrt::DeviceBuffer),
+    /// Host memory, read and written in place by the native backend's kernels.
+    Host(Storage),
+    /// A handle on memory outside the host, opaque here: the backend named `backend` made
+    /// it and downcasts it (see [`Buffer::device_memory`]).
+    Device {
+        backend: &'static str,
+        memory: Box<dyn DeviceMemory>,
+    },
     /// One buffer per replica of a [`MirroredBackend`], each of this buffer's type: copies
     /// of one value (mirrored state) or each replica's own piece of a batch.
     Replicated(Vec<Buffer>),
+}
+
+/// What a backend keeps in a [`Buffer`] for memory outside the host (a PJRT device
+/// buffer): any type of its own, which it gets back by downcasting.
+pub(crate) trait DeviceMemory: std::any::Any + Send + Sync + std::fmt::Debug {
+    /// Called on the `dyn DeviceMemory` itself, not on a `Box` of it (which is one too).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl<T: std::any::Any + Send + Sync + std::fmt::Debug> DeviceMemory for T {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 impl Buffer {
@@ -74,25 +97,33 @@ impl Buffer {
         &self.ty
     }
 
-    pub(crate) fn native(ty: TensorType, s: native::Storage) -> Buffer {
+    pub(crate) fn native(ty: TensorType, s: Storage) -> Buffer {
         Buffer {
             ty,
-            repr: Repr::Native(s),
+            repr: Repr::Host(s),
         }
     }
 
-    pub(crate) fn pjrt(ty: TensorType, b: pjrt::DeviceBuffer) -> Buffer {
+    /// A buffer of backend `backend` holding `memory` outside the host.
+    pub(crate) fn device(
+        ty: TensorType,
+        backend: &'static str,
+        memory: impl DeviceMemory,
+    ) -> Buffer {
         Buffer {
             ty,
-            repr: Repr::Pjrt(b),
+            repr: Repr::Device {
+                backend,
+                memory: Box::new(memory),
+            },
         }
     }
 
     /// The name of the backend that made this buffer.
     pub fn backend(&self) -> &'static str {
         match self.repr {
-            Repr::Native(_) => "native",
-            Repr::Pjrt(_) => "xla",
+            Repr::Host(_) => "native",
+            Repr::Device { backend, .. } => backend,
             Repr::Replicated(_) => "mirrored",
         }
     }
@@ -105,26 +136,30 @@ impl Buffer {
     }
 
     /// The host storage of a native buffer; a typed error for any other.
-    pub(crate) fn native_storage(&self) -> Result<&native::Storage> {
+    pub(crate) fn native_storage(&self) -> Result<&Storage> {
         match &self.repr {
-            Repr::Native(s) => Ok(s),
-            Repr::Pjrt(_) | Repr::Replicated(_) => Err(self.wrong_backend("native")),
+            Repr::Host(s) => Ok(s),
+            Repr::Device { .. } | Repr::Replicated(_) => Err(self.wrong_backend("native")),
         }
     }
 
-    pub(crate) fn native_storage_mut(&mut self) -> Result<&mut native::Storage> {
+    pub(crate) fn native_storage_mut(&mut self) -> Result<&mut Storage> {
         match self.repr {
-            Repr::Native(ref mut s) => Ok(s),
+            Repr::Host(ref mut s) => Ok(s),
             // The error is built only on this path: the native one runs every step.
-            Repr::Pjrt(_) | Repr::Replicated(_) => Err(self.wrong_backend("native")),
+            Repr::Device { .. } | Repr::Replicated(_) => Err(self.wrong_backend("native")),
         }
     }
 
-    /// The device buffer of a PJRT buffer; a typed error for any other.
-    pub(crate) fn pjrt_buffer(&self) -> Result<&pjrt::DeviceBuffer> {
+    /// The memory that backend `backend` keeps in this buffer, as its type `T`; a typed
+    /// error for a buffer of any other backend.
+    pub(crate) fn device_memory<T: std::any::Any>(&self, backend: &'static str) -> Result<&T> {
         match &self.repr {
-            Repr::Pjrt(b) => Ok(b),
-            Repr::Native(_) | Repr::Replicated(_) => Err(self.wrong_backend("xla")),
+            Repr::Device { backend: b, memory } if *b == backend => (**memory)
+                .as_any()
+                .downcast_ref::<T>()
+                .ok_or_else(|| self.wrong_backend(backend)),
+            _ => Err(self.wrong_backend(backend)),
         }
     }
 
@@ -139,14 +174,14 @@ impl Buffer {
     pub(crate) fn replica_parts(&self) -> Result<&[Buffer]> {
         match &self.repr {
             Repr::Replicated(parts) => Ok(parts),
-            Repr::Native(_) | Repr::Pjrt(_) => Err(self.wrong_backend("mirrored")),
+            Repr::Host(_) | Repr::Device { .. } => Err(self.wrong_backend("mirrored")),
         }
     }
 
     pub(crate) fn replica_parts_mut(&mut self) -> Result<&mut Vec<Buffer>> {
         match self.repr {
             Repr::Replicated(ref mut parts) => Ok(parts),
-            Repr::Native(_) | Repr::Pjrt(_) => Err(self.wrong_backend("mirrored")),
+            Repr::Host(_) | Repr::Device { .. } => Err(self.wrong_backend("mirrored")),
         }
     }
 }

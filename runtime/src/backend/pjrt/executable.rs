@@ -2,6 +2,7 @@
 //! device) or as replicas (see `replicated`).
 
 use super::client::{Client, LoadedExecutable};
+use super::{device_buffer, xla_buffer};
 use crate::backend::{check_args, Buffer, CompileOptions, Executable, ReplicatedExecutable};
 use crate::ir::{Graph, TensorType};
 use crate::{Error, Result};
@@ -116,7 +117,7 @@ impl PjrtExecutable {
         list.iter()
             .enumerate()
             .map(|(i, a)| {
-                let d = a.pjrt_buffer()?;
+                let d = device_buffer(a)?;
                 if !Arc::ptr_eq(d.client(), &self.client) {
                     return Err(if self.assigned {
                         Error::invalid(
@@ -191,13 +192,13 @@ impl PjrtExecutable {
                 .zip(&self.destinations)
                 .zip(&self.output_types)
             {
-                let b = Buffer::pjrt(ty.clone(), out);
+                let b = xla_buffer(ty.clone(), out);
                 match *dest {
                     Destination::Return => mine.push(b),
                     Destination::Update(p) => {
                         // The old handle was donated (its memory now holds the update);
                         // only the handle is left to free, by dropping it.
-                        let donated = args[r][p].pjrt_buffer()?.is_deleted()?;
+                        let donated = device_buffer(&args[r][p])?.is_deleted()?;
                         self.counters.update(donated);
                         args[r][p] = b;
                     }

@@ -6,6 +6,7 @@
 
 use super::executable::PjrtExecutable;
 use super::options::BuildOptions;
+use super::xla_buffer;
 use super::{stablehlo, PjrtBackend};
 use crate::backend::replicated::{check_replicas, ReplicaBackend, ReplicatedExecutable};
 use crate::backend::{Buffer, CompileOptions};
@@ -26,7 +27,7 @@ impl ReplicaBackend for PjrtBackend {
     }
 
     fn upload_to(&self, t: &Tensor, replica: usize) -> Result<Buffer> {
-        Ok(Buffer::pjrt(t.ty(), self.client.upload(t, replica)?))
+        Ok(xla_buffer(t.ty(), self.client.upload(t, replica)?))
     }
 
     fn compile_replicated(
