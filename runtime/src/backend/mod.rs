@@ -329,12 +329,6 @@ pub trait Backend: Send + Sync {
         Ok(vec![self.download(b)?])
     }
 
-    /// The data-parallel side of a [`MirroredBackend`] (every graph it compiles runs as
-    /// several replicas); `None` for a backend that runs graphs once, on one device.
-    fn as_mirrored(&self) -> Option<&MirroredBackend> {
-        None
-    }
-
     /// Compiles, uploads, runs once and downloads: the convenience for tests and one-off
     /// evaluations.
     fn run(&self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {

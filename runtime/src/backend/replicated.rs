@@ -328,10 +328,6 @@ impl Backend for MirroredBackend {
     fn download_replicas(&self, b: &Buffer) -> Result<Vec<Tensor>> {
         self.download_per_replica(b)
     }
-
-    fn as_mirrored(&self) -> Option<&MirroredBackend> {
-        Some(self)
-    }
 }
 
 /// A replicated program behind the single-device [`Executable`] interface: each argument
