@@ -8,7 +8,6 @@ use super::staging::{with_rows, Staging};
 use super::step::{train_graph, StepKey};
 use super::{Fit, History, Logs};
 use crate::data::{Batch, Dataset, IntoTensor};
-use crate::ir::TensorType;
 use crate::nn::{Architecture, Model};
 use crate::{Error, Result, Tensor};
 use std::time::Instant;
@@ -322,13 +321,7 @@ impl<A: Architecture> Model<A> {
         // The step graph sees one replica's rows of each batch (all of them on one device).
         let dist = self.dist("fit", batch, pad)?;
         let rows = dist.map_or(batch, |d| d.local);
-        // Keys are compared in place (building one allocates), so a steady loop, the
-        // partial batch's call included, finds its executable without allocating.
-        let same = |t: &TensorType, v: &Tensor| {
-            t.dtype == v.dtype() && t.dims()[0] == k * rows && t.dims()[1..] == v.dims()[1..]
-        };
-        let fits = |key: &StepKey| matches!(key, StepKey::Train { batch: b, k: kk, x: xt, y: yt, dist: dd } if *b == batch && *kk == k && *dd == dist && same(xt, x) && same(yt, y));
-        let index = match self.runner()?.find_train(fits) {
+        let index = match self.runner()?.find_train(batch, k, dist, x, y) {
             Some(i) => i,
             None => {
                 let (x_ty, y_ty) = (with_rows(&x.ty(), k * rows), with_rows(&y.ty(), k * rows));

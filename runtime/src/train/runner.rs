@@ -10,7 +10,7 @@ use super::spares::Spares;
 use super::step::{logs_len, StepKey};
 use super::Logs;
 use crate::backend::{Backend, Buffer, CompileOptions, Executable, Placement};
-use crate::ir::Graph;
+use crate::ir::{Graph, TensorType};
 use crate::metrics::Metric;
 use crate::nn::ParamSpec;
 use crate::optim::Optimizer;
@@ -198,11 +198,28 @@ impl StepRunner {
         Ok(())
     }
 
-    /// The index of a compiled train step whose key `fits` (the last one run first): a
-    /// steady loop finds its step without building a key.
-    pub fn find_train(&self, fits: impl Fn(&StepKey) -> bool) -> Option<usize> {
+    /// The index of the compiled train step for `k` global batches of `batch` rows split
+    /// by `dist`, taking `x` and `y` (`k` batches stacked) of these types, the last one run
+    /// tried first. Keys are compared in place (building one allocates), so a steady loop,
+    /// the partial batch's call included, finds its step without allocating.
+    pub fn find_train(
+        &self,
+        batch: usize,
+        k: usize,
+        dist: Option<Dist>,
+        x: &Tensor,
+        y: &Tensor,
+    ) -> Option<usize> {
+        let rows = k * dist.map_or(batch, |d| d.local);
+        let same = |t: &TensorType, v: &Tensor| {
+            t.dtype == v.dtype() && t.dims()[0] == rows && t.dims()[1..] == v.dims()[1..]
+        };
+        let fits = |key: &StepKey| {
+            matches!(key, StepKey::Train { batch: b, k: kk, x: xt, y: yt, dist: dd }
+                if *b == batch && *kk == k && *dd == dist && same(xt, x) && same(yt, y))
+        };
         self.last_train
-            .filter(|&i| self.train_keys.get(i).is_some_and(&fits))
+            .filter(|&i| self.train_keys.get(i).is_some_and(fits))
             .or_else(|| self.train_keys.iter().position(fits))
     }
 
