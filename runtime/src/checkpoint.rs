@@ -147,32 +147,27 @@ impl<A: Architecture> Model<A> {
         meta.insert("epoch".to_string(), epoch.to_string());
         meta.insert("model".to_string(), self.name().to_string());
         if let Some(t) = &self.train {
-            if let Some(d) = &t.device {
+            if let Some(r) = &t.runner {
+                let layout = r.layout();
                 meta.insert("optimizer".to_string(), t.optimizer.name().to_string());
                 let slots = t.optimizer.slots();
-                for (j, &pi) in d.layout.trainable.iter().enumerate() {
-                    for (s, (slot, _)) in d.layout.slots_of(j).zip(&slots) {
-                        let v = self.backend.download(&d.args[s])?;
+                for (j, &pi) in layout.trainable.iter().enumerate() {
+                    for (s, (slot, _)) in layout.slots_of(j).zip(&slots) {
+                        let v = r.state(s)?;
                         tensors.push((
                             format!("optimizer/{slot}/{}", built.params[pi].name),
                             to_bytes(&v)?,
                         ));
                     }
                 }
-                for (i, (g, _)) in d.layout.globals.clone().zip(t.optimizer.globals()) {
-                    tensors.push((
-                        format!("optimizer/global/{g}"),
-                        to_bytes(&self.backend.download(&d.args[i])?)?,
-                    ));
+                for (i, (g, _)) in layout.globals.clone().zip(t.optimizer.globals()) {
+                    tensors.push((format!("optimizer/global/{g}"), to_bytes(&r.state(i)?)?));
                 }
                 tensors.push((
                     "state/iterations".into(),
-                    to_bytes(&self.backend.download(&d.args[d.layout.iterations])?)?,
+                    to_bytes(&r.state(layout.iterations)?)?,
                 ));
-                tensors.push((
-                    "state/rng_key".into(),
-                    to_bytes(&self.backend.download(&d.args[d.layout.key])?)?,
-                ));
+                tensors.push(("state/rng_key".into(), to_bytes(&r.state(layout.key)?)?));
             }
         }
         let bytes =
@@ -262,10 +257,11 @@ impl<A: Architecture> Model<A> {
         let mut iterations = 0u64;
         if has_optimizer {
             if let Some(t) = &self.train {
-                let d = t
-                    .device
+                let layout = t
+                    .runner
                     .as_ref()
-                    .ok_or_else(|| err("internal: no device state".into()))?;
+                    .ok_or_else(|| err("internal: no device state".into()))?
+                    .layout();
                 if info.get("optimizer").map(String::as_str) != Some(t.optimizer.name()) {
                     return Err(err(format!(
                         "was written by optimizer {:?} but the model is compiled with {}",
@@ -274,45 +270,36 @@ impl<A: Architecture> Model<A> {
                     )));
                 }
                 let slots = t.optimizer.slots();
-                for (j, &pi) in d.layout.trainable.iter().enumerate() {
-                    for (s, (slot, _)) in d.layout.slots_of(j).zip(&slots) {
+                for (j, &pi) in layout.trainable.iter().enumerate() {
+                    for (s, (slot, _)) in layout.slots_of(j).zip(&slots) {
                         restore.push((
                             s,
                             get(
                                 &format!("optimizer/{slot}/{}", built.params[pi].name),
-                                &d.layout.types[s],
+                                &layout.types[s],
                             )?,
                         ));
                     }
                 }
-                for (i, (g, _)) in d.layout.globals.clone().zip(t.optimizer.globals()) {
-                    restore.push((
-                        i,
-                        get(&format!("optimizer/global/{g}"), &d.layout.types[i])?,
-                    ));
+                for (i, (g, _)) in layout.globals.clone().zip(t.optimizer.globals()) {
+                    restore.push((i, get(&format!("optimizer/global/{g}"), &layout.types[i])?));
                 }
-                let it = get("state/iterations", &d.layout.types[d.layout.iterations])?;
+                let it = get("state/iterations", &layout.types[layout.iterations])?;
                 iterations = it.scalar_f64()? as u64;
-                restore.push((d.layout.iterations, it));
-                restore.push((
-                    d.layout.key,
-                    get("state/rng_key", &d.layout.types[d.layout.key])?,
-                ));
+                restore.push((layout.iterations, it));
+                restore.push((layout.key, get("state/rng_key", &layout.types[layout.key])?));
             }
         }
         // Everything checked: apply.
         self.weights = weights;
-        let backend = self.backend.clone();
         let restored_optimizer = !restore.is_empty();
-        if let Some(t) = &mut self.train {
-            t.upload_weights(backend.as_ref(), &self.weights)?;
-            if let Some(d) = &mut t.device {
-                for (i, v) in &restore {
-                    backend.upload_into(v, &mut d.args[*i])?;
-                }
-                if restored_optimizer {
-                    d.iterations = iterations;
-                }
+        if let Some(r) = self.train.as_mut().and_then(|t| t.runner.as_mut()) {
+            r.upload_weights(&self.weights)?;
+            for (i, v) in &restore {
+                r.set_state(*i, v)?;
+            }
+            if restored_optimizer {
+                r.set_iterations(iterations);
             }
         }
         Ok(CheckpointInfo {

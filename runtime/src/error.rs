@@ -18,6 +18,19 @@ pub enum Error {
         operands: Vec<TensorType>,
     },
 
+    /// Inputs whose shape is not the one the model takes (`None` is the batch dimension,
+    /// which may be anything).
+    #[error(
+        "{what}: the model takes inputs of shape {}, got {}",
+        dims_text(expected),
+        crate::ir::Shape(got.clone())
+    )]
+    InputShape {
+        what: String,
+        expected: Vec<Option<usize>>,
+        got: Vec<usize>,
+    },
+
     /// A value of the wrong element type.
     #[error("{what}: expected element type {expected}, got {got}")]
     DType {
@@ -132,6 +145,15 @@ pub enum Error {
         "unknown device `{input}`: {message} (expected native, xla-cpu, xla-cpu:N, cuda or tpu)"
     )]
     DeviceParse { input: String, message: String },
+}
+
+/// `[batch, 784]`: a shape whose `None` dimensions may be anything.
+fn dims_text(dims: &[Option<usize>]) -> String {
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|d| d.map_or_else(|| "batch".to_string(), |d| d.to_string()))
+        .collect();
+    format!("[{}]", parts.join(", "))
 }
 
 impl Error {

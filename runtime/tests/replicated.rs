@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use strata_runtime::backend::native::NativeBackend;
 use strata_runtime::backend::pjrt::{CacheDir, PjrtBackend, PjrtOptions};
-use strata_runtime::backend::{Backend, CompileOptions, Device, MirroredBackend, ReplicaBackend};
+use strata_runtime::backend::{
+    Backend, CompileOptions, Device, MirroredBackend, Placement, ReplicaBackend,
+};
 use strata_runtime::ir::{DType, Graph, TensorType};
 use strata_runtime::{Error, Tensor};
 
@@ -232,4 +234,56 @@ fn rows_of_a_batch_go_to_their_replicas() {
             .upload_rows_per_replica_into(&t, &[vec![0]], &mut b)
             .is_err());
     }
+}
+
+#[test]
+fn bind_inputs_places_each_input_as_asked() {
+    let t = Tensor::from_vec(&[4, 2], vec![0f32, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]).unwrap();
+    let lr = Tensor::from_vec(&[1], vec![0.5f32]).unwrap();
+    let parts = [f32t(&[2], &[1.0, 2.0]), f32t(&[2], &[3.0, 4.0])];
+    let rows = [vec![0, 1], vec![3, 3]];
+    let m = MirroredBackend::new(Arc::new(NativeBackend::new()), 2).unwrap();
+    let mut args = vec![m.upload(&Tensor::scalar(0f32)).unwrap()];
+    let placements = [
+        Placement::Rows(&rows),
+        Placement::Parts(&parts),
+        Placement::Whole,
+    ];
+    // Twice: made, then reused in place.
+    for _ in 0..2 {
+        let (mut x, mut w, mut l) = (t.clone(), parts[0].clone(), lr.clone());
+        m.bind_inputs(&mut args, 1, &mut [&mut x, &mut w, &mut l], &placements)
+            .unwrap();
+        assert_eq!(args.len(), 4);
+        let xs = m.download_per_replica(&args[1]).unwrap();
+        assert_eq!(xs[1].to_vec::<f32>().unwrap(), [6.0, 7.0, 6.0, 7.0]);
+        let ws = m.download_per_replica(&args[2]).unwrap();
+        assert_eq!(ws[1].to_vec::<f32>().unwrap(), [3.0, 4.0]);
+        for l in m.download_per_replica(&args[3]).unwrap() {
+            assert_eq!(l.to_vec::<f32>().unwrap(), [0.5]);
+        }
+        for (b, (t, p)) in args[1..]
+            .iter()
+            .zip([&t, &parts[0], &lr].iter().zip(&placements))
+        {
+            assert!(m.input_fits(b, t, p));
+        }
+    }
+
+    // One device takes every input whole (a one-replica placement is that replica's
+    // share) and refuses a placement over several replicas.
+    let native = NativeBackend::new();
+    let mut args = Vec::new();
+    let mut x = t.clone();
+    native
+        .bind_inputs(&mut args, 0, &mut [&mut x], &[Placement::Rows(&[vec![2]])])
+        .unwrap();
+    assert_eq!(
+        native.download(&args[0]).unwrap().to_vec::<f32>().unwrap(),
+        [4.0, 5.0]
+    );
+    let r = native.bind_inputs(&mut args, 0, &mut [&mut x], &[Placement::Rows(&rows)]);
+    assert!(matches!(r, Err(Error::InvalidArgument { .. })), "{r:?}");
+    let r = native.bind_inputs(&mut args, 0, &mut [&mut x], &[]);
+    assert!(matches!(r, Err(Error::InvalidArgument { .. })), "{r:?}");
 }

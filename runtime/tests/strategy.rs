@@ -280,14 +280,11 @@ fn scopes_give_models_their_strategy() {
         let one = strategy(OneDeviceStrategy::new(Device::Native));
         // The innermost scope wins.
         let nested = one.scope(mlp);
-        assert!(nested.backend().as_mirrored().is_none());
+        assert!(nested.backend().replicas().is_none());
         mlp()
     });
     assert!(Strategy::current().is_none());
-    assert_eq!(
-        inside.backend().as_mirrored().map(|m| m.replicas()),
-        Some(2)
-    );
+    assert_eq!(inside.backend().replicas(), Some(2));
     assert_eq!(inside.strategy().unwrap().num_replicas_in_sync(), 2);
     let outside = mlp();
     assert!(outside.strategy().is_none());

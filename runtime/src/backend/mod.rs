@@ -12,7 +12,10 @@ pub use factory::backend_from_env;
 pub use replicated::{MirroredBackend, ReplicaBackend, ReplicatedExecutable};
 
 use crate::ir::{DType, Graph, TensorType};
+// Host memory, which the native kernels work on in place: a kernel-level type (it moves
+// below the backends with the rest of `native::data`).
 use crate::{Error, Result, Tensor};
+use crate::kernel::Storage;
 
 /// How a graph is compiled.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,7 +58,8 @@ impl CompileOptions {
     }
 }
 
-/// Data owned by a backend (host memory for native, device memory for PJRT).
+/// Data owned by a backend: host memory, or memory a backend keeps elsewhere (a device)
+/// behind a handle only that backend reads.
 #[derive(Debug)]
 pub struct Buffer {
     ty: TensorType,
@@ -64,11 +68,30 @@ pub struct Buffer {
 
 #[derive(Debug)]
 pub(crate) enum Repr {
-    Native(native::Storage),
-    Pjrt(pjrt::DeviceBuffer),
+    /// Host memory, read and written in place by the native backend's kernels.
+    Host(Storage),
+    /// A handle on memory outside the host, opaque here: the backend named `backend` made
+    /// it and downcasts it (see [`Buffer::device_memory`]).
+    Device {
+        backend: &'static str,
+        memory: Box<dyn DeviceMemory>,
+    },
     /// One buffer per replica of a [`MirroredBackend`], each of this buffer's type: copies
     /// of one value (mirrored state) or each replica's own piece of a batch.
     Replicated(Vec<Buffer>),
+}
+
+/// What a backend keeps in a [`Buffer`] for memory outside the host (a PJRT device
+/// buffer): any type of its own, which it gets back by downcasting.
+pub(crate) trait DeviceMemory: std::any::Any + Send + Sync + std::fmt::Debug {
+    /// Called on the `dyn DeviceMemory` itself, not on a `Box` of it (which is one too).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl<T: std::any::Any + Send + Sync + std::fmt::Debug> DeviceMemory for T {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 impl Buffer {
@@ -76,25 +99,33 @@ impl Buffer {
         &self.ty
     }
 
-    pub(crate) fn native(ty: TensorType, s: native::Storage) -> Buffer {
+    pub(crate) fn native(ty: TensorType, s: Storage) -> Buffer {
         Buffer {
             ty,
-            repr: Repr::Native(s),
+            repr: Repr::Host(s),
         }
     }
 
-    pub(crate) fn pjrt(ty: TensorType, b: pjrt::DeviceBuffer) -> Buffer {
+    /// A buffer of backend `backend` holding `memory` outside the host.
+    pub(crate) fn device(
+        ty: TensorType,
+        backend: &'static str,
+        memory: impl DeviceMemory,
+    ) -> Buffer {
         Buffer {
             ty,
-            repr: Repr::Pjrt(b),
+            repr: Repr::Device {
+                backend,
+                memory: Box::new(memory),
+            },
         }
     }
 
     /// The name of the backend that made this buffer.
     pub fn backend(&self) -> &'static str {
         match self.repr {
-            Repr::Native(_) => "native",
-            Repr::Pjrt(_) => "xla",
+            Repr::Host(_) => "native",
+            Repr::Device { backend, .. } => backend,
             Repr::Replicated(_) => "mirrored",
         }
     }
@@ -107,26 +138,30 @@ impl Buffer {
     }
 
     /// The host storage of a native buffer; a typed error for any other.
-    pub(crate) fn native_storage(&self) -> Result<&native::Storage> {
+    pub(crate) fn native_storage(&self) -> Result<&Storage> {
         match &self.repr {
-            Repr::Native(s) => Ok(s),
-            Repr::Pjrt(_) | Repr::Replicated(_) => Err(self.wrong_backend("native")),
+            Repr::Host(s) => Ok(s),
+            Repr::Device { .. } | Repr::Replicated(_) => Err(self.wrong_backend("native")),
         }
     }
 
-    pub(crate) fn native_storage_mut(&mut self) -> Result<&mut native::Storage> {
+    pub(crate) fn native_storage_mut(&mut self) -> Result<&mut Storage> {
         match self.repr {
-            Repr::Native(ref mut s) => Ok(s),
+            Repr::Host(ref mut s) => Ok(s),
             // The error is built only on this path: the native one runs every step.
-            Repr::Pjrt(_) | Repr::Replicated(_) => Err(self.wrong_backend("native")),
+            Repr::Device { .. } | Repr::Replicated(_) => Err(self.wrong_backend("native")),
         }
     }
 
-    /// The device buffer of a PJRT buffer; a typed error for any other.
-    pub(crate) fn pjrt_buffer(&self) -> Result<&pjrt::DeviceBuffer> {
+    /// The memory that backend `backend` keeps in this buffer, as its type `T`; a typed
+    /// error for a buffer of any other backend.
+    pub(crate) fn device_memory<T: std::any::Any>(&self, backend: &'static str) -> Result<&T> {
         match &self.repr {
-            Repr::Pjrt(b) => Ok(b),
-            Repr::Native(_) | Repr::Replicated(_) => Err(self.wrong_backend("xla")),
+            Repr::Device { backend: b, memory } if *b == backend => (**memory)
+                .as_any()
+                .downcast_ref::<T>()
+                .ok_or_else(|| self.wrong_backend(backend)),
+            _ => Err(self.wrong_backend(backend)),
         }
     }
 
@@ -141,16 +176,42 @@ impl Buffer {
     pub(crate) fn replica_parts(&self) -> Result<&[Buffer]> {
         match &self.repr {
             Repr::Replicated(parts) => Ok(parts),
-            Repr::Native(_) | Repr::Pjrt(_) => Err(self.wrong_backend("mirrored")),
+            Repr::Host(_) | Repr::Device { .. } => Err(self.wrong_backend("mirrored")),
         }
     }
 
     pub(crate) fn replica_parts_mut(&mut self) -> Result<&mut Vec<Buffer>> {
         match self.repr {
             Repr::Replicated(ref mut parts) => Ok(parts),
-            Repr::Native(_) | Repr::Pjrt(_) => Err(self.wrong_backend("mirrored")),
+            Repr::Host(_) | Repr::Device { .. } => Err(self.wrong_backend("mirrored")),
         }
     }
+}
+
+/// Where one input of a call goes when the call runs as data-parallel replicas (see
+/// [`Backend::bind_inputs`]). On a backend that runs graphs once, on one device, every
+/// input is whole (the one replica's share is all of it).
+#[derive(Clone, Copy, Debug)]
+pub enum Placement<'a> {
+    /// Replica `r` gets rows `rows[r]` of the tensor (its share of a batch).
+    Rows(&'a [Vec<usize>]),
+    /// Replica `r` gets `parts[r]` (one tensor per replica, all of one type).
+    Parts(&'a [Tensor]),
+    /// Every replica gets the whole tensor.
+    Whole,
+}
+
+/// Whether a buffer of type `ty` holds `t`'s type with `rows` rows, compared in place
+/// (building a type allocates, and the fit loop asks every step).
+pub(crate) fn holds_rows(ty: &TensorType, t: &Tensor, rows: usize) -> bool {
+    ty.dtype == t.dtype()
+        && ty.dims().first() == Some(&rows)
+        && ty.dims().get(1..) == t.dims().get(1..)
+}
+
+/// Whether a buffer of type `ty` holds `t`'s type, compared in place.
+pub(crate) fn holds(ty: &TensorType, t: &Tensor) -> bool {
+    ty.dtype == t.dtype() && ty.dims() == t.dims()
 }
 
 /// A compiled graph, ready to run many times.
@@ -210,10 +271,64 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
-    /// The data-parallel side of a [`MirroredBackend`] (every graph it compiles runs as
-    /// several replicas); `None` for a backend that runs graphs once, on one device.
-    fn as_mirrored(&self) -> Option<&MirroredBackend> {
+    /// How many data-parallel replicas every graph compiled here runs as; `None` for a
+    /// backend that runs each graph once, on one device.
+    fn replicas(&self) -> Option<usize> {
         None
+    }
+
+    /// Whether `b` holds an input like `t` placed as `p`, so that binding `t` there (see
+    /// [`bind_inputs`](Backend::bind_inputs)) reuses it.
+    fn input_fits(&self, b: &Buffer, t: &Tensor, p: &Placement<'_>) -> bool {
+        match p {
+            Placement::Whole => holds(b.ty(), t),
+            Placement::Rows([rows]) => holds_rows(b.ty(), t, rows.len()),
+            Placement::Parts([part]) => holds(b.ty(), part),
+            Placement::Rows(_) | Placement::Parts(_) => false,
+        }
+    }
+
+    /// Puts a call's inputs after the first `base` arguments: `inputs[i]` becomes
+    /// `args[base + i]`, placed on the replicas as `placements[i]` says. The buffers there
+    /// are reused (their memory where the backend can; it may also take a whole input's
+    /// memory, leaving the tensor its shape and unspecified values: callers refill their
+    /// batch tensors every call); missing ones are made.
+    fn bind_inputs(
+        &self,
+        args: &mut Vec<Buffer>,
+        base: usize,
+        inputs: &mut [&mut Tensor],
+        placements: &[Placement<'_>],
+    ) -> Result<()> {
+        check_placements(inputs.len(), placements.len())?;
+        args.truncate(base + inputs.len());
+        for (i, (t, p)) in inputs.iter_mut().zip(placements).enumerate() {
+            let mut gathered;
+            let t: &mut Tensor = match p {
+                Placement::Whole => t,
+                Placement::Rows([rows]) => {
+                    gathered = replicated::gathered(t, rows)?;
+                    &mut gathered
+                }
+                Placement::Parts([part]) => {
+                    gathered = part.clone();
+                    &mut gathered
+                }
+                Placement::Rows(r) => return Err(one_replica(&self.name(), r.len())),
+                Placement::Parts(p) => return Err(one_replica(&self.name(), p.len())),
+            };
+            match args.get_mut(base + i) {
+                Some(b) => self.upload_taking(t, b)?,
+                None => args.push(self.upload(t)?),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every replica's copy (or piece) of a value: one on a backend that does not
+    /// replicate.
+    fn download_replicas(&self, b: &Buffer) -> Result<Vec<Tensor>> {
+        Ok(vec![self.download(b)?])
     }
 
     /// Compiles, uploads, runs once and downloads: the convenience for tests and one-off
@@ -227,6 +342,27 @@ pub trait Backend: Send + Sync {
         let outs = exe.execute(&mut args)?;
         outs.iter().map(|b| self.download(b)).collect()
     }
+}
+
+/// Checks that [`Backend::bind_inputs`] has one placement per input.
+pub(crate) fn check_placements(inputs: usize, placements: usize) -> Result<()> {
+    if inputs != placements {
+        return Err(Error::invalid(
+            "bind_inputs",
+            format!("{inputs} inputs with {placements} placements: give one per input"),
+        ));
+    }
+    Ok(())
+}
+
+/// The error for a placement over several replicas given to a backend that runs one.
+fn one_replica(backend: &str, replicas: usize) -> Error {
+    Error::invalid(
+        "bind_inputs",
+        format!(
+            "{backend} runs graphs on one device; an input was placed over {replicas} replicas"
+        ),
+    )
 }
 
 /// Checks that `b` is an f32 vector of `n` elements, for [`Backend::read_f32_into`].

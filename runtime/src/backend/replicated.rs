@@ -9,8 +9,8 @@
 //! parameters, optimizer state and metrics replicated on every device without the
 //! training code handling lists of buffers (TensorFlow's mirrored variables).
 
-use super::{Backend, Buffer, CompileOptions, Executable};
-use crate::ir::{Graph, TensorType};
+use super::{holds, holds_rows, Backend, Buffer, CompileOptions, Executable, Placement};
+use crate::ir::{DType, Graph, TensorType};
 use crate::{Error, Result, Tensor};
 use std::sync::Arc;
 
@@ -278,8 +278,55 @@ impl Backend for MirroredBackend {
         self.inner.read_f32_into(&self.parts(b)?[0], out)
     }
 
-    fn as_mirrored(&self) -> Option<&MirroredBackend> {
-        Some(self)
+    fn replicas(&self) -> Option<usize> {
+        Some(self.replicas)
+    }
+
+    fn input_fits(&self, b: &Buffer, t: &Tensor, p: &Placement<'_>) -> bool {
+        let n = self.replicas;
+        matches!(b.replica_parts(), Ok(parts) if parts.len() == n)
+            && match p {
+                Placement::Whole => holds(b.ty(), t),
+                Placement::Rows(rows) => rows.len() == n && holds_rows(b.ty(), t, rows[0].len()),
+                Placement::Parts(parts) => parts.len() == n && holds(b.ty(), &parts[0]),
+            }
+    }
+
+    fn bind_inputs(
+        &self,
+        args: &mut Vec<Buffer>,
+        base: usize,
+        inputs: &mut [&mut Tensor],
+        placements: &[Placement<'_>],
+    ) -> Result<()> {
+        super::check_placements(inputs.len(), placements.len())?;
+        args.truncate(base + inputs.len());
+        while args.len() < base + inputs.len() {
+            // A placeholder of no replicas: every upload below replaces it.
+            args.push(Buffer::replicated(
+                TensorType::scalar(DType::F32),
+                Vec::new(),
+            ));
+        }
+        for ((b, t), p) in args[base..].iter_mut().zip(inputs.iter()).zip(placements) {
+            match p {
+                Placement::Rows(rows) => self.upload_rows_per_replica_into(t, rows, b)?,
+                Placement::Parts(parts) => self.upload_per_replica_into(parts, b)?,
+                Placement::Whole => {
+                    let placed = matches!(b.replica_parts(), Ok(p) if p.len() == self.replicas);
+                    if placed && holds(b.ty(), t) {
+                        self.upload_into(t, b)?;
+                    } else {
+                        *b = self.upload(t)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn download_replicas(&self, b: &Buffer) -> Result<Vec<Tensor>> {
+        self.download_per_replica(b)
     }
 }
 

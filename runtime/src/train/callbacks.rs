@@ -1,6 +1,7 @@
 //! Callbacks: hooks into `fit`, with Keras' built-ins.
 
 use super::Logs;
+use crate::optim::LearningRate;
 use crate::{Error, Result, Tensor};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -478,5 +479,42 @@ impl Callback for TerminateOnNaN {
     fn on_train_begin(&mut self, c: &mut Control<'_>) -> Result<()> {
         c.terminate_on_nan();
         Ok(())
+    }
+}
+
+impl<A: crate::nn::Architecture> ModelAccess for crate::Model<A> {
+    fn weights(&mut self) -> Result<Vec<(String, Tensor)>> {
+        self.sync_weights()?;
+        Ok(crate::Model::weights(self))
+    }
+    fn set_weights(&mut self, w: &[(String, Tensor)]) -> Result<()> {
+        crate::Model::set_weights(self, w)
+    }
+    fn learning_rate(&self) -> Option<f32> {
+        let t = self.train.as_ref()?;
+        match &t.optimizer.config().learning_rate {
+            LearningRate::Constant(v) => Some(*v),
+            LearningRate::Schedule(s) => Some(s.lr(self.iterations())),
+        }
+    }
+    fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
+        let t = self.compiled_mut()?;
+        if let LearningRate::Schedule(_) = t.optimizer.config().learning_rate {
+            return Err(Error::invalid(
+                "set_learning_rate",
+                "the optimizer uses a learning-rate schedule; it cannot also be set directly",
+            ));
+        }
+        if !(lr.is_finite() && lr >= 0.0) {
+            return Err(Error::invalid(
+                "set_learning_rate",
+                format!("must be finite and >= 0, got {lr}"),
+            ));
+        }
+        t.optimizer.config_mut().learning_rate = LearningRate::Constant(lr);
+        Ok(())
+    }
+    fn save(&mut self, path: &Path, epoch: usize) -> Result<()> {
+        self.save_checkpoint_at(path, epoch)
     }
 }

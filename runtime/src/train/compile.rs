@@ -1,17 +1,18 @@
-//! `compile`: the optimizer, loss and metrics a model trains with, and the device-resident
-//! state (parameters, optimizer slots, iteration count, random key, metric accumulators).
+//! `compile`: the optimizer, loss and metrics a model trains with, and the layout of the
+//! device-resident state (parameters, optimizer slots, iteration count, random key, metric
+//! accumulators) that the step runner holds.
 
-use super::spares::Spares;
+use super::runner::{StepOut, StepRunner};
 use super::step::StepKey;
-use crate::backend::{Backend, Buffer, Executable};
-use crate::ir::{DType, TensorType};
+use super::Logs;
+use crate::backend::CompileOptions;
+use crate::ir::{DType, Graph, TensorType};
 use crate::loss::Loss;
 use crate::metrics::{IntoMetrics, Metric};
 use crate::nn::{Architecture, ParamSpec};
 use crate::optim::Optimizer;
 use crate::Model;
 use crate::{Error, Result, Tensor};
-use std::collections::HashMap;
 use std::ops::Range;
 
 /// Where each piece of state sits in the argument list every step graph starts with.
@@ -101,34 +102,6 @@ impl Layout {
     }
 }
 
-/// State on the backend: the argument list every step graph starts with, followed by
-/// the current step's inputs.
-pub(crate) struct DeviceState {
-    pub args: Vec<Buffer>,
-    pub layout: Layout,
-    pub exes: HashMap<StepKey, Box<dyn Executable>>,
-    /// The optimizer's iteration count, mirrored on the host for learning-rate schedules.
-    pub iterations: u64,
-    /// The last call's returned outputs, reused by the next call.
-    pub outs: Vec<Buffer>,
-    /// The keys of the train executables compiled, and which one the last call ran:
-    /// found again by comparing shapes in place, as building a key allocates.
-    pub train_keys: Vec<StepKey>,
-    pub last_train: Option<usize>,
-    /// Input buffers of other shapes (the partial batch's, validation's), kept for reuse.
-    pub spare_inputs: Spares<Vec<Buffer>>,
-    /// The last train call's logs vector on the host (grown once, read into every step).
-    pub log_values: Vec<f32>,
-    /// The last train call's returned outputs (its logs, its status: see
-    /// `step::train_graph`), kept while the next call runs, as the host does not read
-    /// every call's logs. `chained` says the next call takes its status from them, else
-    /// from `status_seed` (healthy); `unread` that the host has not read their logs.
-    pub outs_prev: Vec<Buffer>,
-    pub status_seed: Option<Buffer>,
-    pub chained: bool,
-    pub unread: bool,
-}
-
 /// What `compile` set up.
 pub(crate) struct TrainState {
     pub optimizer: Box<dyn Optimizer>,
@@ -137,23 +110,43 @@ pub(crate) struct TrainState {
     /// The metrics' names, computed once.
     pub metric_names: Vec<String>,
     pub steps_per_execution: usize,
-    pub device: Option<DeviceState>,
+    /// The compiled steps and the state on the device, made at the first call that runs
+    /// a step (see [`Model::ensure_device`]).
+    pub runner: Option<StepRunner>,
 }
 
 impl TrainState {
     /// Forgets the device buffers (they are rebuilt from the host weights when needed).
     pub fn drop_device(&mut self) {
-        self.device = None;
+        self.runner = None;
     }
 
-    /// Overwrites the parameters on the device with `weights`.
-    pub fn upload_weights(&mut self, backend: &dyn Backend, weights: &[Tensor]) -> Result<()> {
-        if let Some(d) = &mut self.device {
-            for (i, w) in weights.iter().enumerate() {
-                backend.upload_into(w, &mut d.args[d.layout.params.start + i])?;
-            }
+    /// Overwrites the parameters on the device (if there) with `weights`.
+    pub fn upload_weights(&mut self, weights: &[Tensor]) -> Result<()> {
+        match &mut self.runner {
+            Some(r) => r.upload_weights(weights),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Reads the last train call's logs if the host has not yet (see
+    /// [`StepRunner::read_pending_logs`]).
+    pub fn read_pending_logs(&mut self, logs: &mut Logs) -> Result<Option<StepOut>> {
+        let TrainState {
+            runner,
+            metric_names,
+            ..
+        } = self;
+        let r = runner.as_mut().ok_or_else(not_compiled)?;
+        r.read_pending_logs(metric_names, logs)
+    }
+
+    pub fn runner(&self) -> Result<&StepRunner> {
+        self.runner.as_ref().ok_or_else(not_compiled)
+    }
+
+    pub fn runner_mut(&mut self) -> Result<&mut StepRunner> {
+        self.runner.as_mut().ok_or_else(not_compiled)
     }
 }
 
@@ -199,7 +192,7 @@ impl<A: Architecture> Model<A> {
             metric_names: names[1..].to_vec(),
             metrics,
             steps_per_execution: 1,
-            device: None,
+            runner: None,
         });
         Ok(())
     }
@@ -210,7 +203,7 @@ impl<A: Architecture> Model<A> {
     /// s against 0.067–0.081 s per epoch; on XLA CPU slower, 0.18 against 0.13 s), until
     /// the steps become a loop.
     pub fn set_steps_per_execution(&mut self, k: usize) -> Result<()> {
-        let t = self.train.as_mut().ok_or_else(not_compiled)?;
+        let t = self.compiled_mut()?;
         if k == 0 {
             return Err(Error::invalid("steps_per_execution", "must be >= 1, got 0"));
         }
@@ -226,79 +219,72 @@ impl<A: Architecture> Model<A> {
     pub fn iterations(&self) -> u64 {
         self.train
             .as_ref()
-            .and_then(|t| t.device.as_ref())
-            .map(|d| d.iterations)
-            .unwrap_or(0)
+            .and_then(|t| t.runner.as_ref())
+            .map_or(0, StepRunner::iterations)
+    }
+
+    /// What `compile` set up; the not-compiled error before `compile`.
+    pub(crate) fn compiled(&self) -> Result<&TrainState> {
+        self.train.as_ref().ok_or_else(not_compiled)
+    }
+
+    pub(crate) fn compiled_mut(&mut self) -> Result<&mut TrainState> {
+        self.train.as_mut().ok_or_else(not_compiled)
+    }
+
+    /// The step runner (see [`ensure_device`](Model::ensure_device)).
+    pub(crate) fn runner(&self) -> Result<&StepRunner> {
+        self.compiled()?.runner()
+    }
+
+    pub(crate) fn runner_mut(&mut self) -> Result<&mut StepRunner> {
+        self.compiled_mut()?.runner_mut()
     }
 
     /// Creates the device state from the host weights if it does not exist yet.
     pub(crate) fn ensure_device(&mut self) -> Result<()> {
-        let seed = self.seed();
         let built = self
             .built
             .as_ref()
             .ok_or_else(|| Error::invalid("fit", "the model is not built"))?;
-        let t = self.train.as_mut().ok_or_else(not_compiled)?;
-        if t.device.is_some() {
+        let t = self.compiled()?;
+        if t.runner.is_some() {
             return Ok(());
         }
-        let layout = Layout::new(&built.params, t.optimizer.as_ref(), &t.metrics);
-        let b = self.backend.as_ref();
-        // The state, then a train call's five inputs (see `step::train_graph`).
-        let mut args = Vec::with_capacity(layout.len() + 5);
-        for w in &self.weights {
-            args.push(b.upload(w)?);
-        }
-        let slot_inits = t.optimizer.slots();
-        for &i in &layout.trainable {
-            for (_, init) in &slot_inits {
-                let ty = built.params[i].ty();
-                args.push(b.upload(&Tensor::F32(ndarray::ArrayD::from_elem(
-                    ndarray::IxDyn(ty.dims()),
-                    *init,
-                )))?);
-            }
-        }
-        for (_, init) in t.optimizer.globals() {
-            args.push(b.upload(&Tensor::scalar(init))?);
-        }
-        args.push(b.upload(&Tensor::scalar(0i32))?);
-        let key = crate::random::Rng::new(seed ^ 0x6b65_795f_7374_7261).next_u64();
-        args.push(b.upload(&Tensor::from_vec(
-            &[2],
-            vec![(key >> 32) as i32, key as i32],
-        )?)?);
-        for ty in &layout.types[layout.metric_state.clone()] {
-            args.push(b.upload(&Tensor::zeros(ty))?);
-        }
-        debug_assert_eq!(args.len(), layout.len());
-        t.device = Some(DeviceState {
-            args,
-            layout,
-            exes: HashMap::new(),
-            iterations: 0,
-            outs: Vec::new(),
-            train_keys: Vec::new(),
-            last_train: None,
-            spare_inputs: Spares::default(),
-            log_values: Vec::new(),
-            outs_prev: Vec::new(),
-            status_seed: None,
-            chained: false,
-            unread: false,
-        });
+        let runner = StepRunner::new(
+            self.backend.clone(),
+            &built.params,
+            &self.weights,
+            t.optimizer.as_ref(),
+            &t.metrics,
+            self.seed(),
+        )?;
+        self.compiled_mut()?.runner = Some(runner);
         Ok(())
     }
 
     /// Copies the parameters from the device back into the host weights.
     pub(crate) fn sync_weights(&mut self) -> Result<()> {
-        let Some(d) = self.train.as_ref().and_then(|t| t.device.as_ref()) else {
-            return Ok(());
-        };
-        for (i, w) in self.weights.iter_mut().enumerate() {
-            *w = self.backend.download(&d.args[d.layout.params.start + i])?;
+        match self.train.as_ref().and_then(|t| t.runner.as_ref()) {
+            Some(r) => r.download_weights(&mut self.weights),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Compiles the step for `key` unless it is compiled; `build` gets the model, what
+    /// `compile` set up and the state's layout.
+    pub(crate) fn prepare(
+        &mut self,
+        key: &StepKey,
+        build: impl FnOnce(&Self, &TrainState, &Layout) -> Result<(Graph, CompileOptions)>,
+    ) -> Result<()> {
+        let t = self.compiled()?;
+        let r = t.runner()?;
+        if r.has(key) {
+            return Ok(());
+        }
+        let (g, opts) = build(self, t, r.layout())?;
+        self.runner_mut()?.compile(key.clone(), &g, &opts)
     }
 }
 

@@ -17,7 +17,6 @@
 //! loss, gradient or metric (BatchNormalization's batch statistics do see the repeats).
 
 use crate::autodiff;
-use crate::backend::{Buffer, MirroredBackend};
 use crate::data::gather_rows;
 use crate::ir::{DType, Graph, TensorType, Value};
 use crate::metrics::Metric;
@@ -259,7 +258,7 @@ impl<A: Architecture> Model<A> {
     /// The number of data-parallel replicas this model's graphs run as, under a strategy
     /// that replicates them.
     pub(crate) fn replicas(&self) -> Option<usize> {
-        self.backend.as_mirrored().map(MirroredBackend::replicas)
+        self.backend.replicas()
     }
 
     /// How a global batch of `global` samples splits over this model's replicas (`None`
@@ -274,17 +273,16 @@ impl<A: Architecture> Model<A> {
     /// [`weights`](Model::weights) names them), read from the devices. Under a strategy
     /// every replica's copy is the same, bit for bit; without one there is one copy.
     pub fn weights_per_replica(&mut self) -> Result<Vec<Vec<(String, Tensor)>>> {
-        let mirrored = self.backend.as_mirrored();
-        let state = self.train.as_ref().and_then(|t| t.device.as_ref());
-        let (Some(m), Some(d)) = (mirrored, state) else {
+        let replicas = self.replicas();
+        let runner = self.train.as_ref().and_then(|t| t.runner.as_ref());
+        let (Some(n), Some(r)) = (replicas, runner) else {
             self.sync_weights()?;
             return Ok(vec![self.weights()]);
         };
         let names: Vec<String> = self.params().iter().map(|p| p.name.clone()).collect();
-        let mut out = vec![Vec::with_capacity(names.len()); m.replicas()];
+        let mut out = vec![Vec::with_capacity(names.len()); n];
         for (i, name) in names.iter().enumerate() {
-            let copies = m.download_per_replica(&d.args[d.layout.params.start + i])?;
-            for (r, t) in copies.into_iter().enumerate() {
+            for (r, t) in r.param_per_replica(i)?.into_iter().enumerate() {
                 out[r].push((name.clone(), t));
             }
         }
@@ -361,59 +359,6 @@ pub(crate) fn shard_weights(sw: &[f32], k: usize, d: Dist) -> Result<Vec<Tensor>
             Tensor::from_vec(&[w.len()], w)
         })
         .collect()
-}
-
-/// Puts the step inputs after the state in `args`: each of `split` goes to the replicas
-/// as their rows `rows[r]`, each of `per_replica` holds one piece per replica, and each of
-/// `mirrored` goes to every replica whole. Reuses the buffers already there when the
-/// layout matches.
-pub(crate) fn set_replica_inputs(
-    m: &MirroredBackend,
-    args: &mut Vec<Buffer>,
-    base: usize,
-    (split, rows): (&[&Tensor], &[Vec<usize>]),
-    per_replica: &[Vec<Tensor>],
-    mirrored: &[&Tensor],
-) -> Result<()> {
-    use crate::backend::Backend;
-    let total = split.len() + per_replica.len() + mirrored.len();
-    if args.len() != base + total {
-        args.truncate(base);
-        args.extend(
-            (0..total).map(|_| Buffer::replicated(TensorType::scalar(DType::F32), Vec::new())),
-        );
-    }
-    let (splits, rest) = args[base..].split_at_mut(split.len());
-    let (pieces, whole) = rest.split_at_mut(per_replica.len());
-    for (b, t) in splits.iter_mut().zip(split) {
-        m.upload_rows_per_replica_into(t, rows, b)?;
-    }
-    for (b, parts) in pieces.iter_mut().zip(per_replica) {
-        m.upload_per_replica_into(parts, b)?;
-    }
-    for (b, t) in whole.iter_mut().zip(mirrored) {
-        if b.ty() == &t.ty() && matches!(b.replica_parts(), Ok(p) if p.len() == m.replicas()) {
-            m.upload_into(t, b)?;
-        } else {
-            *b = m.upload(t)?;
-        }
-    }
-    Ok(())
-}
-
-/// Puts one train call's inputs after the state: `x`, `y` and the sample weights `sw`
-/// (`k` global batches, stacked) split over the replicas, the learning rates `lr` whole.
-pub(crate) fn set_batch_inputs(
-    m: &MirroredBackend,
-    args: &mut Vec<Buffer>,
-    base: usize,
-    (x, y, sw, lr): (&Tensor, &Tensor, &Tensor, &Tensor),
-    k: usize,
-    d: Dist,
-) -> Result<()> {
-    let rows = shard_rows(k, d);
-    let weights = shard_weights(&sw.to_vec::<f32>()?, k, d)?;
-    set_replica_inputs(m, args, base, (&[x, y], &rows), &[weights], &[lr])
 }
 
 /// The rows of every replica's output (`parts[r]` holds replica `r`'s `local` rows),

@@ -1,13 +1,14 @@
 //! `evaluate` and `predict`.
 
+use super::checks::check_pair;
 use super::compile::not_compiled;
 use super::distribute;
-use super::fit::{set_inputs, with_rows};
+use super::runner::{bind_inputs, EVAL_INPUTS, PREDICT_INPUTS};
 use super::spares::Spares;
+use super::staging::with_rows;
 use super::step::{eval_graph, predict_graph, StepKey};
 use super::Logs;
 use crate::backend::{Buffer, CompileOptions};
-use crate::data::check_pair;
 use crate::data::{gather_rows, IntoTensor};
 use crate::ir::TensorType;
 use crate::nn::Architecture;
@@ -29,9 +30,7 @@ impl<A: Architecture> Model<A> {
         batch_size: usize,
     ) -> Result<Logs> {
         let (x, y) = (x.into_tensor(), y.into_tensor());
-        if self.train.is_none() {
-            return Err(not_compiled());
-        }
+        self.compiled()?;
         let n = check_pair("evaluate", &x, &y)?;
         self.check_inputs("evaluate", &x)?;
         self.check_targets("evaluate", &y, n)?;
@@ -50,7 +49,7 @@ impl<A: Architecture> Model<A> {
             return Err(Error::invalid("evaluate", "batch_size must be >= 1, got 0"));
         }
         let n = x.dims()[0];
-        self.reset_metrics()?;
+        self.runner_mut()?.reset_metrics()?;
         let mut logs = Logs::default();
         let mut start = 0;
         while start < n {
@@ -61,7 +60,7 @@ impl<A: Architecture> Model<A> {
             let mut yb = Tensor::zeros(&y_ty);
             gather_rows(x, &rows, &mut xb)?;
             gather_rows(y, &rows, &mut yb)?;
-            let sw = Tensor::F32(ndarray::ArrayD::ones(ndarray::IxDyn(&[b])));
+            let mut sw = Tensor::F32(ndarray::ArrayD::ones(ndarray::IxDyn(&[b])));
             // Evaluation pads an uneven batch itself: padding weighs nothing and the
             // divisions use the real count, so it cannot change a result.
             let dist = self.dist("evaluate", b, true)?;
@@ -77,32 +76,13 @@ impl<A: Architecture> Model<A> {
             self.prepare(&key, |m, t, layout| {
                 eval_graph(m, t, layout, dist, &x_ty, &y_ty)
             })?;
-            let backend = self.backend.clone();
-            let t = self.train.as_mut().ok_or_else(not_compiled)?;
-            let d = t.device.as_mut().ok_or_else(not_compiled)?;
-            match (dist, backend.as_mirrored()) {
-                (Some(dist), Some(m)) => {
-                    let rows = distribute::shard_rows(1, dist);
-                    let weights = distribute::shard_weights(&vec![1.0; b], 1, dist)?;
-                    distribute::set_replica_inputs(
-                        m,
-                        &mut d.args,
-                        d.layout.len(),
-                        (&[&xb, &yb], &rows),
-                        &[weights],
-                        &[],
-                    )?;
-                }
-                _ => set_inputs(
-                    backend.as_ref(),
-                    &mut d.args,
-                    d.layout.len(),
-                    &[&xb, &yb, &sw],
-                    &mut d.spare_inputs,
-                )?,
-            }
-            let exe = d.exes.get_mut(&key).ok_or_else(not_compiled)?;
-            let outs = exe.execute(&mut d.args)?;
+            let outs = self.runner_mut()?.run(
+                &key,
+                &mut [&mut xb, &mut yb, &mut sw],
+                EVAL_INPUTS,
+                dist,
+            )?;
+            let (backend, t) = (&self.backend, self.compiled()?);
             logs = Logs::default();
             logs.insert("loss", backend.read_scalar(&outs[0])?);
             for (m, o) in t.metrics.iter().zip(&outs[1..]) {
@@ -141,6 +121,7 @@ impl<A: Architecture> Model<A> {
         }
         // Uncompiled models run a parameters-only graph on freshly uploaded weights.
         let mut own_args: Vec<Buffer> = Vec::new();
+        let mut own_spare = Spares::default();
         let mut own_exes: std::collections::HashMap<
             TensorType,
             Box<dyn crate::backend::Executable>,
@@ -161,19 +142,6 @@ impl<A: Architecture> Model<A> {
             // Under data parallelism each replica predicts its share of the batch.
             let dist = self.dist("predict", b, true)?;
             let x_ty = with_rows(&x.ty(), dist.map_or(b, |d| d.local));
-            let x_in = |args: &mut Vec<Buffer>, base: usize| -> Result<()> {
-                match (dist, backend.as_mirrored()) {
-                    (Some(d), Some(m)) => distribute::set_replica_inputs(
-                        m,
-                        args,
-                        base,
-                        (&[&xb], &distribute::shard_rows(1, d)),
-                        &[],
-                        &[],
-                    ),
-                    _ => set_inputs(backend.as_ref(), args, base, &[&xb], &mut Spares::default()),
-                }
-            };
             let out = if compiled {
                 let key = StepKey::Predict { x: x_ty.clone() };
                 self.prepare(&key, |m, _, layout| {
@@ -182,14 +150,8 @@ impl<A: Architecture> Model<A> {
                         CompileOptions::default(),
                     ))
                 })?;
-                let d = self
-                    .train
-                    .as_mut()
-                    .and_then(|t| t.device.as_mut())
-                    .ok_or_else(not_compiled)?;
-                x_in(&mut d.args, d.layout.len())?;
-                let exe = d.exes.get_mut(&key).ok_or_else(not_compiled)?;
-                exe.execute(&mut d.args)?
+                self.runner_mut()?
+                    .run(&key, &mut [&mut xb], PREDICT_INPUTS, dist)?
             } else {
                 if !own_exes.contains_key(&x_ty) {
                     let types: Vec<TensorType> = self.params().iter().map(|p| p.ty()).collect();
@@ -200,14 +162,22 @@ impl<A: Architecture> Model<A> {
                     );
                 }
                 let base = self.weights.len();
-                x_in(&mut own_args, base)?;
+                bind_inputs(
+                    backend.as_ref(),
+                    &mut own_args,
+                    base,
+                    &mut [&mut xb],
+                    PREDICT_INPUTS,
+                    (1, dist),
+                    &mut own_spare,
+                )?;
                 own_exes
                     .get_mut(&x_ty)
                     .ok_or_else(not_compiled)?
                     .execute(&mut own_args)?
             };
-            parts.push(match backend.as_mirrored() {
-                Some(m) => distribute::gather_outputs(&m.download_per_replica(&out[0])?, b)?,
+            parts.push(match dist {
+                Some(_) => distribute::gather_outputs(&backend.download_replicas(&out[0])?, b)?,
                 None => backend.download(&out[0])?,
             });
             start += b;

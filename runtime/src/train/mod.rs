@@ -6,6 +6,7 @@
 //! scalars the progress bar shows come back to the host.
 
 mod callbacks;
+mod checks;
 mod compile;
 mod distribute;
 mod evaluate;
@@ -14,7 +15,9 @@ mod model;
 #[cfg(test)]
 mod plan_tests;
 mod progress;
+mod runner;
 mod spares;
+mod staging;
 mod step;
 
 pub use callbacks::{

@@ -254,7 +254,7 @@ impl<A: Architecture> Model<A> {
         }
         self.weights = new;
         if let Some(t) = &mut self.train {
-            t.upload_weights(self.backend.as_ref(), &self.weights)?;
+            t.upload_weights(&self.weights)?;
         }
         Ok(())
     }

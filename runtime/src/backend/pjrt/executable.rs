@@ -1,7 +1,9 @@
-//! A compiled graph on a PJRT device, run through the narrow `Executable` trait.
+//! A compiled graph on PJRT devices, run through the narrow `Executable` trait (one
+//! device) or as replicas (see `replicated`).
 
 use super::client::{Client, LoadedExecutable};
-use crate::backend::{check_args, Buffer, CompileOptions, Executable};
+use super::{device_buffer, xla_buffer};
+use crate::backend::{check_args, Buffer, CompileOptions, Executable, ReplicatedExecutable};
 use crate::ir::{Graph, TensorType};
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,16 +53,24 @@ impl ExecutionCounters {
 
 /// What becomes of each output of the program after a run.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Destination {
+enum Destination {
     /// Returned to the caller as a new device buffer (not downloaded).
     Return,
     /// The new value of this parameter, written into its donated buffer.
     Update(usize),
 }
 
+/// A compiled program of one or more replicas, run through the narrow [`Executable`]
+/// (one replica) or [`ReplicatedExecutable`] (one argument list per replica): a
+/// single-device program is the one-replica case, with one path for the arguments'
+/// checks and the outputs' routing.
 pub(crate) struct PjrtExecutable {
     client: Arc<Client>,
     exe: LoadedExecutable,
+    replicas: usize,
+    /// The program was compiled with a device per replica (replica `r` on the client's
+    /// device `r`), so each argument must sit on its replica's device.
+    assigned: bool,
     param_types: Vec<TensorType>,
     output_types: Vec<TensorType>,
     destinations: Vec<Destination>,
@@ -68,7 +78,7 @@ pub(crate) struct PjrtExecutable {
 }
 
 /// Each output's destination under `options`.
-pub(super) fn destinations(g: &Graph, options: &CompileOptions) -> Vec<Destination> {
+fn destinations(g: &Graph, options: &CompileOptions) -> Vec<Destination> {
     let mut destinations = vec![Destination::Return; g.outputs().len()];
     for &(o, p) in &options.updates {
         destinations[o] = Destination::Update(p);
@@ -77,40 +87,127 @@ pub(super) fn destinations(g: &Graph, options: &CompileOptions) -> Vec<Destinati
 }
 
 impl PjrtExecutable {
+    /// `exe`, compiled from `g` for `replicas` replicas; `assigned`: with a device per
+    /// replica.
     pub fn new(
         client: Arc<Client>,
         exe: LoadedExecutable,
         g: &Graph,
         options: &CompileOptions,
         counters: Arc<ExecutionCounters>,
+        (replicas, assigned): (usize, bool),
     ) -> PjrtExecutable {
-        let destinations = destinations(g, options);
         PjrtExecutable {
             client,
             exe,
+            replicas,
+            assigned,
             param_types: g.param_types(),
             output_types: g.output_types(),
-            destinations,
+            destinations: destinations(g, options),
             counters,
         }
     }
 
-    /// Device 0's argument list. (A replicated variant passes one list per device to
-    /// `LoadedExecutable::execute`, which already takes them.)
-    fn argument_list(&self, args: &[Buffer]) -> Result<Vec<*mut super::ffi::Buffer>> {
-        args.iter()
-            .map(|a| {
-                let d = a.pjrt_buffer()?;
-                if Arc::ptr_eq(d.client(), &self.client) {
-                    Ok(d.raw())
-                } else {
-                    Err(Error::invalid(
-                        "xla execute",
-                        "an argument belongs to another XLA client: download it and upload it here",
-                    ))
+    /// Replica `r`'s raw argument list: every buffer this client's (and on the replica's
+    /// device when assigned), so the plugin is never handed a buffer it would have to
+    /// move or could misread.
+    fn argument_list(&self, r: usize, list: &[Buffer]) -> Result<Vec<*mut super::ffi::Buffer>> {
+        check_args("xla", &self.param_types, list)?;
+        list.iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let d = device_buffer(a)?;
+                if !Arc::ptr_eq(d.client(), &self.client) {
+                    return Err(if self.assigned {
+                        Error::invalid(
+                            "xla replicated execute",
+                            format!("replica {r}'s argument {i} belongs to another XLA client"),
+                        )
+                    } else {
+                        Error::invalid(
+                            "xla execute",
+                            "an argument belongs to another XLA client: download it and upload it here",
+                        )
+                    });
                 }
+                if self.assigned && d.device() != r {
+                    return Err(Error::invalid(
+                        "xla replicated execute",
+                        format!(
+                            "replica {r}'s argument {i} is on device {}, not the replica's device {r}",
+                            d.device()
+                        ),
+                    ));
+                }
+                Ok(d.raw())
             })
             .collect()
+    }
+
+    /// Runs every replica once: `args[r]` is replica `r`'s argument list, whose updated
+    /// parameters are replaced in place. Returns each replica's other outputs.
+    fn run(&mut self, args: &mut [&mut [Buffer]]) -> Result<Vec<Vec<Buffer>>> {
+        if args.len() != self.replicas {
+            return Err(Error::invalid(
+                "xla replicated execute",
+                format!(
+                    "{} argument lists for {} replicas",
+                    args.len(),
+                    self.replicas
+                ),
+            ));
+        }
+        let lists = args
+            .iter()
+            .enumerate()
+            .map(|(r, list)| self.argument_list(r, list))
+            .collect::<Result<Vec<_>>>()?;
+        let per_device = self.exe.execute(&lists)?;
+        if per_device.len() != self.replicas {
+            return Err(Error::Backend {
+                backend: "xla",
+                message: format!(
+                    "the program ran on {} devices, expected {}",
+                    per_device.len(),
+                    self.replicas
+                ),
+            });
+        }
+        let mut returned = Vec::with_capacity(self.replicas);
+        for (r, outputs) in per_device.into_iter().enumerate() {
+            if outputs.len() != self.destinations.len() {
+                return Err(Error::Backend {
+                    backend: "xla",
+                    message: format!(
+                        "replica {r} returned {} outputs, expected {}",
+                        outputs.len(),
+                        self.destinations.len()
+                    ),
+                });
+            }
+            let mut mine = Vec::new();
+            for ((out, dest), ty) in outputs
+                .into_iter()
+                .zip(&self.destinations)
+                .zip(&self.output_types)
+            {
+                let b = xla_buffer(ty.clone(), out);
+                match *dest {
+                    Destination::Return => mine.push(b),
+                    Destination::Update(p) => {
+                        // The old handle was donated (its memory now holds the update);
+                        // only the handle is left to free, by dropping it.
+                        let donated = device_buffer(&args[r][p])?.is_deleted()?;
+                        self.counters.update(donated);
+                        args[r][p] = b;
+                    }
+                }
+            }
+            returned.push(mine);
+        }
+        self.counters.executed();
+        Ok(returned)
     }
 }
 
@@ -124,39 +221,26 @@ impl Executable for PjrtExecutable {
     }
 
     fn execute(&mut self, args: &mut [Buffer]) -> Result<Vec<Buffer>> {
-        check_args("xla", &self.param_types, args)?;
-        let list = self.argument_list(args)?;
-        let mut per_device = self.exe.execute(&[list])?;
-        let outputs = per_device.pop().unwrap_or_default();
-        if outputs.len() != self.destinations.len() {
-            return Err(Error::Backend {
-                backend: "xla",
-                message: format!(
-                    "the program returned {} outputs, expected {}",
-                    outputs.len(),
-                    self.destinations.len()
-                ),
-            });
-        }
-        let mut returned = Vec::new();
-        for ((out, dest), ty) in outputs
-            .into_iter()
-            .zip(&self.destinations)
-            .zip(&self.output_types)
-        {
-            let b = Buffer::pjrt(ty.clone(), out);
-            match *dest {
-                Destination::Return => returned.push(b),
-                Destination::Update(p) => {
-                    // The old handle was donated (its memory now holds the update); only
-                    // the handle is left to free, by dropping it.
-                    let donated = args[p].pjrt_buffer()?.is_deleted()?;
-                    self.counters.update(donated);
-                    args[p] = b;
-                }
-            }
-        }
-        self.counters.executed();
-        Ok(returned)
+        let mut outs = self.run(&mut [args])?;
+        Ok(outs.pop().unwrap_or_default())
+    }
+}
+
+impl ReplicatedExecutable for PjrtExecutable {
+    fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    fn param_types(&self) -> &[TensorType] {
+        &self.param_types
+    }
+
+    fn output_types(&self) -> &[TensorType] {
+        &self.output_types
+    }
+
+    fn execute(&mut self, args: &mut [Vec<Buffer>]) -> Result<Vec<Vec<Buffer>>> {
+        let mut lists: Vec<&mut [Buffer]> = args.iter_mut().map(Vec::as_mut_slice).collect();
+        self.run(&mut lists)
     }
 }

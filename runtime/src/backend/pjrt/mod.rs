@@ -219,7 +219,7 @@ impl PjrtBackend {
     }
 
     fn own<'b>(&self, b: &'b Buffer) -> Result<&'b DeviceBuffer> {
-        let d = b.pjrt_buffer()?;
+        let d = device_buffer(b)?;
         if !Arc::ptr_eq(d.client(), &self.client) {
             return Err(Error::invalid(
                 format!("{} backend", self.device),
@@ -314,11 +314,12 @@ impl Backend for PjrtBackend {
             graph,
             options,
             self.executions.clone(),
+            (1, false),
         )))
     }
 
     fn upload(&self, t: &Tensor) -> Result<Buffer> {
-        Ok(Buffer::pjrt(t.ty(), self.client.upload(t, 0)?))
+        Ok(xla_buffer(t.ty(), self.client.upload(t, 0)?))
     }
 
     fn upload_into(&self, t: &Tensor, b: &mut Buffer) -> Result<()> {
@@ -335,4 +336,17 @@ impl Backend for PjrtBackend {
         crate::backend::check_f32_vector(b, out.len())?;
         self.client.read_slice(self.own(b)?, b.ty(), out)
     }
+}
+
+/// What this backend's buffers are called in errors (and `Buffer::backend`).
+const NAME: &str = "xla";
+
+/// A buffer of this backend holding device buffer `d`.
+pub(crate) fn xla_buffer(ty: crate::ir::TensorType, d: DeviceBuffer) -> Buffer {
+    Buffer::device(ty, NAME, d)
+}
+
+/// The device buffer of one of this backend's buffers; a typed error for any other.
+pub(crate) fn device_buffer(b: &Buffer) -> Result<&DeviceBuffer> {
+    b.device_memory::<DeviceBuffer>(NAME)
 }
