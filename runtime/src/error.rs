@@ -23,7 +23,7 @@ pub enum Error {
     #[error(
         "{what}: the model takes inputs of shape {}, got {}",
         dims_text(expected),
-        crate::ir::Shape(got.clone())
+        crate::types::Shape(got.clone())
     )]
     InputShape {
         what: String,

@@ -14,8 +14,8 @@ pub use replicated::{MirroredBackend, ReplicaBackend, ReplicatedExecutable};
 use crate::ir::{DType, Graph, TensorType};
 // Host memory, which the native kernels work on in place: a kernel-level type (it moves
 // below the backends with the rest of `native::data`).
-use crate::{Error, Result, Tensor};
 use crate::kernel::Storage;
+use crate::{Error, Result, Tensor};
 
 /// How a graph is compiled.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -5,16 +5,17 @@ use crate::kernel::data::{Data, DataMut};
 use crate::kernel::real::{Int, Real};
 use crate::{Error, Result};
 
-fn accepts(op: BinaryOp, d: DType) -> bool {
+/// The element types each function accepts, and how an error names them.
+fn domain(op: BinaryOp) -> (fn(DType) -> bool, &'static str) {
     match op {
-        BinaryOp::And | BinaryOp::Or => d == DType::Bool,
+        BinaryOp::And | BinaryOp::Or => (|d| d == DType::Bool, "bool"),
         BinaryOp::Add
         | BinaryOp::Sub
         | BinaryOp::Mul
         | BinaryOp::Div
         | BinaryOp::Max
         | BinaryOp::Min
-        | BinaryOp::Pow => d.is_numeric(),
+        | BinaryOp::Pow => (DType::is_numeric, "f32, f64, i32 or i64"),
     }
 }
 
@@ -28,17 +29,8 @@ pub(crate) fn check(g: &Graph, op: BinaryOp, lhs: Value, rhs: Value) -> Result<T
             format!("operands must have the same type, got {a} and {b}"),
         ));
     }
-    if !accepts(op, a.dtype) {
-        let want = match op {
-            BinaryOp::And | BinaryOp::Or => "bool",
-            BinaryOp::Add
-            | BinaryOp::Sub
-            | BinaryOp::Mul
-            | BinaryOp::Div
-            | BinaryOp::Max
-            | BinaryOp::Min
-            | BinaryOp::Pow => "f32, f64, i32 or i64",
-        };
+    let (accepts, want) = domain(op);
+    if !accepts(a.dtype) {
         return Err(Error::shape(
             op.name(),
             format!("operands must be {want}, got {a}"),
@@ -189,7 +181,7 @@ pub(crate) fn native(op: BinaryOp, a: Data<'_>, b: Data<'_>, out: DataMut<'_>) -
                 *o = match op {
                     BinaryOp::And => x && y,
                     BinaryOp::Or => x || y,
-                    // Numeric only (`accepts`): verified graphs never get here.
+                    // Numeric only (`domain`): verified graphs never get here.
                     BinaryOp::Add
                     | BinaryOp::Sub
                     | BinaryOp::Mul

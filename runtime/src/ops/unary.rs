@@ -5,11 +5,11 @@ use crate::kernel::data::{Data, DataMut};
 use crate::kernel::real::{Int, Real};
 use crate::{Error, Result};
 
-/// Which element types each function accepts.
-fn accepts(op: UnaryOp, d: DType) -> bool {
+/// The element types each function accepts, and how an error names them.
+fn domain(op: UnaryOp) -> (fn(DType) -> bool, &'static str) {
     match op {
-        UnaryOp::Not => d == DType::Bool,
-        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => d.is_numeric(),
+        UnaryOp::Not => (|d| d == DType::Bool, "bool"),
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => (DType::is_numeric, "f32, f64, i32 or i64"),
         UnaryOp::Exp
         | UnaryOp::Expm1
         | UnaryOp::Log
@@ -21,30 +21,15 @@ fn accepts(op: UnaryOp, d: DType) -> bool {
         | UnaryOp::Floor
         | UnaryOp::Ceil
         | UnaryOp::Round
-        | UnaryOp::Erf => d.is_arith_float(),
+        | UnaryOp::Erf => (DType::is_arith_float, "f32 or f64"),
     }
 }
 
 /// Result type: the operand's.
 pub(crate) fn check(g: &Graph, op: UnaryOp, x: Value) -> Result<TensorType> {
     let t = g.ty(x);
-    if !accepts(op, t.dtype) {
-        let want = match op {
-            UnaryOp::Not => "bool",
-            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => "f32, f64, i32 or i64",
-            UnaryOp::Exp
-            | UnaryOp::Expm1
-            | UnaryOp::Log
-            | UnaryOp::Log1p
-            | UnaryOp::Tanh
-            | UnaryOp::Logistic
-            | UnaryOp::Sqrt
-            | UnaryOp::Rsqrt
-            | UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Round
-            | UnaryOp::Erf => "f32 or f64",
-        };
+    let (accepts, want) = domain(op);
+    if !accepts(t.dtype) {
         return Err(Error::shape(
             op.name(),
             format!("operand must be {want}, got {t}"),
@@ -165,7 +150,7 @@ fn apply_int<T: Int>(op: UnaryOp, x: &[T], out: &mut [T]) -> Result<()> {
                 }
             }
             UnaryOp::Sign => v.signum(),
-            // Float or bool only (`accepts`): verified graphs never get here.
+            // Float or bool only (`domain`): verified graphs never get here.
             UnaryOp::Exp
             | UnaryOp::Expm1
             | UnaryOp::Log
