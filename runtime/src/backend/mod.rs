@@ -86,10 +86,14 @@ pub(crate) enum Repr {
 pub(crate) trait DeviceMemory: std::any::Any + Send + Sync + std::fmt::Debug {
     /// Called on the `dyn DeviceMemory` itself, not on a `Box` of it (which is one too).
     fn as_any(&self) -> &dyn std::any::Any;
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
 }
 
 impl<T: std::any::Any + Send + Sync + std::fmt::Debug> DeviceMemory for T {
     fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
     }
 }
@@ -163,6 +167,24 @@ impl Buffer {
                 .ok_or_else(|| self.wrong_backend(backend)),
             _ => Err(self.wrong_backend(backend)),
         }
+    }
+
+    /// [`device_memory`](Buffer::device_memory), to change in place.
+    pub(crate) fn device_memory_mut<T: std::any::Any>(
+        &mut self,
+        backend: &'static str,
+    ) -> Result<&mut T> {
+        let got = self.backend();
+        match &mut self.repr {
+            Repr::Device { backend: b, memory } if *b == backend => {
+                (**memory).as_any_mut().downcast_mut::<T>()
+            }
+            _ => None,
+        }
+        .ok_or_else(|| Error::WrongBackend {
+            expected: backend.into(),
+            got: got.into(),
+        })
     }
 
     pub(crate) fn replicated(ty: TensorType, parts: Vec<Buffer>) -> Buffer {

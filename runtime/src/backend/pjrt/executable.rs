@@ -2,7 +2,7 @@
 //! device) or as replicas (see `replicated`).
 
 use super::client::{Client, LoadedExecutable};
-use super::{device_buffer, xla_buffer};
+use super::{device_buffer, device_buffer_mut, xla_buffer};
 use crate::backend::{check_args, Buffer, CompileOptions, Executable, ReplicatedExecutable};
 use crate::ir::{Graph, TensorType};
 use crate::{Error, Result};
@@ -192,15 +192,16 @@ impl PjrtExecutable {
                 .zip(&self.destinations)
                 .zip(&self.output_types)
             {
-                let b = xla_buffer(ty.clone(), out);
                 match *dest {
-                    Destination::Return => mine.push(b),
+                    Destination::Return => mine.push(xla_buffer(ty.clone(), out)),
                     Destination::Update(p) => {
                         // The old handle was donated (its memory now holds the update);
-                        // only the handle is left to free, by dropping it.
-                        let donated = device_buffer(&args[r][p])?.is_deleted()?;
-                        self.counters.update(donated);
-                        args[r][p] = b;
+                        // only the handle is left to free, by replacing it. The parameter
+                        // keeps its buffer (its type is the output's), so an update
+                        // allocates nothing here.
+                        let slot = device_buffer_mut(&mut args[r][p])?;
+                        self.counters.update(slot.is_deleted()?);
+                        *slot = out;
                     }
                 }
             }

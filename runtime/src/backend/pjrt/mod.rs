@@ -350,3 +350,8 @@ pub(crate) fn xla_buffer(ty: crate::ir::TensorType, d: DeviceBuffer) -> Buffer {
 pub(crate) fn device_buffer(b: &Buffer) -> Result<&DeviceBuffer> {
     b.device_memory::<DeviceBuffer>(NAME)
 }
+
+/// [`device_buffer`], to replace in place.
+pub(crate) fn device_buffer_mut(b: &mut Buffer) -> Result<&mut DeviceBuffer> {
+    b.device_memory_mut::<DeviceBuffer>(NAME)
+}
