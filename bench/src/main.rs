@@ -10,6 +10,7 @@ mod alloc;
 mod gemm;
 mod peers;
 mod report;
+mod soak;
 mod sys;
 mod workload;
 
@@ -28,6 +29,12 @@ usage: strata-bench seed [options]     the seed workload on each backend, beside
        strata-bench one --backend B --batch N [--cache-dir DIR] [--steps-per-execution K] [--epochs E]
                                        one configuration, one process (what `seed` spawns;
                                        more epochs give a profiler a longer steady state)
+       strata-bench soak [--minutes M] [--backend B] [--batch N] [--sample-seconds S]
+                         [--max-growth PCT] [--json PATH]
+                                       trains the tutorial model for M minutes (default 60),
+                                       sampling resident memory; fails when its peak after
+                                       the first minute exceeds the first minute's by more
+                                       than PCT percent (default 5)
 
 seed options:
   --json PATH                 also write the results as JSON
@@ -86,7 +93,7 @@ fn numbers(flag: &str, s: &str) -> Result<Vec<usize>, String> {
     Ok(v)
 }
 
-fn number(flag: &str, s: &str) -> Result<usize, String> {
+pub(crate) fn number(flag: &str, s: &str) -> Result<usize, String> {
     Ok(numbers(flag, s)?[0])
 }
 
@@ -262,6 +269,13 @@ fn main() -> ExitCode {
             .and_then(|o| report::seed(&o).map_err(Stop::Failed)),
         Some("one") => one(rest).map_err(Stop::Failed),
         Some("gemm") => gemm_only(rest).map_err(Stop::Failed),
+        Some("soak") => soak::parse(rest)
+            .map_err(Stop::Usage)
+            .and_then(|o| match soak::run(&o) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(Stop::Failed("memory grew past the limit".into())),
+                Err(e) => Err(Stop::Failed(e)),
+            }),
         Some("-h") | Some("--help") => Err(Stop::Usage(String::new())),
         None => Err(Stop::Usage("which command?".into())),
         Some(other) => Err(Stop::Usage(format!("unknown command `{other}`"))),

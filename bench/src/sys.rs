@@ -7,10 +7,19 @@ use std::time::{Duration, Instant};
 
 /// The peak resident set size of this process so far, in MiB (`VmHWM`).
 pub fn peak_rss_mib() -> Option<f64> {
+    status_kib("VmHWM:").map(|kib| kib / 1024.0)
+}
+
+/// The resident set size of this process now, in MiB (`VmRSS`).
+pub fn rss_mib() -> Option<f64> {
+    status_kib("VmRSS:").map(|kib| kib / 1024.0)
+}
+
+/// A `/proc/self/status` line's value in KiB (`VmHWM:`, `VmRSS:`, …).
+fn status_kib(key: &str) -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
+    let line = s.lines().find(|l| l.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Minor page faults of this process so far: glibc handing freed buffers back to the OS

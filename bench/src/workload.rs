@@ -31,7 +31,7 @@ pub fn steps_per_epoch(batch: usize) -> usize {
 }
 
 /// A backend as `Model::set_backend` takes it.
-type Shared = Arc<dyn Backend + Send + Sync>;
+pub(crate) type Shared = Arc<dyn Backend + Send + Sync>;
 
 /// What the harness asks one child to measure.
 pub struct Config {
@@ -251,7 +251,7 @@ impl Callback for Probe {
     }
 }
 
-fn backend_for(cfg: &Config) -> Result<(Shared, Option<Arc<PjrtBackend>>)> {
+pub(crate) fn backend_for(cfg: &Config) -> Result<(Shared, Option<Arc<PjrtBackend>>)> {
     match cfg.device {
         Device::Native => Ok((
             Arc::new(strata::backend::native::NativeBackend::new()),
@@ -275,7 +275,7 @@ fn backend_for(cfg: &Config) -> Result<(Shared, Option<Arc<PjrtBackend>>)> {
 }
 
 /// The tutorial's model, compiled as the tutorial compiles it.
-fn tutorial_model(
+pub(crate) fn tutorial_model(
     backend: Shared,
     spe: usize,
 ) -> Result<strata::Model<impl strata::nn::Architecture>> {
