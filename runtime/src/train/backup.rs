@@ -143,7 +143,7 @@ impl Callback for BackupAndRestore {
         let completed = epoch + 1;
         let due = match self.save_freq {
             SaveFreq::Epoch => true,
-            SaveFreq::Epochs(n) => completed % n == 0,
+            SaveFreq::Epochs(n) => completed.is_multiple_of(n),
         };
         if due {
             self.backup(completed, c)?;
