@@ -12,6 +12,10 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
+mod checkpointing;
+mod directory;
+mod learning_rate;
+
 const FORMAT: &str = "strata.checkpoint";
 const VERSION: &str = "1";
 
@@ -24,6 +28,10 @@ pub struct CheckpointInfo {
     pub iterations: u64,
     /// Whether optimizer state was stored (and restored).
     pub has_optimizer: bool,
+    /// The constant learning rate restored (one a callback set included); `None` when the
+    /// checkpoint or the compiled optimizer follows a schedule, which the restored
+    /// `iterations` then place.
+    pub learning_rate: Option<f32>,
 }
 
 struct Bytes {
@@ -89,49 +97,12 @@ fn from_view(path: &Path, name: &str, v: &safetensors::tensor::TensorView<'_>) -
     }
 }
 
-/// Writes `bytes` to `path` atomically.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |e| Error::Io {
-        path: path.display().to_string(),
-        source: e,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| {
-        Error::invalid(
-            "checkpoint",
-            format!("{} is not a file path", path.display()),
-        )
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        // Make the rename itself durable.
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io)
-}
-
 impl<A: Architecture> Model<A> {
     /// Writes the weights, and when compiled the optimizer state, iteration count and
     /// random key, with `epoch` as the completed epoch count.
     pub fn save_checkpoint_at(&mut self, path: impl AsRef<Path>, epoch: usize) -> Result<()> {
         let path = path.as_ref();
+        directory::refuse("save_checkpoint", path)?;
         self.sync_weights()?;
         let built = self
             .built
@@ -150,6 +121,7 @@ impl<A: Architecture> Model<A> {
             if let Some(r) = &t.runner {
                 let layout = r.layout();
                 meta.insert("optimizer".to_string(), t.optimizer.name().to_string());
+                learning_rate::record(&mut meta, &t.optimizer.config().learning_rate);
                 let slots = t.optimizer.slots();
                 for (j, &pi) in layout.trainable.iter().enumerate() {
                     for (s, (slot, _)) in layout.slots_of(j).zip(&slots) {
@@ -176,7 +148,10 @@ impl<A: Architecture> Model<A> {
                     path: path.display().to_string(),
                     message: e.to_string(),
                 })?;
-        write_atomic(path, &bytes)
+        crate::atomic_file::write_atomic(path, |f| f.write_all(&bytes)).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: e,
+        })
     }
 
     /// Writes a checkpoint with epoch 0 (weights and, when compiled, optimizer state).
@@ -189,6 +164,7 @@ impl<A: Architecture> Model<A> {
     /// Nothing changes if any check fails.
     pub fn load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<CheckpointInfo> {
         let path = path.as_ref();
+        directory::refuse("load_checkpoint", path)?;
         let err = |m: String| Error::Checkpoint {
             path: path.display().to_string(),
             message: m,
@@ -255,6 +231,7 @@ impl<A: Architecture> Model<A> {
         // Optimizer state, checked completely before anything is changed.
         let mut restore: Vec<(usize, Tensor)> = Vec::new();
         let mut iterations = 0u64;
+        let mut lr = None;
         if has_optimizer {
             if let Some(t) = &self.train {
                 let layout = t
@@ -288,6 +265,7 @@ impl<A: Architecture> Model<A> {
                 iterations = it.scalar_f64()? as u64;
                 restore.push((layout.iterations, it));
                 restore.push((layout.key, get("state/rng_key", &layout.types[layout.key])?));
+                lr = learning_rate::recorded(&info).map_err(err)?;
             }
         }
         // Everything checked: apply.
@@ -302,10 +280,15 @@ impl<A: Architecture> Model<A> {
                 r.set_iterations(iterations);
             }
         }
+        let learning_rate = match (&mut self.train, lr) {
+            (Some(t), Some(lr)) if restored_optimizer => learning_rate::restore(t, lr),
+            _ => None,
+        };
         Ok(CheckpointInfo {
             epoch,
             iterations,
             has_optimizer: restored_optimizer,
+            learning_rate,
         })
     }
 

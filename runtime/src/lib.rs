@@ -1,5 +1,6 @@
 //! Strata's runtime: the graph IR, reverse-mode autodiff and the backends that run graphs.
 
+pub(crate) mod atomic_file;
 pub mod autodiff;
 pub mod backend;
 pub mod checkpoint;

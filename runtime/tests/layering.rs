@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top. Modules on one line form one unit and may import each other.
 const LAYERS: &[&[&str]] = &[
+    &["atomic_file"],
     &["types"],
     &["error"],
     &["tensor"],

@@ -7,12 +7,20 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What a callback may do to the model being trained.
-pub(crate) trait ModelAccess {
+pub(crate) trait ModelAccess: Checkpointing {
     fn weights(&mut self) -> Result<Vec<(String, Tensor)>>;
     fn set_weights(&mut self, w: &[(String, Tensor)]) -> Result<()>;
     fn learning_rate(&self) -> Option<f32>;
     fn set_learning_rate(&mut self, lr: f32) -> Result<()>;
+}
+
+/// Saving and restoring the whole training state. The checkpoint module, a layer above
+/// `train`, implements it for `Model`: `train` names the operations, never the file format.
+pub(crate) trait Checkpointing {
+    /// Writes a checkpoint recording `epoch` completed epochs.
     fn save(&mut self, path: &Path, epoch: usize) -> Result<()>;
+    /// Restores a checkpoint; returns the epochs it recorded as completed.
+    fn restore(&mut self, path: &Path) -> Result<usize>;
 }
 
 /// Flags the fit loop reads after each callback.
@@ -20,6 +28,8 @@ pub(crate) trait ModelAccess {
 pub(crate) struct Flags {
     pub stop: bool,
     pub terminate_on_nan: bool,
+    /// The epoch to start at instead of `Fit::initial_epoch` (set while resuming).
+    pub resume_epoch: Option<usize>,
 }
 
 impl Flags {
@@ -57,6 +67,16 @@ impl Control<'_> {
     /// Writes a full checkpoint (weights, optimizer state, progress) atomically.
     pub fn save_checkpoint(&mut self, path: &Path, epoch: usize) -> Result<()> {
         self.model.save(path, epoch)
+    }
+    /// Restores a checkpoint written by [`save_checkpoint`](Control::save_checkpoint);
+    /// returns the epochs it recorded as completed.
+    pub fn load_checkpoint(&mut self, path: &Path) -> Result<usize> {
+        self.model.restore(path)
+    }
+    /// From `on_train_begin`: makes `fit` start at `epoch` instead of
+    /// `Fit::initial_epoch` (to resume a run, as [`BackupAndRestore`](super::BackupAndRestore) does).
+    pub fn resume_at_epoch(&mut self, epoch: usize) {
+        self.flags.resume_epoch = Some(epoch);
     }
     /// Makes a non-finite loss end training quietly instead of failing `fit`.
     pub fn terminate_on_nan(&mut self) {
@@ -513,8 +533,5 @@ impl<A: crate::nn::Architecture> ModelAccess for crate::Model<A> {
         }
         t.optimizer.config_mut().learning_rate = LearningRate::Constant(lr);
         Ok(())
-    }
-    fn save(&mut self, path: &Path, epoch: usize) -> Result<()> {
-        self.save_checkpoint_at(path, epoch)
     }
 }

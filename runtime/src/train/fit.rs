@@ -136,13 +136,14 @@ impl<A: Architecture> Model<A> {
         for cb in &mut callbacks {
             cb.on_train_begin(&mut control.with(self))?;
         }
+        let first_epoch = control.resume_epoch.unwrap_or(opts.initial_epoch);
         let mut stage = Staging::default();
         // Batch buffers, reused from step to step (and epoch to epoch); those of another
         // size (the partial last batch's, or the full ones' while it runs) wait in `spare`.
         let mut pool: Vec<Batch> = Vec::new();
         let mut spare: Spares<Batch> = Spares::default();
         let mut logs = Logs::default();
-        'epochs: for epoch in opts.initial_epoch..opts.epochs {
+        'epochs: for epoch in first_epoch..opts.epochs {
             if control.stop {
                 break;
             }

@@ -5,6 +5,7 @@
 //! metric state live in backend buffers and are updated in place. Per step only the
 //! scalars the progress bar shows come back to the host.
 
+mod backup;
 mod callbacks;
 mod checks;
 mod compile;
@@ -20,6 +21,8 @@ mod spares;
 mod staging;
 mod step;
 
+pub use backup::{BackupAndRestore, SaveFreq};
+pub(crate) use callbacks::Checkpointing;
 pub use callbacks::{
     CSVLogger, Callback, Control, EarlyStopping, LearningRateScheduler, ModelCheckpoint, Monitor,
     ReduceLROnPlateau, TerminateOnNaN,

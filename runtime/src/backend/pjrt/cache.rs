@@ -2,12 +2,12 @@
 //! that determines them — the StableHLO text, the compile options, and the plugin (path,
 //! size, modification time, API version, self-reported versions).
 //!
-//! An entry is written to a temporary file and renamed into place, so readers never see a
-//! half-written one. Each entry repeats its full key material and carries a checksum of
+//! An entry is written atomically (`atomic_file`), so readers never see a half-written one. Each entry repeats its full key material and carries a checksum of
 //! the executable bytes; an entry whose key differs (a hash collision), that is truncated
 //! or corrupt, or that the plugin then refuses to load, is ignored and overwritten by a
 //! fresh compile — never an error.
 
+use crate::atomic_file::write_atomic;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,33 +129,14 @@ impl Cache {
 
     fn try_store(&self, identity: &[u8], payload: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let target = self.path(identity);
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let tmp = self.dir.join(format!(
-            ".tmp-{}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed),
-            target
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("entry")
-        ));
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
+        write_atomic(&self.path(identity), |f| {
             f.write_all(MAGIC)?;
             f.write_all(&(identity.len() as u64).to_le_bytes())?;
             f.write_all(identity)?;
             f.write_all(&(payload.len() as u64).to_le_bytes())?;
             f.write_all(payload)?;
-            f.write_all(&fnv1a64(payload, FNV_OFFSET).to_le_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &target)
-        };
-        let r = write();
-        if r.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        r
+            f.write_all(&fnv1a64(payload, FNV_OFFSET).to_le_bytes())
+        })
     }
 }
 
