@@ -186,6 +186,7 @@ impl<A: Architecture> Model<A> {
             }
             names.push(n);
         }
+        self.placement.backend("compile")?;
         self.train = Some(TrainState {
             optimizer,
             loss,
@@ -251,8 +252,9 @@ impl<A: Architecture> Model<A> {
         if t.runner.is_some() {
             return Ok(());
         }
+        // `compile` opened the device, so this cannot fail on a bad STRATA_DEVICE.
         let runner = StepRunner::new(
-            self.backend.clone(),
+            self.placement.backend("compile")?.clone(),
             &built.params,
             &self.weights,
             t.optimizer.as_ref(),

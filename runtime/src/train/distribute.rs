@@ -258,7 +258,9 @@ impl<A: Architecture> Model<A> {
     /// The number of data-parallel replicas this model's graphs run as, under a strategy
     /// that replicates them.
     pub(crate) fn replicas(&self) -> Option<usize> {
-        self.backend.replicas()
+        // A device STRATA_DEVICE names is opened as one device, so before it is opened
+        // the answer is already known.
+        self.placement.ready().and_then(|b| b.replicas())
     }
 
     /// How a global batch of `global` samples splits over this model's replicas (`None`

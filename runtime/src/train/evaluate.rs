@@ -82,7 +82,7 @@ impl<A: Architecture> Model<A> {
                 EVAL_INPUTS,
                 dist,
             )?;
-            let (backend, t) = (&self.backend, self.compiled()?);
+            let (backend, t) = (self.placement.backend("evaluate")?, self.compiled()?);
             logs = Logs::default();
             logs.insert("loss", backend.read_scalar(&outs[0])?);
             for (m, o) in t.metrics.iter().zip(&outs[1..]) {
@@ -115,6 +115,7 @@ impl<A: Architecture> Model<A> {
             }
         };
         self.check_inputs("predict", &x)?;
+        let backend = self.placement.backend("predict")?.clone();
         let compiled = self.train.is_some();
         if compiled {
             self.ensure_device()?;
@@ -128,7 +129,7 @@ impl<A: Architecture> Model<A> {
         > = Default::default();
         if !compiled {
             for w in &self.weights {
-                own_args.push(self.backend.upload(w)?);
+                own_args.push(backend.upload(w)?);
             }
         }
         let mut parts: Vec<Tensor> = Vec::new();
@@ -138,7 +139,6 @@ impl<A: Architecture> Model<A> {
             let rows: Vec<usize> = (start..start + b).collect();
             let mut xb = Tensor::zeros(&with_rows(&x.ty(), b));
             gather_rows(&x, &rows, &mut xb)?;
-            let backend = self.backend.clone();
             // Under data parallelism each replica predicts its share of the batch.
             let dist = self.dist("predict", b, true)?;
             let x_ty = with_rows(&x.ty(), dist.map_or(b, |d| d.local));
