@@ -137,16 +137,16 @@ impl TrainState {
             metric_names,
             ..
         } = self;
-        let r = runner.as_mut().ok_or_else(not_compiled)?;
+        let r = runner.as_mut().ok_or_else(no_runner)?;
         r.read_pending_logs(metric_names, logs)
     }
 
     pub fn runner(&self) -> Result<&StepRunner> {
-        self.runner.as_ref().ok_or_else(not_compiled)
+        self.runner.as_ref().ok_or_else(no_runner)
     }
 
     pub fn runner_mut(&mut self) -> Result<&mut StepRunner> {
-        self.runner.as_mut().ok_or_else(not_compiled)
+        self.runner.as_mut().ok_or_else(no_runner)
     }
 }
 
@@ -204,6 +204,7 @@ impl<A: Architecture> Model<A> {
     /// s against 0.067–0.081 s per epoch; on XLA CPU slower, 0.18 against 0.13 s), until
     /// the steps become a loop.
     pub fn set_steps_per_execution(&mut self, k: usize) -> Result<()> {
+        self.check_compiled("set_steps_per_execution")?;
         let t = self.compiled_mut()?;
         if k == 0 {
             return Err(Error::invalid("steps_per_execution", "must be >= 1, got 0"));
@@ -224,13 +225,22 @@ impl<A: Architecture> Model<A> {
             .map_or(0, StepRunner::iterations)
     }
 
-    /// What `compile` set up; the not-compiled error before `compile`.
+    /// The not-compiled error naming `what`, the public call that needs `compile` first.
+    /// Every such call starts with this, so that its own name is the one the error gives.
+    pub(crate) fn check_compiled(&self, what: &str) -> Result<()> {
+        match self.train {
+            Some(_) => Ok(()),
+            None => Err(not_compiled(what)),
+        }
+    }
+
+    /// What `compile` set up (for calls made after [`check_compiled`](Model::check_compiled)).
     pub(crate) fn compiled(&self) -> Result<&TrainState> {
-        self.train.as_ref().ok_or_else(not_compiled)
+        self.train.as_ref().ok_or_else(|| not_compiled("training"))
     }
 
     pub(crate) fn compiled_mut(&mut self) -> Result<&mut TrainState> {
-        self.train.as_mut().ok_or_else(not_compiled)
+        self.train.as_mut().ok_or_else(|| not_compiled("training"))
     }
 
     /// The step runner (see [`ensure_device`](Model::ensure_device)).
@@ -290,9 +300,21 @@ impl<A: Architecture> Model<A> {
     }
 }
 
-pub(crate) fn not_compiled() -> Error {
+pub(crate) fn not_compiled(what: &str) -> Error {
     Error::invalid(
-        "fit",
-        "the model is not compiled: call compile(optimizer, loss, metrics) first",
+        what,
+        format!(
+            "the model is not compiled: call compile(optimizer, loss, metrics) before \
+             {what} (of the model's calls only predict runs without it)"
+        ),
+    )
+}
+
+/// The device state is made by the call that runs the first step; a step needing it
+/// before then is a bug in the train loop, not in the caller's program.
+fn no_runner() -> Error {
+    Error::invalid(
+        "training",
+        "internal: a step ran before the model's device state was made",
     )
 }
