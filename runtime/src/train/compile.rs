@@ -9,11 +9,13 @@ use crate::backend::CompileOptions;
 use crate::ir::{DType, Graph, TensorType};
 use crate::loss::Loss;
 use crate::metrics::{IntoMetrics, Metric};
-use crate::nn::{Architecture, ParamSpec};
+use crate::nn::{Activation, Architecture, ParamSpec};
 use crate::optim::Optimizer;
 use crate::Model;
 use crate::{Error, Result, Tensor};
 use std::ops::Range;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Where each piece of state sits in the argument list every step graph starts with.
 #[derive(Clone, Debug)]
@@ -113,9 +115,41 @@ pub(crate) struct TrainState {
     /// The compiled steps and the state on the device, made at the first call that runs
     /// a step (see [`Model::ensure_device`]).
     pub runner: Option<StepRunner>,
+    /// Whether the output-activation warning (see [`TrainState::check_prediction`]) was
+    /// given: once per `compile`, as Keras gives it once.
+    pub warned_output: AtomicBool,
 }
 
 impl TrainState {
+    /// Checks a step graph's predictions against its targets, for `what` (the call building
+    /// the graph). A model output the loss does not expect (a softmax feeding a loss with
+    /// `from_logits`) still trains, so, as Keras does, that is a warning on stderr, not an
+    /// error; given once per `compile`.
+    pub fn check_prediction(
+        &self,
+        what: &str,
+        target: &TensorType,
+        pred: &TensorType,
+        activation: Option<Activation>,
+    ) -> Result<()> {
+        self.loss.check(target, pred)?;
+        let unexpected = self.loss.unexpected_output_activation();
+        let Some(a) = activation.filter(|&a| Some(a) == unexpected) else {
+            return Ok(());
+        };
+        if !self.warned_output.swap(true, Relaxed) {
+            eprintln!(
+                "strata: warning: {what}: the loss `{}` was compiled with from_logits: true, \
+                 but the model's output is produced by a {} activation, so it holds \
+                 probabilities, not logits; expected an output layer without that \
+                 activation (keeping from_logits: true), or from_logits: false",
+                self.loss.name(),
+                a.name()
+            );
+        }
+        Ok(())
+    }
+
     /// Forgets the device buffers (they are rebuilt from the host weights when needed).
     pub fn drop_device(&mut self) {
         self.runner = None;
@@ -194,6 +228,7 @@ impl<A: Architecture> Model<A> {
             metrics,
             steps_per_execution: 1,
             runner: None,
+            warned_output: AtomicBool::new(false),
         });
         Ok(())
     }
