@@ -2,7 +2,7 @@
 //! step weights it and divides by the batch size (Keras' `sum_over_batch_size`).
 
 use crate::ir::{BinaryOp, Comparison, DType, Graph, ReduceOp, TensorType, UnaryOp, Value};
-use crate::nn::log_softmax;
+use crate::nn::{log_softmax, Activation};
 use crate::{Error, Result};
 use std::fmt;
 
@@ -43,6 +43,12 @@ pub trait Loss: Send + Sync + fmt::Debug {
         logits: Option<Value>,
     ) -> Result<Value>;
     fn clone_box(&self) -> Box<dyn Loss>;
+    /// The output activation this loss, as configured, does not expect: with `from_logits`
+    /// it takes logits, and a softmax (for the binary loss a sigmoid) makes probabilities
+    /// of them, which the loss would squash again. `None` when any output fits.
+    fn unexpected_output_activation(&self) -> Option<Activation> {
+        None
+    }
 }
 
 fn mismatch(loss: &str, t: &TensorType, p: &TensorType, want: &str) -> Error {
@@ -137,6 +143,9 @@ impl Loss for SparseCategoricalCrossentropy {
     fn clone_box(&self) -> Box<dyn Loss> {
         Box::new(self.clone())
     }
+    fn unexpected_output_activation(&self) -> Option<Activation> {
+        self.from_logits.then_some(Activation::Softmax)
+    }
 }
 
 /// Labels must lie in `[0, classes)`; anything else is a typed error naming the first bad
@@ -209,6 +218,9 @@ impl Loss for CategoricalCrossentropy {
     fn clone_box(&self) -> Box<dyn Loss> {
         Box::new(self.clone())
     }
+    fn unexpected_output_activation(&self) -> Option<Activation> {
+        self.from_logits.then_some(Activation::Softmax)
+    }
 }
 
 /// Targets in `[0, 1]` against probabilities (or logits), averaged over the last axis.
@@ -256,6 +268,9 @@ impl Loss for BinaryCrossentropy {
     }
     fn clone_box(&self) -> Box<dyn Loss> {
         Box::new(self.clone())
+    }
+    fn unexpected_output_activation(&self) -> Option<Activation> {
+        self.from_logits.then_some(Activation::Sigmoid)
     }
 }
 

@@ -30,7 +30,13 @@ pub const MAX_CPU_DEVICES: usize = 1024;
 impl Device {
     /// The device named by `STRATA_DEVICE`, or [`Device::Native`] when it is unset or empty.
     pub fn from_env() -> Result<Device> {
-        match std::env::var(DEVICE_ENV) {
+        Device::from_var(std::env::var(DEVICE_ENV))
+    }
+
+    /// The device a value of `STRATA_DEVICE` names (as `std::env::var` reads it), so that a
+    /// value read earlier can be parsed later.
+    pub fn from_var(value: std::result::Result<String, std::env::VarError>) -> Result<Device> {
+        match value {
             Ok(s) if !s.trim().is_empty() => s.parse(),
             Ok(_) | Err(std::env::VarError::NotPresent) => Ok(Device::Native),
             Err(std::env::VarError::NotUnicode(s)) => Err(Error::DeviceParse {
@@ -101,20 +107,27 @@ mod tests {
     }
 
     #[test]
-    fn the_environment_variable_picks_the_device() {
-        // The only test that touches STRATA_DEVICE, so setting it here races with nothing.
-        std::env::set_var(DEVICE_ENV, "xla-cpu:3");
+    fn the_variable_names_the_device() {
+        // Through the value, not the process environment: every model created in this
+        // binary reads STRATA_DEVICE, so setting it here would race with them.
+        use std::env::VarError;
+        let var = |s: &str| Device::from_var(Ok(s.to_string()));
         assert_eq!(
-            Device::from_env().unwrap(),
+            var("xla-cpu:3").unwrap(),
             Device::XlaCpu { devices: Some(3) }
         );
-        std::env::set_var(DEVICE_ENV, "quantum");
-        assert!(matches!(Device::from_env(), Err(Error::DeviceParse { .. })));
-        std::env::set_var(DEVICE_ENV, "");
-        assert_eq!(Device::from_env().unwrap(), Device::Native);
-        std::env::remove_var(DEVICE_ENV);
-        assert_eq!(Device::from_env().unwrap(), Device::Native);
-        assert_eq!(super::super::backend_from_env().unwrap().name(), "native");
+        assert!(matches!(var("quantum"), Err(Error::DeviceParse { .. })));
+        assert_eq!(var("").unwrap(), Device::Native);
+        assert_eq!(var("  ").unwrap(), Device::Native);
+        assert_eq!(
+            Device::from_var(Err(VarError::NotPresent)).unwrap(),
+            Device::Native
+        );
+        let not_unicode = std::ffi::OsString::from("x");
+        match Device::from_var(Err(VarError::NotUnicode(not_unicode))) {
+            Err(Error::DeviceParse { message, .. }) => assert!(message.contains(DEVICE_ENV)),
+            other => panic!("expected a DeviceParse error, got {other:?}"),
+        }
     }
 
     #[test]

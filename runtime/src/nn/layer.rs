@@ -42,6 +42,8 @@ pub struct Forward<'g> {
     streams: i32,
     updates: Vec<(Value, Value)>,
     logits: Option<(Value, Value)>,
+    /// The last activation applied (other than linear) and its output.
+    activated: Option<(Value, Activation)>,
 }
 
 impl<'g> Forward<'g> {
@@ -54,6 +56,7 @@ impl<'g> Forward<'g> {
             streams: 0,
             updates: Vec::new(),
             logits: None,
+            activated: None,
         }
     }
 
@@ -100,7 +103,19 @@ impl<'g> Forward<'g> {
         if activation == Activation::Softmax {
             self.mark_softmax(out, x);
         }
+        if activation != Activation::Linear {
+            self.activated = Some((out, activation));
+        }
         Ok(out)
+    }
+
+    /// The activation that produced `output`, if it was the last one applied (what a loss
+    /// needs to know of a model's output).
+    pub fn activation_of(&self, output: Value) -> Option<Activation> {
+        if self.logits_of(output).is_some() {
+            return Some(Activation::Softmax);
+        }
+        self.activated.filter(|(o, _)| *o == output).map(|(_, a)| a)
     }
 
     /// The logits behind `output`, if it was produced by a softmax.

@@ -9,11 +9,13 @@ use crate::backend::CompileOptions;
 use crate::ir::{DType, Graph, TensorType};
 use crate::loss::Loss;
 use crate::metrics::{IntoMetrics, Metric};
-use crate::nn::{Architecture, ParamSpec};
+use crate::nn::{Activation, Architecture, ParamSpec};
 use crate::optim::Optimizer;
 use crate::Model;
 use crate::{Error, Result, Tensor};
 use std::ops::Range;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Where each piece of state sits in the argument list every step graph starts with.
 #[derive(Clone, Debug)]
@@ -113,9 +115,41 @@ pub(crate) struct TrainState {
     /// The compiled steps and the state on the device, made at the first call that runs
     /// a step (see [`Model::ensure_device`]).
     pub runner: Option<StepRunner>,
+    /// Whether the output-activation warning (see [`TrainState::check_prediction`]) was
+    /// given: once per `compile`, as Keras gives it once.
+    pub warned_output: AtomicBool,
 }
 
 impl TrainState {
+    /// Checks a step graph's predictions against its targets, for `what` (the call building
+    /// the graph). A model output the loss does not expect (a softmax feeding a loss with
+    /// `from_logits`) still trains, so, as Keras does, that is a warning on stderr, not an
+    /// error; given once per `compile`.
+    pub fn check_prediction(
+        &self,
+        what: &str,
+        target: &TensorType,
+        pred: &TensorType,
+        activation: Option<Activation>,
+    ) -> Result<()> {
+        self.loss.check(target, pred)?;
+        let unexpected = self.loss.unexpected_output_activation();
+        let Some(a) = activation.filter(|&a| Some(a) == unexpected) else {
+            return Ok(());
+        };
+        if !self.warned_output.swap(true, Relaxed) {
+            eprintln!(
+                "strata: warning: {what}: the loss `{}` was compiled with from_logits: true, \
+                 but the model's output is produced by a {} activation, so it holds \
+                 probabilities, not logits; expected an output layer without that \
+                 activation (keeping from_logits: true), or from_logits: false",
+                self.loss.name(),
+                a.name()
+            );
+        }
+        Ok(())
+    }
+
     /// Forgets the device buffers (they are rebuilt from the host weights when needed).
     pub fn drop_device(&mut self) {
         self.runner = None;
@@ -137,16 +171,16 @@ impl TrainState {
             metric_names,
             ..
         } = self;
-        let r = runner.as_mut().ok_or_else(not_compiled)?;
+        let r = runner.as_mut().ok_or_else(no_runner)?;
         r.read_pending_logs(metric_names, logs)
     }
 
     pub fn runner(&self) -> Result<&StepRunner> {
-        self.runner.as_ref().ok_or_else(not_compiled)
+        self.runner.as_ref().ok_or_else(no_runner)
     }
 
     pub fn runner_mut(&mut self) -> Result<&mut StepRunner> {
-        self.runner.as_mut().ok_or_else(not_compiled)
+        self.runner.as_mut().ok_or_else(no_runner)
     }
 }
 
@@ -186,6 +220,7 @@ impl<A: Architecture> Model<A> {
             }
             names.push(n);
         }
+        self.placement.backend("compile")?;
         self.train = Some(TrainState {
             optimizer,
             loss,
@@ -193,6 +228,7 @@ impl<A: Architecture> Model<A> {
             metrics,
             steps_per_execution: 1,
             runner: None,
+            warned_output: AtomicBool::new(false),
         });
         Ok(())
     }
@@ -203,6 +239,7 @@ impl<A: Architecture> Model<A> {
     /// s against 0.067–0.081 s per epoch; on XLA CPU slower, 0.18 against 0.13 s), until
     /// the steps become a loop.
     pub fn set_steps_per_execution(&mut self, k: usize) -> Result<()> {
+        self.check_compiled("set_steps_per_execution")?;
         let t = self.compiled_mut()?;
         if k == 0 {
             return Err(Error::invalid("steps_per_execution", "must be >= 1, got 0"));
@@ -223,13 +260,22 @@ impl<A: Architecture> Model<A> {
             .map_or(0, StepRunner::iterations)
     }
 
-    /// What `compile` set up; the not-compiled error before `compile`.
+    /// The not-compiled error naming `what`, the public call that needs `compile` first.
+    /// Every such call starts with this, so that its own name is the one the error gives.
+    pub(crate) fn check_compiled(&self, what: &str) -> Result<()> {
+        match self.train {
+            Some(_) => Ok(()),
+            None => Err(not_compiled(what)),
+        }
+    }
+
+    /// What `compile` set up (for calls made after [`check_compiled`](Model::check_compiled)).
     pub(crate) fn compiled(&self) -> Result<&TrainState> {
-        self.train.as_ref().ok_or_else(not_compiled)
+        self.train.as_ref().ok_or_else(|| not_compiled("training"))
     }
 
     pub(crate) fn compiled_mut(&mut self) -> Result<&mut TrainState> {
-        self.train.as_mut().ok_or_else(not_compiled)
+        self.train.as_mut().ok_or_else(|| not_compiled("training"))
     }
 
     /// The step runner (see [`ensure_device`](Model::ensure_device)).
@@ -251,8 +297,9 @@ impl<A: Architecture> Model<A> {
         if t.runner.is_some() {
             return Ok(());
         }
+        // `compile` opened the device, so this cannot fail on a bad STRATA_DEVICE.
         let runner = StepRunner::new(
-            self.backend.clone(),
+            self.placement.backend("compile")?.clone(),
             &built.params,
             &self.weights,
             t.optimizer.as_ref(),
@@ -288,9 +335,21 @@ impl<A: Architecture> Model<A> {
     }
 }
 
-pub(crate) fn not_compiled() -> Error {
+pub(crate) fn not_compiled(what: &str) -> Error {
     Error::invalid(
-        "fit",
-        "the model is not compiled: call compile(optimizer, loss, metrics) first",
+        what,
+        format!(
+            "the model is not compiled: call compile(optimizer, loss, metrics) before \
+             {what} (of the model's calls only predict runs without it)"
+        ),
+    )
+}
+
+/// The device state is made by the call that runs the first step; a step needing it
+/// before then is a bug in the train loop, not in the caller's program.
+fn no_runner() -> Error {
+    Error::invalid(
+        "training",
+        "internal: a step ran before the model's device state was made",
     )
 }

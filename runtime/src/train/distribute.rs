@@ -57,16 +57,28 @@ impl Dist {
     }
 }
 
-/// The error for a global batch that does not split evenly over the replicas.
+/// The error for a global batch that does not split evenly over the replicas (one of a
+/// dataset's; [`Model::check_replica_split`] words it in the caller's terms when it can).
 pub(crate) fn indivisible(what: &str, global: usize, replicas: usize) -> Error {
     Error::invalid(
         what,
         format!(
-            "a global batch of {global} samples does not split evenly over {replicas} replicas: \
-             use a batch size (and a sample count) divisible by {replicas}, or \
+            "a batch of {global} samples does not split evenly over {replicas} replicas: \
+             expected batches of a multiple of {replicas} samples, or \
              Fit::pad_to_replicas(true) to pad each uneven batch with zero-weight samples"
         ),
     )
+}
+
+/// The multiples of `replicas` around `n` (not 0), as a suggestion: `32 or 34`, `2`.
+fn multiples_near(n: usize, replicas: usize) -> String {
+    let below = n - n % replicas;
+    let above = below + replicas;
+    if below == 0 {
+        above.to_string()
+    } else {
+        format!("{below} or {above}")
+    }
 }
 
 // ---- graph side ------------------------------------------------------------------------
@@ -258,7 +270,9 @@ impl<A: Architecture> Model<A> {
     /// The number of data-parallel replicas this model's graphs run as, under a strategy
     /// that replicates them.
     pub(crate) fn replicas(&self) -> Option<usize> {
-        self.backend.replicas()
+        // A device STRATA_DEVICE names is opened as one device, so before it is opened
+        // the answer is already known.
+        self.placement.ready().and_then(|b| b.replicas())
     }
 
     /// How a global batch of `global` samples splits over this model's replicas (`None`
@@ -302,10 +316,36 @@ impl<A: Architecture> Model<A> {
         let Some(replicas) = self.replicas() else {
             return Ok(());
         };
-        for global in [batch.min(n), n % batch] {
-            if global > 0 {
-                Dist::new(what, replicas, global, pad)?;
-            }
+        if pad || replicas == 0 || batch == 0 {
+            return Ok(());
+        }
+        let fail = |message: String| Err(Error::invalid(what, message));
+        let pad_hint = "Fit::pad_to_replicas(true) to pad it with zero-weight samples";
+        if n < batch && !n.is_multiple_of(replicas) {
+            return fail(format!(
+                "{n} samples with batch_size {batch} make one batch of {n}, which does not \
+                 split evenly over {replicas} replicas: expected a sample count that is a \
+                 multiple of {replicas} (such as {}), or {pad_hint}",
+                multiples_near(n, replicas)
+            ));
+        }
+        if n >= batch && !batch.is_multiple_of(replicas) {
+            return fail(format!(
+                "batch_size {batch} does not split evenly over {replicas} replicas (each \
+                 replica trains on an equal share of every batch): expected a multiple of \
+                 {replicas} (such as {}), or {pad_hint}",
+                multiples_near(batch, replicas)
+            ));
+        }
+        let last = n % batch;
+        if n > batch && !last.is_multiple_of(replicas) {
+            return fail(format!(
+                "{n} samples in batches of {batch} leave a last batch of {last}, which does \
+                 not split evenly over {replicas} replicas: expected a sample count whose last \
+                 batch is a multiple of {replicas} (such as {}), {pad_hint}, or a Dataset \
+                 with drop_remainder(true) to leave it out",
+                n - last % replicas
+            ));
         }
         Ok(())
     }

@@ -1,7 +1,6 @@
 //! `evaluate` and `predict`.
 
 use super::checks::check_pair;
-use super::compile::not_compiled;
 use super::distribute;
 use super::runner::{bind_inputs, EVAL_INPUTS, PREDICT_INPUTS};
 use super::spares::Spares;
@@ -14,6 +13,7 @@ use crate::ir::TensorType;
 use crate::nn::Architecture;
 use crate::Model;
 use crate::{Error, Result, Tensor};
+use std::collections::hash_map::Entry;
 
 impl<A: Architecture> Model<A> {
     /// The loss and metrics over `x`, `y` in inference mode (Keras' `evaluate`), in
@@ -30,7 +30,7 @@ impl<A: Architecture> Model<A> {
         batch_size: usize,
     ) -> Result<Logs> {
         let (x, y) = (x.into_tensor(), y.into_tensor());
-        self.compiled()?;
+        self.check_compiled("evaluate")?;
         let n = check_pair("evaluate", &x, &y)?;
         self.check_inputs("evaluate", &x)?;
         self.check_targets("evaluate", &y, n)?;
@@ -82,7 +82,7 @@ impl<A: Architecture> Model<A> {
                 EVAL_INPUTS,
                 dist,
             )?;
-            let (backend, t) = (&self.backend, self.compiled()?);
+            let (backend, t) = (self.placement.backend("evaluate")?, self.compiled()?);
             logs = Logs::default();
             logs.insert("loss", backend.read_scalar(&outs[0])?);
             for (m, o) in t.metrics.iter().zip(&outs[1..]) {
@@ -115,6 +115,7 @@ impl<A: Architecture> Model<A> {
             }
         };
         self.check_inputs("predict", &x)?;
+        let backend = self.placement.backend("predict")?.clone();
         let compiled = self.train.is_some();
         if compiled {
             self.ensure_device()?;
@@ -128,7 +129,7 @@ impl<A: Architecture> Model<A> {
         > = Default::default();
         if !compiled {
             for w in &self.weights {
-                own_args.push(self.backend.upload(w)?);
+                own_args.push(backend.upload(w)?);
             }
         }
         let mut parts: Vec<Tensor> = Vec::new();
@@ -138,7 +139,6 @@ impl<A: Architecture> Model<A> {
             let rows: Vec<usize> = (start..start + b).collect();
             let mut xb = Tensor::zeros(&with_rows(&x.ty(), b));
             gather_rows(&x, &rows, &mut xb)?;
-            let backend = self.backend.clone();
             // Under data parallelism each replica predicts its share of the batch.
             let dist = self.dist("predict", b, true)?;
             let x_ty = with_rows(&x.ty(), dist.map_or(b, |d| d.local));
@@ -153,14 +153,14 @@ impl<A: Architecture> Model<A> {
                 self.runner_mut()?
                     .run(&key, &mut [&mut xb], PREDICT_INPUTS, dist)?
             } else {
-                if !own_exes.contains_key(&x_ty) {
-                    let types: Vec<TensorType> = self.params().iter().map(|p| p.ty()).collect();
-                    let g = predict_graph(self, &types, &x_ty)?;
-                    own_exes.insert(
-                        x_ty.clone(),
-                        backend.compile(&g, &CompileOptions::default())?,
-                    );
-                }
+                let exe = match own_exes.entry(x_ty.clone()) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => {
+                        let types: Vec<TensorType> = self.params().iter().map(|p| p.ty()).collect();
+                        let g = predict_graph(self, &types, &x_ty)?;
+                        e.insert(backend.compile(&g, &CompileOptions::default())?)
+                    }
+                };
                 let base = self.weights.len();
                 bind_inputs(
                     backend.as_ref(),
@@ -171,10 +171,7 @@ impl<A: Architecture> Model<A> {
                     (1, dist),
                     &mut own_spare,
                 )?;
-                own_exes
-                    .get_mut(&x_ty)
-                    .ok_or_else(not_compiled)?
-                    .execute(&mut own_args)?
+                exe.execute(&mut own_args)?
             };
             parts.push(match dist {
                 Some(_) => distribute::gather_outputs(&backend.download_replicas(&out[0])?, b)?,

@@ -22,7 +22,7 @@ impl<A: Architecture> Model<A> {
         mut opts: Fit,
     ) -> Result<History> {
         let (x, y) = (x.into_tensor(), y.into_tensor());
-        self.compiled()?;
+        self.check_compiled("fit")?;
         if opts.batch_size == 0 {
             return Err(Error::invalid("fit", "batch_size must be >= 1, got 0"));
         }
@@ -97,7 +97,7 @@ impl<A: Architecture> Model<A> {
     /// apply; `Fit::batch_size`, `shuffle` and `seed` do not). Per-sample weights come from
     /// the dataset; `class_weight` and `validation_data` work as with arrays.
     pub fn fit_dataset(&mut self, ds: &Dataset, mut opts: Fit) -> Result<History> {
-        self.compiled()?;
+        self.check_compiled("fit_dataset")?;
         if opts.sample_weight.is_some() || opts.validation_split > 0.0 {
             return Err(Error::invalid(
                 "fit_dataset",

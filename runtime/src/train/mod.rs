@@ -13,6 +13,7 @@ mod distribute;
 mod evaluate;
 mod fit;
 mod model;
+mod placement;
 #[cfg(test)]
 mod plan_tests;
 mod progress;

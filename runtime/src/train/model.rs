@@ -1,8 +1,8 @@
 //! A model: an architecture (its layers, in order) plus its weights, and once compiled
 //! its training state.
 
+use super::placement::Placement;
 use super::TrainState;
-use crate::backend::native::NativeBackend;
 use crate::backend::Backend;
 use crate::ir::Value;
 use crate::nn::{Architecture, Forward, Layer, ParamSpec};
@@ -31,8 +31,8 @@ pub struct Model<A: Architecture> {
     /// Host copies of every parameter (trainable and state), in `built.params` order.
     /// Current whenever no `fit`/`evaluate` call is running.
     pub(crate) weights: Vec<Tensor>,
-    /// Where graphs run (the native CPU backend unless set otherwise).
-    pub(crate) backend: Arc<dyn Backend>,
+    /// Where graphs run (see [`Placement`]).
+    pub(crate) placement: Placement,
     /// Optimizer, loss, metrics and their device buffers, after `compile`.
     pub(crate) train: Option<TrainState>,
     /// The strategy `backend` came from, if any.
@@ -43,19 +43,21 @@ impl<A: Architecture> Model<A> {
     /// A model of `arch`; built at once if the architecture declares its input shape.
     /// (Should that build fail, the model stays unbuilt and the error comes back from the
     /// first call that needs the shapes.) Created inside [`Strategy::scope`], it runs on
-    /// that strategy's devices; otherwise on the native backend.
+    /// that strategy's devices; otherwise on the device `STRATA_DEVICE` names (opened, and
+    /// a bad name reported, by `compile`, or by `predict` when that comes first), else on
+    /// the native backend. A device or strategy set in code wins over the variable.
     pub fn new(arch: A) -> Model<A> {
         let strategy = Strategy::current();
-        let backend = match &strategy {
-            Some(s) => s.backend(),
-            None => Arc::new(NativeBackend::new()),
+        let placement = match &strategy {
+            Some(s) => Placement::chosen(s.backend()),
+            None => Placement::from_env(),
         };
         let mut m = Model {
             arch,
             seed: 0,
             built: None,
             weights: Vec::new(),
-            backend,
+            placement,
             train: None,
             strategy,
         };
@@ -84,7 +86,7 @@ impl<A: Architecture> Model<A> {
         if let Some(t) = &mut self.train {
             t.drop_device();
         }
-        self.backend = backend;
+        self.placement = Placement::chosen(backend);
         self.strategy = None;
     }
 
@@ -108,9 +110,10 @@ impl<A: Architecture> Model<A> {
         Ok(())
     }
 
-    /// The backend this model's graphs run on.
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
+    /// The backend this model's graphs run on; opens the device `STRATA_DEVICE` names if
+    /// the model runs there and no call has opened it yet (its errors are that device's).
+    pub fn backend(&self) -> Result<&Arc<dyn Backend>> {
+        self.placement.backend("backend")
     }
 
     /// The seed weights were initialised from (and training randomness derives from).

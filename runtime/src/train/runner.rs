@@ -348,7 +348,7 @@ impl StepRunner {
         let exe = self
             .exes
             .get_mut(key)
-            .ok_or_else(super::compile::not_compiled)?;
+            .ok_or_else(|| super::compile::not_compiled("run"))?;
         exe.execute(&mut self.args)
     }
 }

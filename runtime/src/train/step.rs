@@ -187,12 +187,13 @@ pub(crate) fn train_graph<A: Architecture>(
         }
 
         let params: Vec<Value> = cur[layout.params.clone()].to_vec();
-        let (pred, logits, state_updates) = {
+        let (pred, logits, activation, state_updates) = {
             let mut cx = Forward::new(&mut g, true, Some(key));
             let pred = model.forward(&mut cx, xk, &params)?;
-            (pred, cx.logits_of(pred), cx.updates().to_vec())
+            let (logits, activation) = (cx.logits_of(pred), cx.activation_of(pred));
+            (pred, logits, activation, cx.updates().to_vec())
         };
-        t.loss.check(g.ty(yk), g.ty(pred))?;
+        t.check_prediction("fit", g.ty(yk), g.ty(pred), activation)?;
         let mut new = cur.clone();
         let trainable: Vec<Value> = layout.trainable.iter().map(|&i| params[i]).collect();
         let (loss, grads, state_updates) = match dist {
@@ -303,12 +304,12 @@ pub(crate) fn eval_graph<A: Architecture>(
     let batch = x_ty.dims()[0];
     let sw = g.parameter(TensorType::new(DType::F32, [batch]));
     let params: Vec<Value> = state[layout.params.clone()].to_vec();
-    let (pred, logits) = {
+    let (pred, logits, activation) = {
         let mut cx = Forward::new(&mut g, false, None);
         let pred = model.forward(&mut cx, x, &params)?;
-        (pred, cx.logits_of(pred))
+        (pred, cx.logits_of(pred), cx.activation_of(pred))
     };
-    t.loss.check(g.ty(y), g.ty(pred))?;
+    t.check_prediction("evaluate", g.ty(y), g.ty(pred), activation)?;
     let mut cur = state.clone();
     match dist {
         None => {
