@@ -74,7 +74,11 @@ fn to_bytes(t: &Tensor) -> Result<Bytes> {
     })
 }
 
-fn from_view(path: &Path, name: &str, v: &safetensors::tensor::TensorView<'_>) -> Result<Tensor> {
+pub(crate) fn from_view(
+    path: &Path,
+    name: &str,
+    v: &safetensors::tensor::TensorView<'_>,
+) -> Result<Tensor> {
     let bad = |m: String| Error::Checkpoint {
         path: path.display().to_string(),
         message: format!("`{name}`: {m}"),
@@ -94,6 +98,86 @@ fn from_view(path: &Path, name: &str, v: &safetensors::tensor::TensorView<'_>) -
                 .collect::<Vec<_>>(),
         ),
         other => Err(bad(format!("unsupported element type {other:?}"))),
+    }
+    .map_err(|e| match e {
+        Error::Checkpoint { .. } => e,
+        // A shape that safetensors accepted but no array can have.
+        e => bad(e.to_string()),
+    })
+}
+
+/// What a checkpoint file holds, checked as far as the bytes alone allow: a whole
+/// safetensors file carrying Strata's format tags. The model decides the rest.
+pub(crate) struct Contents<'a> {
+    pub tensors: safetensors::SafeTensors<'a>,
+    /// The metadata strings Strata wrote.
+    pub info: HashMap<String, String>,
+    pub epoch: usize,
+}
+
+/// Reads the bytes of a checkpoint file; `path` only names it in errors.
+pub(crate) fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<Contents<'a>> {
+    let err = |m: String| Error::Checkpoint {
+        path: path.display().to_string(),
+        message: m,
+    };
+    let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| {
+        err(size_mismatch(bytes)
+            .unwrap_or_else(|| format!("not a readable safetensors file ({e})")))
+    })?;
+    let (_, meta) = safetensors::SafeTensors::read_metadata(bytes)
+        .map_err(|e| err(format!("not a readable safetensors file ({e})")))?;
+    let info = meta.metadata().clone().unwrap_or_default();
+    if info.get("format").map(String::as_str) != Some(FORMAT) {
+        return Err(err("not a Strata checkpoint (missing format tag)".into()));
+    }
+    if info.get("version").map(String::as_str) != Some(VERSION) {
+        return Err(err(format!(
+            "unsupported checkpoint version {:?}",
+            info.get("version")
+        )));
+    }
+    let epoch: usize = info
+        .get("epoch")
+        .and_then(|e| e.parse().ok())
+        .ok_or_else(|| err("bad epoch".into()))?;
+    Ok(Contents {
+        tensors: st,
+        info,
+        epoch,
+    })
+}
+
+/// Why a file is not the size its own header gives, when that is why safetensors refused
+/// it: its messages for a cut-off file ("incomplete metadata") do not say so.
+fn size_mismatch(bytes: &[u8]) -> Option<String> {
+    const LEN: usize = std::mem::size_of::<u64>();
+    let Some((n, rest)) = bytes.split_first_chunk::<LEN>() else {
+        return Some(format!(
+            "truncated: a safetensors file starts with an {LEN}-byte header length, the file has {} bytes",
+            bytes.len()
+        ));
+    };
+    let n = usize::try_from(u64::from_le_bytes(*n)).ok()?;
+    let Some(header) = rest.get(..n) else {
+        return Some(format!(
+            "truncated: its header needs {} bytes, the file has {}",
+            LEN.checked_add(n)?,
+            bytes.len()
+        ));
+    };
+    let meta: safetensors::tensor::Metadata = serde_json::from_slice(header).ok()?;
+    let need = meta.data_len().checked_add(LEN + n)?;
+    match bytes.len().cmp(&need) {
+        std::cmp::Ordering::Less => Some(format!(
+            "truncated: its header describes {need} bytes, the file has {}",
+            bytes.len()
+        )),
+        std::cmp::Ordering::Greater => Some(format!(
+            "its header describes {need} bytes, the file has {} (trailing data)",
+            bytes.len()
+        )),
+        std::cmp::Ordering::Equal => None,
     }
 }
 
@@ -173,24 +257,11 @@ impl<A: Architecture> Model<A> {
             path: path.display().to_string(),
             source: e,
         })?;
-        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
-            .map_err(|e| err(format!("not a readable safetensors file ({e})")))?;
-        let st = safetensors::SafeTensors::deserialize(&bytes)
-            .map_err(|e| err(format!("not a readable safetensors file ({e})")))?;
-        let info = meta.metadata().clone().unwrap_or_default();
-        if info.get("format").map(String::as_str) != Some(FORMAT) {
-            return Err(err("not a Strata checkpoint (missing format tag)".into()));
-        }
-        if info.get("version").map(String::as_str) != Some(VERSION) {
-            return Err(err(format!(
-                "unsupported checkpoint version {:?}",
-                info.get("version")
-            )));
-        }
-        let epoch: usize = info
-            .get("epoch")
-            .and_then(|e| e.parse().ok())
-            .ok_or_else(|| err("bad epoch".into()))?;
+        let Contents {
+            tensors: st,
+            info,
+            epoch,
+        } = parse(path, &bytes)?;
         let has_optimizer = info.contains_key("optimizer");
         if has_optimizer {
             self.ensure_device_if_compiled()?;

@@ -113,18 +113,23 @@ impl Tensor {
 
     /// A tensor from row-major data; errors if the element count does not match the shape.
     pub fn from_vec<T: Element>(dims: &[usize], data: Vec<T>) -> Result<Tensor> {
-        let n: usize = dims.iter().product();
-        if n != data.len() {
+        let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if n != Some(data.len()) {
             return Err(Error::InvalidArgument {
                 what: "Tensor::from_vec".into(),
                 message: format!(
-                    "shape {} needs {n} elements, got {}",
+                    "shape {} needs {} elements, got {}",
                     Shape::from(dims),
+                    n.map_or("more than 2^64".to_string(), |n| n.to_string()),
                     data.len()
                 ),
             });
         }
-        let a = ArrayD::from_shape_vec(IxDyn(dims), data).expect("length checked above");
+        // ndarray also refuses shapes whose non-zero dims overflow isize, even when empty.
+        let a = ArrayD::from_shape_vec(IxDyn(dims), data).map_err(|e| Error::InvalidArgument {
+            what: "Tensor::from_vec".into(),
+            message: format!("shape {}: {e}", Shape::from(dims)),
+        })?;
         Ok(T::into_tensor(a))
     }
 

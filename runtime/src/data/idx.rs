@@ -20,16 +20,23 @@ pub fn read_idx(path: impl AsRef<Path>) -> Result<Tensor> {
         path: path.display().to_string(),
         source: e,
     })?;
+    from_file_bytes(path, &raw)
+}
+
+/// The tensor in the bytes of an IDX file, gzipped or not; `path` only names it in errors.
+pub(crate) fn from_file_bytes(path: &Path, raw: &[u8]) -> Result<Tensor> {
+    let unzipped;
     let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..])
+        flate2::read::GzDecoder::new(raw)
             .read_to_end(&mut out)
             .map_err(|e| bad(path, format!("corrupt gzip stream: {e}")))?;
-        out
+        unzipped = out;
+        &unzipped
     } else {
         raw
     };
-    parse(path, &bytes)
+    parse(path, bytes)
 }
 
 fn parse(path: &Path, b: &[u8]) -> Result<Tensor> {
@@ -86,35 +93,37 @@ fn parse(path: &Path, b: &[u8]) -> Result<Tensor> {
     }
     let d = &b[header..];
     let t = match ty {
-        0x08 => Tensor::from_vec(&dims, d.iter().map(|&v| v as i32).collect::<Vec<i32>>())?,
+        0x08 => Tensor::from_vec(&dims, d.iter().map(|&v| v as i32).collect::<Vec<i32>>()),
         0x09 => Tensor::from_vec(
             &dims,
             d.iter().map(|&v| v as i8 as i32).collect::<Vec<i32>>(),
-        )?,
+        ),
         0x0B => Tensor::from_vec(
             &dims,
             d.chunks_exact(2)
                 .map(|c| i16::from_be_bytes([c[0], c[1]]) as i32)
                 .collect::<Vec<i32>>(),
-        )?,
+        ),
         0x0C => Tensor::from_vec(
             &dims,
             d.chunks_exact(4)
                 .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))
                 .collect::<Vec<i32>>(),
-        )?,
+        ),
         0x0D => Tensor::from_vec(
             &dims,
             d.chunks_exact(4)
                 .map(|c| f32::from_be_bytes([c[0], c[1], c[2], c[3]]))
                 .collect::<Vec<f32>>(),
-        )?,
+        ),
         _ => Tensor::from_vec(
             &dims,
             d.chunks_exact(8)
                 .map(|c| f64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
                 .collect::<Vec<f64>>(),
-        )?,
-    };
+        ),
+    }
+    // A shape that no array can have (its non-zero dims overflow) fails here.
+    .map_err(|e| bad(path, e.to_string()))?;
     Ok(t)
 }

@@ -8,9 +8,11 @@ mod lookahead;
 mod mnist;
 mod npy;
 
+pub(crate) use idx::from_file_bytes as idx_from_file_bytes;
 pub use idx::read_idx;
 pub use lookahead::Lookahead;
 pub use mnist::{load_mnist, Mnist, FASHION_MNIST_DIR};
+pub(crate) use npy::from_file_bytes as npy_from_file_bytes;
 pub use npy::read_npy;
 
 pub use crate::kernel::rows::gather_rows;

@@ -130,18 +130,25 @@ impl Cache {
     fn try_store(&self, identity: &[u8], payload: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         write_atomic(&self.path(identity), |f| {
-            f.write_all(MAGIC)?;
-            f.write_all(&(identity.len() as u64).to_le_bytes())?;
-            f.write_all(identity)?;
-            f.write_all(&(payload.len() as u64).to_le_bytes())?;
-            f.write_all(payload)?;
-            f.write_all(&fnv1a64(payload, FNV_OFFSET).to_le_bytes())
+            f.write_all(&encode_entry(identity, payload))
         })
     }
 }
 
+/// An entry's bytes, as [`parse_entry`] reads them back.
+pub(crate) fn encode_entry(identity: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(MAGIC.len() + identity.len() + payload.len() + 24);
+    b.extend_from_slice(MAGIC);
+    b.extend_from_slice(&(identity.len() as u64).to_le_bytes());
+    b.extend_from_slice(identity);
+    b.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    b.extend_from_slice(payload);
+    b.extend_from_slice(&fnv1a64(payload, FNV_OFFSET).to_le_bytes());
+    b
+}
+
 /// The payload of an entry whose key material is `identity` and whose checksum holds.
-fn parse_entry(bytes: &[u8], identity: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn parse_entry(bytes: &[u8], identity: &[u8]) -> Option<Vec<u8>> {
     let rest = bytes.strip_prefix(MAGIC.as_slice())?;
     let (id, rest) = take_block(rest)?;
     if id != identity {

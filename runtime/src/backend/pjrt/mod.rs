@@ -17,6 +17,7 @@ pub mod plugin;
 mod replicated;
 pub(crate) mod stablehlo;
 
+pub(crate) use cache::{encode_entry as encode_cache_entry, parse_entry as parse_cache_entry};
 pub use cache::{CacheDir, CacheStats};
 pub use executable::ExecutionStats;
 pub use plugin::{find_plugin, find_plugin_in, KnownPlugin, PluginKind, KNOWN_PLUGINS};

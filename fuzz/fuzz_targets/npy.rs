@@ -1,0 +1,6 @@
+//! `read_npy` on any bytes: a typed error or a tensor, never a panic.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|bytes: &[u8]| {
+    let _ = strata_runtime::fuzzing::npy(bytes);
+});
