@@ -55,13 +55,28 @@ pub enum Error {
     #[error("{what}: {message}")]
     InvalidArgument { what: String, message: String },
 
-    /// Training stopped because the loss became NaN or infinite; the model keeps the
-    /// weights from before the step that produced it.
-    #[error("the loss became {value} at epoch {epoch}, step {step}; training stopped and the weights from before that step were kept")]
-    NonFiniteLoss {
+    /// Training stopped at a step whose loss, gradient, learning rate or updated
+    /// parameters were not finite. That step changed nothing: the model keeps the weights
+    /// (and optimizer state) from after step `step - 1`, all finite.
+    #[error(
+        "fit: step {step} (epoch {}, batch {}; counted from 1): {}; training stopped and kept the weights from after step {}",
+        epoch + 1,
+        batch + 1,
+        non_finite_text(*cause, *value),
+        step - 1
+    )]
+    NonFiniteStep {
+        /// The epoch, counted from 0 (as `History` and the callbacks count).
         epoch: usize,
-        step: usize,
-        value: f64,
+        /// The batch within the epoch, counted from 0 (as `on_batch_end` counts).
+        batch: usize,
+        /// The optimizer step over the whole training, counted from 1: the model's
+        /// `iterations()` is `step - 1` afterwards.
+        step: u64,
+        cause: NonFiniteCause,
+        /// The loss or the learning rate when that is the cause (a scalar); `None` for a
+        /// gradient or the parameters.
+        value: Option<f64>,
     },
 
     /// A checkpoint that cannot be read or does not fit the model.
@@ -145,6 +160,46 @@ pub enum Error {
         "unknown device `{input}`: {message} (expected native, xla-cpu, xla-cpu:N, cuda or tpu)"
     )]
     DeviceParse { input: String, message: String },
+}
+
+/// What a train step found not finite, checked in this order (the first that fails is
+/// the cause).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NonFiniteCause {
+    /// The batch's loss.
+    Loss,
+    /// A gradient of a trainable parameter (before clipping).
+    Gradient,
+    /// The learning rate the schedule gave for the step.
+    LearningRate,
+    /// An updated parameter, optimizer slot or state (an overflow in the update).
+    Parameters,
+}
+
+impl std::fmt::Display for NonFiniteCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NonFiniteCause::Loss => "loss",
+            NonFiniteCause::Gradient => "gradient",
+            NonFiniteCause::LearningRate => "learning rate",
+            NonFiniteCause::Parameters => "parameters",
+        })
+    }
+}
+
+/// "the loss was NaN", "a gradient was not finite", …
+fn non_finite_text(cause: NonFiniteCause, value: Option<f64>) -> String {
+    let what = match cause {
+        NonFiniteCause::Loss => "the loss",
+        NonFiniteCause::Gradient => "a gradient",
+        NonFiniteCause::LearningRate => "the learning rate",
+        NonFiniteCause::Parameters => "the updated parameters",
+    };
+    match value {
+        Some(v) => format!("{what} was {v}"),
+        None if cause == NonFiniteCause::Parameters => format!("{what} were not finite"),
+        None => format!("{what} was not finite"),
+    }
 }
 
 /// `[batch, 784]`: a shape whose `None` dimensions may be anything.

@@ -255,16 +255,14 @@ impl<A: Architecture> Model<A> {
                         progress.abandon();
                         self.sync_weights()?;
                         // The chain stopped at the first bad step: the good ones counted.
-                        let step = (self.runner()?.iterations() - epoch_start) as usize;
+                        let good = self.runner()?.iterations();
+                        let batch = (good - epoch_start) as usize;
                         if control.terminate_on_nan {
-                            println!("Batch {step}: Invalid loss, terminating training");
+                            let cause = out.cause.map_or("value".into(), |c| c.to_string());
+                            println!("Batch {batch}: Invalid {cause}, terminating training");
                             break 'epochs;
                         }
-                        return Err(Error::NonFiniteLoss {
-                            epoch,
-                            step,
-                            value: out.batch_loss,
-                        });
+                        return Err(out.error(epoch, batch, good));
                     }
                     progress.update(done, &logs, started.elapsed());
                 }
