@@ -47,13 +47,20 @@ fn is_finite(g: &mut Graph, x: Value) -> Result<Value> {
 /// make it overflow only when they average beyond `f32::MAX / n`, which this counts as
 /// an overflow too. A plain sum reads each value once as a reduction, so it joins no
 /// elementwise kernel of the update (natively, Adam's update stays one hand-fused pass).
+/// Each value is summed over every axis but its last first: natively that reduction keeps
+/// one running sum per element of a row (independent, so vectorised) where a sum over
+/// everything at once is one serial chain of additions.
 fn all_finite(g: &mut Graph, xs: &[Value]) -> Result<Value> {
     let mut total: Option<Value> = None;
     for &x in xs {
-        let mut s = if g.ty(x).rank() == 0 {
-            x
-        } else {
-            g.sum_all(x)?
+        let rank = g.ty(x).rank();
+        let mut s = match rank {
+            0 => x,
+            1 => g.sum_all(x)?,
+            _ => {
+                let rows = g.sum(x, &(0..rank - 1).collect::<Vec<_>>())?;
+                g.sum_all(rows)?
+            }
         };
         if g.ty(s).dtype != DType::F32 {
             s = g.convert(s, DType::F32)?;
