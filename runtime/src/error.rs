@@ -55,15 +55,17 @@ pub enum Error {
     #[error("{what}: {message}")]
     InvalidArgument { what: String, message: String },
 
-    /// Training stopped at a step whose loss, gradient, learning rate or updated
-    /// parameters were not finite. That step changed nothing: the model keeps the weights
-    /// (and optimizer state) from after step `step - 1`, all finite.
+    /// Training stopped at a step whose loss, gradient, learning rate or update was not
+    /// finite. A bad loss, gradient or learning rate is found before the update, so that
+    /// step changed nothing: the model keeps the weights (and optimizer state) from after
+    /// step `step - 1`, all finite. An update that overflowed (`Parameters`) shows only
+    /// in what it wrote: the model keeps the weights from after step `step`, not all
+    /// finite (restore a checkpoint).
     #[error(
-        "fit: step {step} (epoch {}, batch {}; counted from 1): {}; training stopped and kept the weights from after step {}",
+        "fit: step {step} (epoch {}, batch {}; counted from 1): {}",
         epoch + 1,
         batch + 1,
-        non_finite_text(*cause, *value),
-        step - 1
+        non_finite_text(*step, *cause, *value)
     )]
     NonFiniteStep {
         /// The epoch, counted from 0 (as `History` and the callbacks count).
@@ -187,19 +189,23 @@ impl std::fmt::Display for NonFiniteCause {
     }
 }
 
-/// "the loss was NaN", "a gradient was not finite", …
-fn non_finite_text(cause: NonFiniteCause, value: Option<f64>) -> String {
+/// What went wrong at `step` and which weights the model kept.
+fn non_finite_text(step: u64, cause: NonFiniteCause, value: Option<f64>) -> String {
     let what = match cause {
         NonFiniteCause::Loss => "the loss",
         NonFiniteCause::Gradient => "a gradient",
         NonFiniteCause::LearningRate => "the learning rate",
-        NonFiniteCause::Parameters => "the updated parameters",
+        NonFiniteCause::Parameters => {
+            return "the update overflowed: some parameters or optimizer state are not \
+                    finite; training stopped with the weights that step wrote"
+                .to_string()
+        }
     };
-    match value {
-        Some(v) => format!("{what} was {v}"),
-        None if cause == NonFiniteCause::Parameters => format!("{what} were not finite"),
-        None => format!("{what} was not finite"),
-    }
+    let was = value.map_or("not finite".to_string(), |v| v.to_string());
+    format!(
+        "{what} was {was}; training stopped and kept the weights from after step {}",
+        step.saturating_sub(1)
+    )
 }
 
 /// `[batch, 784]`: a shape whose `None` dimensions may be anything.

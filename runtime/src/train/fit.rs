@@ -255,14 +255,15 @@ impl<A: Architecture> Model<A> {
                         progress.abandon();
                         self.sync_weights()?;
                         // The chain stopped at the first bad step: the good ones counted.
-                        let good = self.runner()?.iterations();
-                        let batch = (good - epoch_start) as usize;
-                        if control.terminate_on_nan {
-                            let cause = out.cause.map_or("value".into(), |c| c.to_string());
+                        let done = self.runner()?.iterations();
+                        let e = out.error(epoch, (done - epoch_start) as usize, done);
+                        if let (true, Error::NonFiniteStep { batch, cause, .. }) =
+                            (control.terminate_on_nan, &e)
+                        {
                             println!("Batch {batch}: Invalid {cause}, terminating training");
                             break 'epochs;
                         }
-                        return Err(out.error(epoch, batch, good));
+                        return Err(e);
                     }
                     progress.update(done, &logs, started.elapsed());
                 }

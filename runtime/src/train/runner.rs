@@ -28,17 +28,19 @@ pub(crate) struct StepOut {
 }
 
 impl StepOut {
-    /// The error for a bad step: `good` steps had run before it in all (the model's
-    /// iteration count), `in_epoch` of them in `epoch`.
-    pub fn error(&self, epoch: usize, in_epoch: usize, good: u64) -> Error {
+    /// The error for a bad step, `done` steps having run in all (the model's iteration
+    /// count after the call), `in_epoch` of them in `epoch`. A step that overflowed in
+    /// its update counts among them (it wrote its update); any other bad step does not.
+    pub fn error(&self, epoch: usize, in_epoch: usize, done: u64) -> Error {
         // A status no check writes cannot come; if it did, "parameters" is the
         // broadest claim that is still true of a bad state.
         let cause = self.cause.unwrap_or(NonFiniteCause::Parameters);
+        let ran = (cause == NonFiniteCause::Parameters) as u64;
         let scalar = matches!(cause, NonFiniteCause::Loss | NonFiniteCause::LearningRate);
         Error::NonFiniteStep {
             epoch,
-            batch: in_epoch,
-            step: good + 1,
+            batch: in_epoch.saturating_sub(ran as usize),
+            step: done + 1 - ran,
             cause,
             value: scalar.then_some(self.value),
         }

@@ -329,49 +329,63 @@ pub(crate) fn train_graph<A: Architecture>(
 
         // Everything the step updates but its counters (the loss tracker and metrics
         // are finite when the loss is).
-        let updated: Vec<Value> = (0..cur.len())
-            .filter(|i| !layout.metric_state.contains(i) && *i != layout.iterations)
-            .filter(|&i| new[i] != cur[i])
-            .map(|i| new[i])
-            .collect();
-        let params_ok = all_finite(&mut g, &updated)?;
+        // The checks known before the update guard it: a step whose loss, gradients or
+        // learning rate are not finite changes nothing, and the update stays one pass
+        // that writes the state in place.
         let loss_ok = is_finite(&mut g, loss)?;
         let lr_ok = is_finite(&mut g, lrk)?;
+        let inputs_ok = g.binary(BinaryOp::And, loss_ok, grads_ok)?;
+        let inputs_ok = g.binary(BinaryOp::And, inputs_ok, lr_ok)?;
+        let commit = g.binary(BinaryOp::And, ok, inputs_ok)?;
+        let mut updated = Vec::new();
+        for i in 0..cur.len() {
+            if new[i] != cur[i] {
+                cur[i] = g.select(commit, new[i], cur[i])?;
+                // Everything the step updates but its counters (the loss tracker and
+                // metrics are finite when the loss is).
+                if !layout.metric_state.contains(&i) && i != layout.iterations {
+                    updated.push(cur[i]);
+                }
+            }
+        }
+        // An update that overflows shows only in what it wrote: guarding the update by
+        // it would need the new state beside the old one until the check is done (a
+        // second copy of the state and a pass to commit it), so it stops the chain
+        // instead, and the error says the weights are the overflowed ones.
+        let params_ok = all_finite(&mut g, &updated)?;
         // The first failed check, in `CAUSES` order, and its scalar.
         let cause = g.select(lr_ok, c_params, c_lr)?;
         let cause = g.select(grads_ok, cause, c_grad)?;
         let cause = g.select(loss_ok, cause, c_loss)?;
         let value = g.select(loss_ok, lrk, loss)?;
-        let step_ok = g.binary(BinaryOp::And, loss_ok, grads_ok)?;
-        let step_ok = g.binary(BinaryOp::And, step_ok, lr_ok)?;
-        let step_ok = g.binary(BinaryOp::And, step_ok, params_ok)?;
+        let step_ok = g.binary(BinaryOp::And, inputs_ok, params_ok)?;
         let step_bad = g.unary(UnaryOp::Not, step_ok)?;
         let first_bad = g.binary(BinaryOp::And, ok, step_bad)?;
         bad_cause = g.select(first_bad, cause, bad_cause)?;
         bad_value = g.select(first_bad, value, bad_value)?;
         ok = g.binary(BinaryOp::And, ok, step_ok)?;
-        for i in 0..cur.len() {
-            if new[i] != cur[i] {
-                cur[i] = g.select(ok, new[i], cur[i])?;
-            }
-        }
     }
     let offset = g.constant(crate::Tensor::from_vec(&[2], vec![k as i32, 0])?);
     let advanced = g.add(state[layout.key], offset)?;
     cur[layout.key] = g.select(go, advanced, state[layout.key])?;
-    let mut logs = results(&mut g, &t.metrics, layout, &cur)?;
-    let status_out = [ok, bad_cause, bad_value];
-    logs.extend(status_out);
+    let logs = results(&mut g, &t.metrics, layout, &cur)?;
     let want = logs_len(t.metric_names.len());
-    if logs.len() != want {
+    if logs.len() + STATUS_LEN != want {
         return Err(Error::invalid(
             "train step",
-            format!("internal: {} logs, expected {want}", logs.len()),
+            format!(
+                "internal: {} logs, expected {want}",
+                logs.len() + STATUS_LEN
+            ),
         ));
     }
+    // The status packed once and appended whole: a concatenation of few operands (the
+    // native executor keeps up to four on the stack).
+    let status_out = pack_f32(&mut g, &[ok, bad_cause, bad_value])?;
+    let logs = pack_f32(&mut g, &logs)?;
     let mut outputs = cur.clone();
-    outputs.push(pack_f32(&mut g, &logs)?);
-    outputs.push(pack_f32(&mut g, &status_out)?);
+    outputs.push(g.concatenate(&[logs, status_out], 0)?);
+    outputs.push(status_out);
     g.set_outputs(outputs)?;
     let updates = (0..layout.len()).map(|i| (i, i)).collect();
     Ok((g, CompileOptions { updates }))
