@@ -37,8 +37,8 @@ enum Case {
     /// Step 3's batch has a finite loss whose gradient overflows.
     Gradient,
     /// Step 3's loss and gradient are finite, but its learning rate (1e30) makes the
-    /// update overflow: found only after the update is written (see
-    /// `an_update_that_overflows_stops_at_that_step`).
+    /// update overflow: found when step 4 reads what it wrote, or at the end of `fit`
+    /// (see `an_update_that_overflows_stops_at_that_step`).
     Parameters,
 }
 
@@ -249,8 +249,8 @@ fn a_non_finite_gradient_keeps_the_weights_after_step_2() {
 }
 
 /// An overflow in the update shows only in what the update wrote (guarding the update by
-/// it would need a second copy of the state): the chain stops at that step, the error
-/// says so, and the steps after it change nothing.
+/// it would need a second copy of the state): the next step's loss is not finite, the
+/// chain stops there, and the error names the step that overflowed.
 #[test]
 fn an_update_that_overflows_stops_at_that_step() {
     for s in SETUPS {
@@ -264,6 +264,32 @@ fn an_update_that_overflows_stops_at_that_step() {
         assert_eq!(m.iterations(), 3, "{what}");
         let w = values(&m);
         assert!(w.iter().flatten().any(|v| !v.is_finite()), "{what}: {w:?}");
+    }
+}
+
+/// An overflow in the last step of `fit` has no next step to show it: `fit` finds it in
+/// the weights it ends with.
+#[test]
+fn an_update_that_overflows_in_the_last_step_is_an_error() {
+    for s in SETUPS {
+        let what = format!("{s:?}");
+        let (x, y) = Case::Parameters.data();
+        let mut m = line(Case::Parameters, s);
+        let e = fit(&mut m, &x, &y, 6, Fit::epochs(1)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::NonFiniteStep {
+                    epoch: 0,
+                    batch: 2,
+                    step: 3,
+                    cause: NonFiniteCause::Parameters,
+                    value: None,
+                }
+            ),
+            "{what}: {e:?}"
+        );
+        assert_eq!(m.iterations(), 3, "{what}");
     }
 }
 

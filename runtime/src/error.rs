@@ -58,9 +58,9 @@ pub enum Error {
     /// Training stopped at a step whose loss, gradient, learning rate or update was not
     /// finite. A bad loss, gradient or learning rate is found before the update, so that
     /// step changed nothing: the model keeps the weights (and optimizer state) from after
-    /// step `step - 1`, all finite. An update that overflowed (`Parameters`) shows only
-    /// in what it wrote: the model keeps the weights from after step `step`, not all
-    /// finite (restore a checkpoint).
+    /// step `step - 1`, all finite. An update that overflowed (`Parameters`) is found
+    /// when the next step reads what it wrote: the model keeps the weights from after
+    /// step `step`, not all finite (restore a checkpoint, e.g. with `BackupAndRestore`).
     #[error(
         "fit: step {step} (epoch {}, batch {}; counted from 1): {}",
         epoch + 1,
@@ -196,8 +196,8 @@ fn non_finite_text(step: u64, cause: NonFiniteCause, value: Option<f64>) -> Stri
         NonFiniteCause::Gradient => "a gradient",
         NonFiniteCause::LearningRate => "the learning rate",
         NonFiniteCause::Parameters => {
-            return "the update overflowed: some parameters or optimizer state are not \
-                    finite; training stopped with the weights that step wrote"
+            return "its update overflowed: some weights it wrote are not finite (the \
+                    next step's loss was not); training stopped with those weights"
                 .to_string()
         }
     };

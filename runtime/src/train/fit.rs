@@ -142,6 +142,8 @@ impl<A: Architecture> Model<A> {
         let mut pool: Vec<Batch> = Vec::new();
         let mut spare: Spares<Batch> = Spares::default();
         let mut logs = Logs::default();
+        // The last epoch that ran to its end, and whether TerminateOnNaN stopped training.
+        let (mut finished, mut terminated) = (None, false);
         'epochs: for epoch in opts.initial_epoch..opts.epochs {
             if control.stop {
                 break;
@@ -256,11 +258,13 @@ impl<A: Architecture> Model<A> {
                         self.sync_weights()?;
                         // The chain stopped at the first bad step: the good ones counted.
                         let done = self.runner()?.iterations();
-                        let e = out.error(epoch, (done - epoch_start) as usize, done);
+                        let finite = self.weights.iter().all(Tensor::is_all_finite);
+                        let e = out.error(epoch, (done - epoch_start) as usize, done, finite);
                         if let (true, Error::NonFiniteStep { batch, cause, .. }) =
                             (control.terminate_on_nan, &e)
                         {
                             println!("Batch {batch}: Invalid {cause}, terminating training");
+                            terminated = true;
                             break 'epochs;
                         }
                         return Err(e);
@@ -286,6 +290,7 @@ impl<A: Architecture> Model<A> {
             }
             progress.finish(steps, &epoch_logs, started.elapsed());
             history.push(epoch, &epoch_logs);
+            finished = Some(epoch);
             for cb in &mut callbacks {
                 cb.on_epoch_end(epoch, &epoch_logs, &mut control.with(self))?;
             }
@@ -301,6 +306,19 @@ impl<A: Architecture> Model<A> {
             cb.on_train_end(&last, &mut control.with(self))?;
         }
         self.sync_weights()?;
+        // The device does not check what an update writes (see `step::train_graph`): an
+        // overflow in the last step has no next step whose loss would show it.
+        if let (Some(epoch), false) = (finished, terminated) {
+            if !self.weights.iter().all(Tensor::is_all_finite) {
+                return Err(Error::NonFiniteStep {
+                    epoch,
+                    batch: steps.saturating_sub(1),
+                    step: self.runner()?.iterations(),
+                    cause: crate::NonFiniteCause::Parameters,
+                    value: None,
+                });
+            }
+        }
         Ok(history)
     }
 

@@ -48,13 +48,13 @@ fn the_tutorial_train_step_keeps_its_plan() {
         ],
     ));
     let s = train_step_plan(model, &[784]);
-    // The step's health checks (see `step::all_finite`) add reductions: per gradient and
-    // per updated parameter, slot and global, a sum over the leading axes (rank 2) and one
-    // over the rest, 38 kernels in all; their partial sums join the scalar kernel at the
-    // end. Adam's update stays six hand-fused passes, guarded in place.
+    // The gradients' health check (see `step::all_finite`) adds reductions: per gradient
+    // a sum over the leading axes (rank 2) and one over the rest, 10 kernels in all, and
+    // their partial sums one more. Adam's update stays six hand-fused passes, guarded in
+    // place.
     assert_eq!(
         (s.steps, s.kernels.len(), s.fused, s.adam, s.insts, s.slots),
-        (99, 71, 28, 6, 306, 60),
+        (73, 44, 29, 6, 264, 53),
         "{s:#?}"
     );
 }
@@ -80,7 +80,7 @@ fn a_convolutional_train_step_keeps_its_plan() {
     let s = train_step_plan(model, &[8, 8, 1]);
     assert_eq!(
         (s.steps, s.kernels.len(), s.fused, s.adam, s.insts, s.slots),
-        (144, 93, 51, 8, 453, 76),
+        (113, 61, 52, 8, 395, 67),
         "{s:#?}"
     );
 }

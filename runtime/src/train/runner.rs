@@ -29,12 +29,18 @@ pub(crate) struct StepOut {
 
 impl StepOut {
     /// The error for a bad step, `done` steps having run in all (the model's iteration
-    /// count after the call), `in_epoch` of them in `epoch`. A step that overflowed in
-    /// its update counts among them (it wrote its update); any other bad step does not.
-    pub fn error(&self, epoch: usize, in_epoch: usize, done: u64) -> Error {
-        // A status no check writes cannot come; if it did, "parameters" is the
-        // broadest claim that is still true of a bad state.
-        let cause = self.cause.unwrap_or(NonFiniteCause::Parameters);
+    /// count after the call), `in_epoch` of them in `epoch`; `weights_finite` says whether
+    /// the weights the bad step read were. Weights that were not were written by the step
+    /// before (its update overflowed, which the device does not check: see
+    /// `step::train_graph`), and that step is the one named.
+    pub fn error(&self, epoch: usize, in_epoch: usize, done: u64, weights_finite: bool) -> Error {
+        let cause = match self.cause {
+            _ if !weights_finite => NonFiniteCause::Parameters,
+            Some(c) => c,
+            // A status no check writes cannot come; if it did, "loss" is what the step
+            // checked first.
+            None => NonFiniteCause::Loss,
+        };
         let ran = (cause == NonFiniteCause::Parameters) as u64;
         let scalar = matches!(cause, NonFiniteCause::Loss | NonFiniteCause::LearningRate);
         Error::NonFiniteStep {

@@ -196,12 +196,11 @@ pub(crate) fn logs_len(metrics: usize) -> usize {
 /// then the new status: one vector so the host reads one buffer per call, as on XLA each
 /// read is a device round trip), and the new status for the next call.
 ///
-/// A step is healthy when its loss, its gradients (before clipping), its learning rate
-/// and every value it updates (parameters, optimizer slots and globals, layer state) are
-/// finite. A step that is not changes nothing, nor do the steps after it, in this call or
-/// in the calls it hands its status: so the host need not read every call's logs to stop
-/// with the last good state (a read costs a round trip to the device, and the device
-/// waits while the host reads), and the state it stops with is finite. With `dist` this
+/// A step is healthy when its loss, its gradients (before clipping) and its learning rate
+/// are finite. A step that is not changes nothing, nor do the steps after it, in this
+/// call or in the calls it hands its status: so the host need not read every call's logs
+/// to stop with the last good state (a read costs a round trip to the device, and the
+/// device waits while the host reads). With `dist` this
 /// is one replica's program: `b` is its share of each global batch, and one all-reduce
 /// per step makes every replica take the global step (see `distribute`); the loss,
 /// gradients and updates are then the same on every replica, and so is the verdict.
@@ -237,11 +236,10 @@ pub(crate) fn train_graph<A: Architecture>(
     let go = g.compare(Comparison::Ne, healthy, zero)?;
     let mut ok = go;
     let code = |g: &mut Graph, c: NonFiniteCause| g.scalar(cause_code(c), DType::F32);
-    let (c_loss, c_grad, c_lr, c_params) = (
+    let (c_loss, c_grad, c_lr) = (
         code(&mut g, NonFiniteCause::Loss),
         code(&mut g, NonFiniteCause::Gradient),
         code(&mut g, NonFiniteCause::LearningRate),
-        code(&mut g, NonFiniteCause::Parameters),
     );
     for step in 0..k {
         let (xk, yk, swk) = (
@@ -327,8 +325,6 @@ pub(crate) fn train_graph<A: Architecture>(
         }
         new[layout.iterations] = next;
 
-        // Everything the step updates but its counters (the loss tracker and metrics
-        // are finite when the loss is).
         // The checks known before the update guard it: a step whose loss, gradients or
         // learning rate are not finite changes nothing, and the update stays one pass
         // that writes the state in place.
@@ -337,28 +333,21 @@ pub(crate) fn train_graph<A: Architecture>(
         let inputs_ok = g.binary(BinaryOp::And, loss_ok, grads_ok)?;
         let inputs_ok = g.binary(BinaryOp::And, inputs_ok, lr_ok)?;
         let commit = g.binary(BinaryOp::And, ok, inputs_ok)?;
-        let mut updated = Vec::new();
         for i in 0..cur.len() {
             if new[i] != cur[i] {
                 cur[i] = g.select(commit, new[i], cur[i])?;
-                // Everything the step updates but its counters (the loss tracker and
-                // metrics are finite when the loss is).
-                if !layout.metric_state.contains(&i) && i != layout.iterations {
-                    updated.push(cur[i]);
-                }
             }
         }
-        // An update that overflows shows only in what it wrote: guarding the update by
-        // it would need the new state beside the old one until the check is done (a
-        // second copy of the state and a pass to commit it), so it stops the chain
-        // instead, and the error says the weights are the overflowed ones.
-        let params_ok = all_finite(&mut g, &updated)?;
+        // An update that overflows shows only in what it wrote. Guarding the update by it
+        // would need the new state beside the old one until the check is done (a second
+        // copy of the state), and even checking it costs a reduction over every updated
+        // tensor per step; a non-finite weight makes the next step's loss non-finite
+        // instead, and the host, reading the weights then, names the overflow.
         // The first failed check, in `CAUSES` order, and its scalar.
-        let cause = g.select(lr_ok, c_params, c_lr)?;
-        let cause = g.select(grads_ok, cause, c_grad)?;
+        let cause = g.select(grads_ok, c_lr, c_grad)?;
         let cause = g.select(loss_ok, cause, c_loss)?;
         let value = g.select(loss_ok, lrk, loss)?;
-        let step_ok = g.binary(BinaryOp::And, inputs_ok, params_ok)?;
+        let step_ok = inputs_ok;
         let step_bad = g.unary(UnaryOp::Not, step_ok)?;
         let first_bad = g.binary(BinaryOp::And, ok, step_bad)?;
         bad_cause = g.select(first_bad, cause, bad_cause)?;
