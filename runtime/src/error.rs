@@ -55,13 +55,30 @@ pub enum Error {
     #[error("{what}: {message}")]
     InvalidArgument { what: String, message: String },
 
-    /// Training stopped because the loss became NaN or infinite; the model keeps the
-    /// weights from before the step that produced it.
-    #[error("the loss became {value} at epoch {epoch}, step {step}; training stopped and the weights from before that step were kept")]
-    NonFiniteLoss {
+    /// Training stopped at a step whose loss, gradient, learning rate or update was not
+    /// finite. A bad loss, gradient or learning rate is found before the update, so that
+    /// step changed nothing: the model keeps the weights (and optimizer state) from after
+    /// step `step - 1`, all finite. An update that overflowed (`Parameters`) is found
+    /// when the next step reads what it wrote: the model keeps the weights from after
+    /// step `step`, not all finite (restore a checkpoint, e.g. with `BackupAndRestore`).
+    #[error(
+        "fit: step {step} (epoch {}, batch {}; counted from 1): {}",
+        epoch + 1,
+        batch + 1,
+        non_finite_text(*step, *cause, *value)
+    )]
+    NonFiniteStep {
+        /// The epoch, counted from 0 (as `History` and the callbacks count).
         epoch: usize,
-        step: usize,
-        value: f64,
+        /// The batch within the epoch, counted from 0 (as `on_batch_end` counts).
+        batch: usize,
+        /// The optimizer step over the whole training, counted from 1: the model's
+        /// `iterations()` is `step - 1` afterwards.
+        step: u64,
+        cause: NonFiniteCause,
+        /// The loss or the learning rate when that is the cause (a scalar); `None` for a
+        /// gradient or the parameters.
+        value: Option<f64>,
     },
 
     /// A checkpoint that cannot be read or does not fit the model.
@@ -145,6 +162,50 @@ pub enum Error {
         "unknown device `{input}`: {message} (expected native, xla-cpu, xla-cpu:N, cuda or tpu)"
     )]
     DeviceParse { input: String, message: String },
+}
+
+/// What a train step found not finite, checked in this order (the first that fails is
+/// the cause).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NonFiniteCause {
+    /// The batch's loss.
+    Loss,
+    /// A gradient of a trainable parameter (before clipping).
+    Gradient,
+    /// The learning rate the schedule gave for the step.
+    LearningRate,
+    /// An updated parameter, optimizer slot or state (an overflow in the update).
+    Parameters,
+}
+
+impl std::fmt::Display for NonFiniteCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NonFiniteCause::Loss => "loss",
+            NonFiniteCause::Gradient => "gradient",
+            NonFiniteCause::LearningRate => "learning rate",
+            NonFiniteCause::Parameters => "parameters",
+        })
+    }
+}
+
+/// What went wrong at `step` and which weights the model kept.
+fn non_finite_text(step: u64, cause: NonFiniteCause, value: Option<f64>) -> String {
+    let what = match cause {
+        NonFiniteCause::Loss => "the loss",
+        NonFiniteCause::Gradient => "a gradient",
+        NonFiniteCause::LearningRate => "the learning rate",
+        NonFiniteCause::Parameters => {
+            return "its update overflowed: some weights it wrote are not finite (the \
+                    next step's loss was not); training stopped with those weights"
+                .to_string()
+        }
+    };
+    let was = value.map_or("not finite".to_string(), |v| v.to_string());
+    format!(
+        "{what} was {was}; training stopped and kept the weights from after step {}",
+        step.saturating_sub(1)
+    )
 }
 
 /// `[batch, 784]`: a shape whose `None` dimensions may be anything.

@@ -20,7 +20,7 @@ mod tensor;
 pub mod train;
 mod types;
 
-pub use error::{Error, Result};
+pub use error::{Error, NonFiniteCause, Result};
 /// The layer catalogue: every layer's arguments, shape rule and parameters, which
 /// `model!` checks at compile time and [`nn::Layer`] applies at build time.
 pub use strata_spec as spec;

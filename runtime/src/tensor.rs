@@ -147,6 +147,16 @@ impl Tensor {
         Ok(self.array::<T>()?.iter().copied().collect())
     }
 
+    /// Whether no element is NaN or ±∞ (integer and boolean tensors always are).
+    pub fn is_all_finite(&self) -> bool {
+        match self {
+            Tensor::F32(a) => a.iter().all(|v| v.is_finite()),
+            Tensor::F64(a) => a.iter().all(|v| v.is_finite()),
+            Tensor::BF16(a) => a.iter().all(|v| v.is_finite()),
+            Tensor::I32(_) | Tensor::I64(_) | Tensor::Bool(_) => true,
+        }
+    }
+
     /// The single element of a one-element tensor converted to f64 (for losses and metrics).
     pub fn scalar_f64(&self) -> Result<f64> {
         if self.numel() != 1 {

@@ -231,9 +231,11 @@ fn a_non_finite_loss_stops_training_and_keeps_the_last_good_weights() {
     assert!(
         matches!(
             e,
-            Error::NonFiniteLoss {
+            Error::NonFiniteStep {
                 epoch: 0,
-                step: 2,
+                batch: 2,
+                step: 3,
+                cause: strata_runtime::NonFiniteCause::Loss,
                 ..
             }
         ),
@@ -243,7 +245,7 @@ fn a_non_finite_loss_stops_training_and_keeps_the_last_good_weights() {
     // The loss reported is the bad step's, though the host read the logs after later
     // steps had run (as no-ops): no callback asked for every call.
     assert!(
-        matches!(e, Error::NonFiniteLoss { value, .. } if value.is_nan()),
+        matches!(e, Error::NonFiniteStep { value: Some(v), .. } if v.is_nan()),
         "{e}"
     );
     // The same two good steps alone give the same weights.

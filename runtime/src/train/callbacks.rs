@@ -490,8 +490,9 @@ impl Callback for CSVLogger {
     }
 }
 
-/// Ends training quietly when the loss stops being finite (instead of `fit` returning
-/// [`Error::NonFiniteLoss`]); the weights from before the bad step are kept either way.
+/// Ends training quietly when a step's loss, gradient, learning rate or update stops
+/// being finite (instead of `fit` returning [`Error::NonFiniteStep`]); the weights from
+/// before the bad step are kept either way.
 #[derive(Default)]
 pub struct TerminateOnNaN;
 

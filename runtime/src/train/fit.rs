@@ -143,6 +143,8 @@ impl<A: Architecture> Model<A> {
         let mut pool: Vec<Batch> = Vec::new();
         let mut spare: Spares<Batch> = Spares::default();
         let mut logs = Logs::default();
+        // The last epoch that ran to its end, and whether TerminateOnNaN stopped training.
+        let (mut finished, mut terminated) = (None, false);
         'epochs: for epoch in first_epoch..opts.epochs {
             if control.stop {
                 break;
@@ -256,16 +258,17 @@ impl<A: Architecture> Model<A> {
                         progress.abandon();
                         self.sync_weights()?;
                         // The chain stopped at the first bad step: the good ones counted.
-                        let step = (self.runner()?.iterations() - epoch_start) as usize;
-                        if control.terminate_on_nan {
-                            println!("Batch {step}: Invalid loss, terminating training");
+                        let done = self.runner()?.iterations();
+                        let finite = self.weights.iter().all(Tensor::is_all_finite);
+                        let e = out.error(epoch, (done - epoch_start) as usize, done, finite);
+                        if let (true, Error::NonFiniteStep { batch, cause, .. }) =
+                            (control.terminate_on_nan, &e)
+                        {
+                            println!("Batch {batch}: Invalid {cause}, terminating training");
+                            terminated = true;
                             break 'epochs;
                         }
-                        return Err(Error::NonFiniteLoss {
-                            epoch,
-                            step,
-                            value: out.batch_loss,
-                        });
+                        return Err(e);
                     }
                     progress.update(done, &logs, started.elapsed());
                 }
@@ -288,6 +291,7 @@ impl<A: Architecture> Model<A> {
             }
             progress.finish(steps, &epoch_logs, started.elapsed());
             history.push(epoch, &epoch_logs);
+            finished = Some(epoch);
             for cb in &mut callbacks {
                 cb.on_epoch_end(epoch, &epoch_logs, &mut control.with(self))?;
             }
@@ -303,6 +307,19 @@ impl<A: Architecture> Model<A> {
             cb.on_train_end(&last, &mut control.with(self))?;
         }
         self.sync_weights()?;
+        // The device does not check what an update writes (see `step::train_graph`): an
+        // overflow in the last step has no next step whose loss would show it.
+        if let (Some(epoch), false) = (finished, terminated) {
+            if !self.weights.iter().all(Tensor::is_all_finite) {
+                return Err(Error::NonFiniteStep {
+                    epoch,
+                    batch: steps.saturating_sub(1),
+                    step: self.runner()?.iterations(),
+                    cause: crate::NonFiniteCause::Parameters,
+                    value: None,
+                });
+            }
+        }
         Ok(history)
     }
 

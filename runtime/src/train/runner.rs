@@ -7,21 +7,50 @@
 use super::compile::Layout;
 use super::distribute::{self, Dist};
 use super::spares::Spares;
-use super::step::{logs_len, StepKey};
+use super::step::{cause_of, logs_len, StepKey, STATUS_LEN};
 use super::Logs;
 use crate::backend::{Backend, Buffer, CompileOptions, Executable, Placement};
 use crate::ir::{Graph, TensorType};
 use crate::metrics::Metric;
 use crate::nn::ParamSpec;
 use crate::optim::Optimizer;
-use crate::{Error, Result, Tensor};
+use crate::{Error, NonFiniteCause, Result, Tensor};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// What one train call reports besides the logs.
+/// What one train call reports besides the logs: its status (see `step::train_graph`).
 pub(crate) struct StepOut {
     pub ok: bool,
-    pub batch_loss: f64,
+    /// Why the first bad step was bad (when not `ok`).
+    pub cause: Option<NonFiniteCause>,
+    /// That step's loss or learning rate, when that was the cause.
+    pub value: f64,
+}
+
+impl StepOut {
+    /// The error for a bad step, `done` steps having run in all (the model's iteration
+    /// count after the call), `in_epoch` of them in `epoch`; `weights_finite` says whether
+    /// the weights the bad step read were. Weights that were not were written by the step
+    /// before (its update overflowed, which the device does not check: see
+    /// `step::train_graph`), and that step is the one named.
+    pub fn error(&self, epoch: usize, in_epoch: usize, done: u64, weights_finite: bool) -> Error {
+        let cause = match self.cause {
+            _ if !weights_finite => NonFiniteCause::Parameters,
+            Some(c) => c,
+            // A status no check writes cannot come; if it did, "loss" is what the step
+            // checked first.
+            None => NonFiniteCause::Loss,
+        };
+        let ran = (cause == NonFiniteCause::Parameters) as u64;
+        let scalar = matches!(cause, NonFiniteCause::Loss | NonFiniteCause::LearningRate);
+        Error::NonFiniteStep {
+            epoch,
+            batch: in_epoch.saturating_sub(ran as usize),
+            step: done + 1 - ran,
+            cause,
+            value: scalar.then_some(self.value),
+        }
+    }
 }
 
 /// What one input of a step is to the replicas of a data-parallel step: rows split over
@@ -236,9 +265,11 @@ impl StepRunner {
         self.unread = false;
         if self.status_seed.is_none() {
             // Never written: the step only reads it.
+            let mut healthy = vec![0.0f32; STATUS_LEN];
+            healthy[0] = 1.0;
             self.status_seed = Some(
                 self.backend
-                    .upload(&Tensor::from_vec(&[2], vec![1.0f32, 0.0])?)?,
+                    .upload(&Tensor::from_vec(&[STATUS_LEN], healthy)?)?,
             );
         }
         Ok(self.iterations)
@@ -353,8 +384,8 @@ impl StepRunner {
     }
 }
 
-/// Reads a train call's logs vector (loss, each metric, the finite flag, the last batch's
-/// loss) from its outputs into `logs`, through the host buffer kept for it.
+/// Reads a train call's logs vector (loss, each metric, the status) from its outputs
+/// into `logs`, through the host buffer kept for it.
 fn read_logs(
     backend: &dyn Backend,
     metric_names: &[String],
@@ -372,12 +403,14 @@ fn read_logs(
     vals.resize(n, 0.0);
     backend.read_f32_into(packed, vals)?;
     logs.set("loss", vals[0] as f64);
-    for (name, v) in metric_names.iter().zip(&vals[1..n - 2]) {
+    let status = n - STATUS_LEN;
+    for (name, v) in metric_names.iter().zip(&vals[1..status]) {
         logs.set(name, *v as f64);
     }
     Ok(StepOut {
-        ok: vals[n - 2] != 0.0,
-        batch_loss: vals[n - 1] as f64,
+        ok: vals[status] != 0.0,
+        cause: cause_of(vals[status + 1]),
+        value: vals[status + 2] as f64,
     })
 }
 

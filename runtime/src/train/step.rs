@@ -6,12 +6,12 @@ use super::compile::{Layout, TrainState};
 use super::distribute::{self, Dist};
 use crate::autodiff;
 use crate::backend::CompileOptions;
-use crate::ir::{Comparison, DType, Graph, TensorType, Value};
+use crate::ir::{BinaryOp, Comparison, DType, Graph, TensorType, UnaryOp, Value};
 use crate::metrics::Metric;
 use crate::nn::{Architecture, Forward};
 use crate::optim::{apply_weight_decay, clip_gradients, Step};
 use crate::Model;
-use crate::{Error, Result};
+use crate::{Error, NonFiniteCause, Result};
 
 /// Which step graph, for which shapes. Under data parallelism `x` and `y` are one
 /// replica's types and `dist` says how the global batch is split.
@@ -40,6 +40,69 @@ fn is_finite(g: &mut Graph, x: Value) -> Result<Value> {
     let d = g.sub(x, x)?;
     let z = g.zeros_like(d)?;
     g.compare(Comparison::Eq, d, z)
+}
+
+/// Whether every element of every value in `xs` is finite, as one boolean: whether the
+/// sum of all their elements is. Any NaN or ±∞ makes the sum NaN or ±∞; finite values
+/// make it overflow only when they average beyond `f32::MAX / n`, which this counts as
+/// an overflow too. A plain sum reads each value once as a reduction, so it joins no
+/// elementwise kernel of the update (natively, Adam's update stays one hand-fused pass).
+/// Each value is summed over every axis but its last first: natively that reduction keeps
+/// one running sum per element of a row (independent, so vectorised) where a sum over
+/// everything at once is one serial chain of additions.
+fn all_finite(g: &mut Graph, xs: &[Value]) -> Result<Value> {
+    let mut total: Option<Value> = None;
+    for &x in xs {
+        let rank = g.ty(x).rank();
+        let mut s = match rank {
+            0 => x,
+            1 => g.sum_all(x)?,
+            _ => {
+                let rows = g.sum(x, &(0..rank - 1).collect::<Vec<_>>())?;
+                g.sum_all(rows)?
+            }
+        };
+        if g.ty(s).dtype != DType::F32 {
+            s = g.convert(s, DType::F32)?;
+        }
+        total = Some(match total {
+            Some(t) => g.add(t, s)?,
+            None => s,
+        });
+    }
+    match total {
+        Some(t) => is_finite(g, t),
+        None => {
+            let zero = g.scalar(0.0, DType::F32);
+            g.compare(Comparison::Eq, zero, zero)
+        }
+    }
+}
+
+/// The status a train call takes and returns: `[healthy (1 or 0), cause, value]`, where
+/// `cause` is the code of the first failed check of the first bad step (0 while healthy)
+/// and `value` that step's loss or learning rate, when one of those is the cause.
+pub(crate) const STATUS_LEN: usize = 3;
+
+/// The codes of a step's checks in the status vector, in the order they are checked.
+const CAUSES: [NonFiniteCause; 4] = [
+    NonFiniteCause::Loss,
+    NonFiniteCause::Gradient,
+    NonFiniteCause::LearningRate,
+    NonFiniteCause::Parameters,
+];
+
+fn cause_code(c: NonFiniteCause) -> f64 {
+    CAUSES
+        .iter()
+        .position(|&k| k == c)
+        .map_or(0.0, |i| i as f64 + 1.0)
+}
+
+/// The cause a status code names (`None` for 0, healthy, or a code no check has).
+pub(crate) fn cause_of(code: f32) -> Option<NonFiniteCause> {
+    let i = code as usize;
+    (code >= 1.0 && code == i as f32).then(|| CAUSES.get(i - 1).copied())?
 }
 
 /// Rows `[k·b, (k+1)·b)` of `x` (`x` itself when that is all of it).
@@ -122,23 +185,25 @@ fn declare_state(g: &mut Graph, layout: &Layout) -> Vec<Value> {
 }
 
 /// The number of values in a train call's logs vector (see `train_graph`): the loss,
-/// one per metric, the finite flag and the last batch's loss.
+/// one per metric, then the call's status.
 pub(crate) fn logs_len(metrics: usize) -> usize {
-    metrics + 3
+    metrics + 1 + STATUS_LEN
 }
 
 /// The train step: inputs `x [k·b, …]`, `y [k·b, …]`, `sw [k·b]`, `lr [k]` and `status
-/// [2]` (1 while the state is healthy, else 0; the first non-finite loss); outputs the new
-/// state (updating the state parameters in place), one f32 vector of `L` logs (the
-/// running loss and metric results, whether every step's loss was finite (1 or 0), and
-/// the last step's batch loss, or the first non-finite one: one vector so the host reads
-/// one buffer per call, as on XLA each read is a device round trip), and the next call's
-/// `status`. A step whose loss is not finite changes nothing, nor do the steps after it,
-/// in this call or in the calls it hands its status: so the host need not read every
-/// call's logs to stop with the last good state (a read costs a round trip to the
-/// device, and the device waits while the host reads). With `dist` this is one replica's
-/// program: `b` is its share of each global batch, and one all-reduce per step makes
-/// every replica take the global step (see `distribute`).
+/// [STATUS_LEN]` (see [`STATUS_LEN`]); outputs the new state (updating the state
+/// parameters in place), one f32 vector of logs (the running loss and metric results,
+/// then the new status: one vector so the host reads one buffer per call, as on XLA each
+/// read is a device round trip), and the new status for the next call.
+///
+/// A step is healthy when its loss, its gradients (before clipping) and its learning rate
+/// are finite. A step that is not changes nothing, nor do the steps after it, in this
+/// call or in the calls it hands its status: so the host need not read every call's logs
+/// to stop with the last good state (a read costs a round trip to the device, and the
+/// device waits while the host reads). With `dist` this
+/// is one replica's program: `b` is its share of each global batch, and one all-reduce
+/// per step makes every replica take the global step (see `distribute`); the loss,
+/// gradients and updates are then the same on every replica, and so is the verdict.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn train_graph<A: Architecture>(
     model: &Model<A>,
@@ -156,18 +221,26 @@ pub(crate) fn train_graph<A: Architecture>(
     let y = g.parameter(y_ty.clone());
     let sw = g.parameter(TensorType::new(DType::F32, [k * batch]));
     let lr = g.parameter(TensorType::new(DType::F32, [k]));
-    let status = g.parameter(TensorType::new(DType::F32, [2]));
+    let status = g.parameter(TensorType::new(DType::F32, [STATUS_LEN]));
     let opt = t.optimizer.as_ref();
     let cfg = opt.config();
     let mut cur = state.clone();
-    let healthy = g.slice(status, &[0], &[1], &[1])?;
-    let healthy = g.reshape(healthy, [])?;
+    let entry = |g: &mut Graph, i: usize| -> Result<Value> {
+        let v = g.slice(status, &[i], &[i + 1], &[1])?;
+        g.reshape(v, [])
+    };
+    let healthy = entry(&mut g, 0)?;
+    let mut bad_cause = entry(&mut g, 1)?;
+    let mut bad_value = entry(&mut g, 2)?;
     let zero = g.scalar(0.0, DType::F32);
     let go = g.compare(Comparison::Ne, healthy, zero)?;
-    let bad = g.slice(status, &[1], &[2], &[1])?;
-    let mut bad_loss = g.reshape(bad, [])?;
     let mut ok = go;
-    let mut last_loss = g.scalar(0.0, DType::F32);
+    let code = |g: &mut Graph, c: NonFiniteCause| g.scalar(cause_code(c), DType::F32);
+    let (c_loss, c_grad, c_lr) = (
+        code(&mut g, NonFiniteCause::Loss),
+        code(&mut g, NonFiniteCause::Gradient),
+        code(&mut g, NonFiniteCause::LearningRate),
+    );
     for step in 0..k {
         let (xk, yk, swk) = (
             rows(&mut g, x, step, batch)?,
@@ -217,6 +290,7 @@ pub(crate) fn train_graph<A: Architecture>(
                 (r.loss, r.grads, r.updates)
             }
         };
+        let grads_ok = all_finite(&mut g, &grads)?;
         let grads = clip_gradients(&mut g, cfg, &grads)?;
         let it = cur[layout.iterations];
         let next = g.add_scalar(it, 1.0)?;
@@ -252,35 +326,56 @@ pub(crate) fn train_graph<A: Architecture>(
         }
         new[layout.iterations] = next;
 
-        last_loss = loss;
-        let finite = is_finite(&mut g, loss)?;
-        let not_finite = g.unary(crate::ir::UnaryOp::Not, finite)?;
-        let first_bad = g.binary(crate::ir::BinaryOp::And, ok, not_finite)?;
-        bad_loss = g.select(first_bad, loss, bad_loss)?;
-        ok = g.binary(crate::ir::BinaryOp::And, ok, finite)?;
+        // The checks known before the update guard it: a step whose loss, gradients or
+        // learning rate are not finite changes nothing, and the update stays one pass
+        // that writes the state in place.
+        let loss_ok = is_finite(&mut g, loss)?;
+        let lr_ok = is_finite(&mut g, lrk)?;
+        let inputs_ok = g.binary(BinaryOp::And, loss_ok, grads_ok)?;
+        let inputs_ok = g.binary(BinaryOp::And, inputs_ok, lr_ok)?;
+        let commit = g.binary(BinaryOp::And, ok, inputs_ok)?;
         for i in 0..cur.len() {
             if new[i] != cur[i] {
-                cur[i] = g.select(ok, new[i], cur[i])?;
+                cur[i] = g.select(commit, new[i], cur[i])?;
             }
         }
+        // An update that overflows shows only in what it wrote. Guarding the update by it
+        // would need the new state beside the old one until the check is done (a second
+        // copy of the state), and even checking it costs a reduction over every updated
+        // tensor per step; a non-finite weight makes the next step's loss non-finite
+        // instead, and the host, reading the weights then, names the overflow.
+        // The first failed check, in `CAUSES` order, and its scalar.
+        let cause = g.select(grads_ok, c_lr, c_grad)?;
+        let cause = g.select(loss_ok, cause, c_loss)?;
+        let value = g.select(loss_ok, lrk, loss)?;
+        let step_ok = inputs_ok;
+        let step_bad = g.unary(UnaryOp::Not, step_ok)?;
+        let first_bad = g.binary(BinaryOp::And, ok, step_bad)?;
+        bad_cause = g.select(first_bad, cause, bad_cause)?;
+        bad_value = g.select(first_bad, value, bad_value)?;
+        ok = g.binary(BinaryOp::And, ok, step_ok)?;
     }
     let offset = g.constant(crate::Tensor::from_vec(&[2], vec![k as i32, 0])?);
     let advanced = g.add(state[layout.key], offset)?;
     cur[layout.key] = g.select(go, advanced, state[layout.key])?;
-    let mut logs = results(&mut g, &t.metrics, layout, &cur)?;
-    logs.push(ok);
-    let reported = g.select(ok, last_loss, bad_loss)?;
-    logs.push(reported);
+    let logs = results(&mut g, &t.metrics, layout, &cur)?;
     let want = logs_len(t.metric_names.len());
-    if logs.len() != want {
+    if logs.len() + STATUS_LEN != want {
         return Err(Error::invalid(
             "train step",
-            format!("internal: {} logs, expected {want}", logs.len()),
+            format!(
+                "internal: {} logs, expected {want}",
+                logs.len() + STATUS_LEN
+            ),
         ));
     }
+    // The status packed once and appended whole: a concatenation of few operands (the
+    // native executor keeps up to four on the stack).
+    let status_out = pack_f32(&mut g, &[ok, bad_cause, bad_value])?;
+    let logs = pack_f32(&mut g, &logs)?;
     let mut outputs = cur.clone();
-    outputs.push(pack_f32(&mut g, &logs)?);
-    outputs.push(pack_f32(&mut g, &[ok, bad_loss])?);
+    outputs.push(g.concatenate(&[logs, status_out], 0)?);
+    outputs.push(status_out);
     g.set_outputs(outputs)?;
     let updates = (0..layout.len()).map(|i| (i, i)).collect();
     Ok((g, CompileOptions { updates }))

@@ -301,6 +301,9 @@ fn run_kernel(
 
 /// Fused kernels with at most this many inputs and outputs keep their views on the stack.
 const INLINE_FUSED: usize = 16;
+/// Up to this many inputs still stay on the stack, in an array set up only when needed
+/// (a train step's last scalar kernel reads every check's partial sum).
+const INLINE_FUSED_WIDE: usize = 64;
 
 /// Runs a fused elementwise kernel into its output slots.
 fn run_fused(
@@ -338,12 +341,19 @@ fn run_fused(
             )
         };
         let mut in_inline = [Data::F32(&[]); INLINE_FUSED];
+        let mut in_wide: [Data<'_>; INLINE_FUSED_WIDE];
         let in_heap: Vec<Data<'_>>;
         let inputs: &[Data<'_>] = if ins.len() <= INLINE_FUSED {
             for (i, d) in in_inline.iter_mut().enumerate().take(ins.len()) {
                 *d = data(i);
             }
             &in_inline[..ins.len()]
+        } else if ins.len() <= INLINE_FUSED_WIDE {
+            in_wide = [Data::F32(&[]); INLINE_FUSED_WIDE];
+            for (i, d) in in_wide.iter_mut().enumerate().take(ins.len()) {
+                *d = data(i);
+            }
+            &in_wide[..ins.len()]
         } else {
             in_heap = (0..ins.len()).map(data).collect();
             &in_heap
