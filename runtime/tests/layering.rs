@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["types"],
     &["error"],
+    &["memory"],
     &["tensor"],
     &["random"],
     &["kernel"],
