@@ -148,32 +148,27 @@ pub enum Error {
 
     /// A tensor or buffer too large to allocate, refused before anything aborts: `what`
     /// names it and its type; `bytes` is the size it needs, `None` when that size
-    /// overflows even 128 bits.
+    /// overflows 64 bits.
     #[error("{}", out_of_memory_text(what, *bytes))]
-    OutOfMemory { what: String, bytes: Option<u128> },
+    OutOfMemory { what: String, bytes: Option<u64> },
 }
 
-fn out_of_memory_text(what: &str, bytes: Option<u128>) -> String {
+fn out_of_memory_text(what: &str, bytes: Option<u64>) -> String {
     match bytes {
-        Some(b) if b > u64::MAX as u128 => format!(
-            "{what} needs {b} bytes ({}; the size overflows 64 bits), more than any machine \
-             can allocate",
-            bytes_text(b)
-        ),
         Some(b) => format!(
             "{what} needs {b} bytes ({}), more than this machine can allocate",
             bytes_text(b)
         ),
         None => format!(
-            "{what} needs more than 2^128 bytes (computing its size overflows), more than \
-             any machine can allocate"
+            "{what} needs more than 2^64 bytes (its size overflows 64 bits), more than any \
+             machine can allocate"
         ),
     }
 }
 
 /// `427.29 KB`: a byte count in binary units, as Keras' summary writes them.
-pub(crate) fn bytes_text(bytes: u128) -> String {
-    const UNITS: [&str; 8] = ["KB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"];
+pub(crate) fn bytes_text(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KB", "MB", "GB", "TB", "PB", "EB"];
     let mut size = bytes as f64;
     if size < 1024.0 {
         return format!("{size:.2} B");

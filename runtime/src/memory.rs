@@ -11,7 +11,7 @@ use crate::{Error, Result};
 use ndarray::{ArrayD, IxDyn};
 
 /// The error for `what`, which needs `bytes` (`None`: the count overflowed).
-pub(crate) fn out_of_memory(what: impl FnOnce() -> String, bytes: Option<u128>) -> Error {
+pub(crate) fn out_of_memory(what: impl FnOnce() -> String, bytes: Option<u64>) -> Error {
     Error::OutOfMemory {
         what: what(),
         bytes,
@@ -21,15 +21,15 @@ pub(crate) fn out_of_memory(what: impl FnOnce() -> String, bytes: Option<u128>) 
 /// The elements of an array of `dims` with `elem` bytes each, when such an array can
 /// exist: its bytes, counting every dimension as at least 1 (what `ndarray` needs to
 /// index even an empty array), fit in `isize`. Otherwise the bytes it would need, or
-/// `None` when they overflow 128 bits.
-fn checked_len(dims: &[usize], elem: usize) -> Result<usize, Option<u128>> {
-    let mut extent = elem as u128;
+/// `None` when they overflow 64 bits.
+fn checked_len(dims: &[usize], elem: usize) -> Result<usize, Option<u64>> {
+    let mut extent = elem as u64;
     let mut len = 1usize;
     for &d in dims {
-        extent = extent.checked_mul(d.max(1) as u128).ok_or(None)?;
+        extent = extent.checked_mul(d.max(1) as u64).ok_or(None)?;
         len = len.saturating_mul(d);
     }
-    if extent > isize::MAX as u128 {
+    if extent > isize::MAX as u64 {
         // The bytes the array holds (0 when a dimension is 0 is no help: it cannot be indexed).
         return Err(Some(extent));
     }
@@ -48,7 +48,7 @@ pub(crate) fn vec_with_capacity<T>(what: impl FnOnce() -> String, n: usize) -> R
     match v.try_reserve_exact(n) {
         Ok(()) => Ok(v),
         Err(_) => {
-            let bytes = (n as u128).checked_mul(std::mem::size_of::<T>() as u128);
+            let bytes = (n as u64).checked_mul(std::mem::size_of::<T>() as u64);
             Err(out_of_memory(what, bytes))
         }
     }
@@ -112,32 +112,43 @@ mod tests {
         assert_eq!(checked_len(&[3, 4], 4), Ok(12));
         assert_eq!(checked_len(&[], 8), Ok(1));
         assert_eq!(checked_len(&[0, 7], 4), Ok(0));
-    }
-
-    #[test]
-    fn sizes_beyond_the_address_space_are_refused() {
-        // Wraps to 0 in 64 bits; 2^66 bytes in 128.
-        assert_eq!(checked_len(&[1 << 32, 1 << 32], 4), Err(Some(1 << 66)));
-        // Empty, but not indexable by ndarray.
-        assert_eq!(checked_len(&[0, 1 << 40, 1 << 40], 1), Err(Some(1 << 80)));
-        // Overflows even 128 bits.
-        assert_eq!(checked_len(&[usize::MAX; 3], 1), Err(None));
-        assert_eq!(checked_len(&[1 << 62], 2), Err(Some(1 << 63)));
         assert_eq!(checked_len(&[(1 << 62) - 1], 2), Ok((1 << 62) - 1));
     }
 
     #[test]
-    fn errors_name_what_was_allocated() {
+    fn sizes_beyond_the_address_space_are_refused() {
+        // The element count wraps to 0 in 64 bits.
+        assert_eq!(checked_len(&[1 << 32, 1 << 32], 4), Err(None));
+        assert_eq!(checked_len(&[usize::MAX; 3], 1), Err(None));
+        // Counted, but more than isize::MAX bytes.
+        assert_eq!(checked_len(&[1 << 62], 2), Err(Some(1 << 63)));
+        // Empty, but not indexable by ndarray.
+        assert_eq!(checked_len(&[0, 1 << 31, 1 << 32], 1), Err(Some(1 << 63)));
+        assert_eq!(checked_len(&[0, 1 << 40, 1 << 40], 1), Err(None));
+    }
+
+    #[test]
+    fn errors_name_what_was_allocated_and_its_size() {
         let ty = TensorType::new(DType::F32, [1 << 40, 1 << 40]);
         let e = element_count(|| format!("weights {ty}"), &ty).unwrap_err();
-        assert!(matches!(e, Error::OutOfMemory { bytes: Some(b), .. } if b == 1 << 82));
-        assert!(e
-            .to_string()
-            .contains("weights f32[1099511627776, 1099511627776]"));
+        assert!(matches!(e, Error::OutOfMemory { bytes: None, .. }));
+        assert_eq!(
+            e.to_string(),
+            "weights f32[1099511627776, 1099511627776] needs more than 2^64 bytes (its size \
+             overflows 64 bits), more than any machine can allocate"
+        );
+        let ty = TensorType::new(DType::F64, [1 << 40, 1 << 20]);
+        let e = element_count(|| format!("weights {ty}"), &ty).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "weights f64[1099511627776, 1048576] needs 9223372036854775808 bytes (8.00 EB), \
+             more than this machine can allocate"
+        );
         let e = vec_with_capacity::<u64>(|| "rows".into(), usize::MAX).unwrap_err();
-        assert!(e
-            .to_string()
-            .starts_with("rows needs 147573952589676412920 bytes"));
+        assert!(matches!(e, Error::OutOfMemory { bytes: None, .. }));
+        let e = vec_with_capacity::<u32>(|| "rows".into(), 1 << 60).unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory { bytes: Some(b), .. } if b == 1 << 62));
+        // Beyond a 47-bit address space: refused on every machine.
         let e = vec_filled(|| "ones".into(), 1 << 48, 1u8).unwrap_err();
         assert!(matches!(e, Error::OutOfMemory { bytes: Some(b), .. } if b == 1 << 48));
     }

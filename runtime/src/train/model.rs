@@ -314,7 +314,7 @@ fn thousands(n: usize) -> String {
 
 /// `427.29 KB` for f32 parameter memory.
 fn bytes(n: usize) -> String {
-    crate::error::bytes_text(n as u128 * 4)
+    crate::error::bytes_text((n as u64).saturating_mul(4))
 }
 
 fn summary(name: &str, layers: &[&dyn Layer], built: Option<&Built>) -> String {
