@@ -186,3 +186,22 @@ fn a_graph_whose_buffers_cannot_exist_fails_to_compile() {
     let r = g.broadcast_in_dim(x, [1 << 40, 1 << 40], &[1]);
     out_of_memory(r, "broadcast_in_dim");
 }
+
+#[test]
+fn row_copies_check_their_ranges() {
+    use strata::data::{copy_rows_into, gather_rows};
+    let src = Tensor::from_vec(&[2, 3], vec![1.0f32; 6]).unwrap();
+    let mut dst = Tensor::zeros(&TensorType::new(DType::F32, [4, 3])).unwrap();
+    assert!(matches!(
+        copy_rows_into(&src, &mut dst, usize::MAX),
+        Err(Error::InvalidArgument { .. })
+    ));
+    copy_rows_into(&src, &mut dst, 2).unwrap();
+    let scalar = Tensor::scalar(1.0f32);
+    let mut scalar_dst = Tensor::scalar(0.0f32);
+    assert!(copy_rows_into(&scalar, &mut scalar_dst, 0).is_err());
+    assert!(gather_rows(&scalar, &[], &mut scalar_dst).is_err());
+    let mut one = Tensor::zeros(&TensorType::new(DType::F32, [1, 3])).unwrap();
+    assert!(gather_rows(&src, &[usize::MAX], &mut one).is_err());
+    gather_rows(&src, &[1], &mut one).unwrap();
+}

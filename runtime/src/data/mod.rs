@@ -80,8 +80,11 @@ pub(crate) fn check_pair(what: &str, x: &Tensor, y: &Tensor) -> Result<usize> {
 pub fn copy_rows_into(src: &Tensor, dst: &mut Tensor, at: usize) -> Result<()> {
     fn rows<T: Clone>(s: &ndarray::ArrayD<T>, d: &mut ndarray::ArrayD<T>, at: usize) -> Result<()> {
         let n = s.shape().first().copied().unwrap_or(0);
-        if s.shape().get(1..) != d.shape().get(1..)
-            || at + n > d.shape().first().copied().unwrap_or(0)
+        let rows = d.shape().first().copied().unwrap_or(0);
+        // Scalars have no rows; `at` comes from the caller and may be anything.
+        if s.ndim() == 0
+            || s.shape().get(1..) != d.shape().get(1..)
+            || at.checked_add(n).is_none_or(|end| end > rows)
         {
             return Err(Error::invalid(
                 "copy_rows_into",
