@@ -123,7 +123,7 @@ fn time_shape(s: &Shape, budget_s: f64) -> Result<(f64, f64, f64)> {
     let mut args = vec![
         backend.upload(&fill(a_dims, 1)?)?,
         backend.upload(&fill(b_dims, 2)?)?,
-        backend.upload(&Tensor::zeros(&TensorType::new(DType::F32, [s.m, s.n])))?,
+        backend.upload(&Tensor::zeros(&TensorType::new(DType::F32, [s.m, s.n]))?)?,
     ];
     for _ in 0..3 {
         exe.execute(&mut args)?;

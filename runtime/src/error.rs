@@ -162,6 +162,43 @@ pub enum Error {
         "unknown device `{input}`: {message} (expected native, xla-cpu, xla-cpu:N, cuda or tpu)"
     )]
     DeviceParse { input: String, message: String },
+
+    /// A tensor or buffer too large to allocate, refused before anything aborts: `what`
+    /// names it and its type; `bytes` is the size it needs, `None` when that size
+    /// overflows 64 bits.
+    #[error("{}", out_of_memory_text(what, *bytes))]
+    OutOfMemory { what: String, bytes: Option<u64> },
+}
+
+fn out_of_memory_text(what: &str, bytes: Option<u64>) -> String {
+    match bytes {
+        Some(b) => format!(
+            "{what} needs {b} bytes ({}), more than this machine can allocate",
+            bytes_text(b)
+        ),
+        None => format!(
+            "{what} needs more than 2^64 bytes (its size overflows 64 bits), more than any \
+             machine can allocate"
+        ),
+    }
+}
+
+/// `427.29 KB`: a byte count in binary units, as Keras' summary writes them.
+pub(crate) fn bytes_text(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KB", "MB", "GB", "TB", "PB", "EB"];
+    let mut size = bytes as f64;
+    if size < 1024.0 {
+        return format!("{size:.2} B");
+    }
+    let mut unit = UNITS[0];
+    for u in UNITS {
+        size /= 1024.0;
+        unit = u;
+        if size < 1024.0 {
+            break;
+        }
+    }
+    format!("{size:.2} {unit}")
 }
 
 /// What a train step found not finite, checked in this order (the first that fails is

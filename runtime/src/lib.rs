@@ -10,6 +10,7 @@ pub(crate) mod hlo;
 pub mod ir;
 pub(crate) mod kernel;
 pub mod loss;
+pub(crate) mod memory;
 pub mod metrics;
 pub mod nn;
 pub(crate) mod ops;

@@ -8,8 +8,10 @@
 //! (The IR's `random_uniform` is counter-based instead, so every backend produces the
 //! same bits.)
 
+use crate::memory::{array_filled, array_from_fn, vec_with_capacity};
+use crate::types::Shape;
 use crate::{Error, Result};
-use ndarray::{ArrayD, IxDyn};
+use ndarray::ArrayD;
 
 /// A seeded stream of random numbers.
 #[derive(Clone, Debug)]
@@ -98,14 +100,16 @@ impl Rng {
         }
     }
 
-    /// A random permutation of `0..n` (Fisher–Yates).
-    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
-        let mut p: Vec<usize> = (0..n).collect();
+    /// A random permutation of `0..n` (Fisher–Yates); [`Error::OutOfMemory`] when `n`
+    /// indices cannot be allocated.
+    pub fn permutation(&mut self, n: usize) -> Result<Vec<usize>> {
+        let mut p = vec_with_capacity(|| format!("Rng::permutation of {n} indices"), n)?;
+        p.extend(0..n);
         for i in (1..n).rev() {
             let j = self.below(i as u64 + 1) as usize;
             p.swap(i, j);
         }
-        p
+        Ok(p)
     }
 }
 
@@ -133,7 +137,11 @@ pub fn normal(shape: &[usize], mean: f32, stddev: f32, seed: u64) -> Result<Arra
             format!("stddev must be >= 0, got {stddev}"),
         ));
     }
-    let mut out = ArrayD::zeros(IxDyn(shape));
+    let mut out = array_filled(
+        || format!("random::normal({})", Shape::from(shape)),
+        shape,
+        0.0,
+    )?;
     if let Some(v) = out.as_slice_mut() {
         fill_blocks(v, seed, |rng, x| {
             *x = (mean as f64 + stddev as f64 * rng.normal()) as f32
@@ -195,7 +203,8 @@ pub fn uniform(shape: &[usize], low: f32, high: f32, seed: u64) -> Result<ArrayD
     }
     let mut rng = Rng::new(seed);
     let span = high as f64 - low as f64;
-    Ok(ArrayD::from_shape_simple_fn(IxDyn(shape), || {
+    let what = || format!("random::uniform({})", Shape::from(shape));
+    array_from_fn(what, shape, || {
         // Rounding to f32 can land on `high`; step back inside the interval.
         let v = (low as f64 + span * rng.next_f64()) as f32;
         if v >= high {
@@ -203,7 +212,7 @@ pub fn uniform(shape: &[usize], low: f32, high: f32, seed: u64) -> Result<ArrayD
         } else {
             v
         }
-    }))
+    })
 }
 
 /// Integers drawn uniformly from `[low, high)` (`tf.random.uniform(..., maxval=high, dtype=int32)`).
@@ -216,7 +225,6 @@ pub fn uniform_int(shape: &[usize], low: i32, high: i32, seed: u64) -> Result<Ar
     }
     let mut rng = Rng::new(seed);
     let span = (high as i64 - low as i64) as u64;
-    Ok(ArrayD::from_shape_simple_fn(IxDyn(shape), || {
-        (low as i64 + rng.below(span) as i64) as i32
-    }))
+    let what = || format!("random::uniform_int({})", Shape::from(shape));
+    array_from_fn(what, shape, || (low as i64 + rng.below(span) as i64) as i32)
 }

@@ -3,6 +3,7 @@
 //! This is the type at every API boundary: graph constants, inputs and outputs of a
 //! backend, weights in checkpoints.
 
+use crate::memory::{array_filled, element_count};
 use crate::types::{DType, Shape, TensorType};
 use crate::{Error, Result};
 use half::bf16;
@@ -93,17 +94,19 @@ impl Tensor {
         with_tensor!(self, a => a.len())
     }
 
-    /// A tensor of zeros of the given type.
-    pub fn zeros(ty: &TensorType) -> Tensor {
-        let d = IxDyn(ty.dims());
-        match ty.dtype {
-            DType::F32 => Tensor::F32(ArrayD::zeros(d)),
-            DType::F64 => Tensor::F64(ArrayD::zeros(d)),
-            DType::BF16 => Tensor::BF16(ArrayD::from_elem(d, bf16::ZERO)),
-            DType::I32 => Tensor::I32(ArrayD::zeros(d)),
-            DType::I64 => Tensor::I64(ArrayD::zeros(d)),
-            DType::Bool => Tensor::Bool(ArrayD::from_elem(d, false)),
-        }
+    /// A tensor of zeros of the given type; [`Error::OutOfMemory`] when it cannot be
+    /// allocated.
+    pub fn zeros(ty: &TensorType) -> Result<Tensor> {
+        let what = || format!("Tensor::zeros({ty})");
+        let d = ty.dims();
+        Ok(match ty.dtype {
+            DType::F32 => Tensor::F32(array_filled(what, d, 0.0)?),
+            DType::F64 => Tensor::F64(array_filled(what, d, 0.0)?),
+            DType::BF16 => Tensor::BF16(array_filled(what, d, bf16::ZERO)?),
+            DType::I32 => Tensor::I32(array_filled(what, d, 0)?),
+            DType::I64 => Tensor::I64(array_filled(what, d, 0)?),
+            DType::Bool => Tensor::Bool(array_filled(what, d, false)?),
+        })
     }
 
     /// A rank-0 tensor.
@@ -111,25 +114,23 @@ impl Tensor {
         T::into_tensor(ArrayD::from_elem(IxDyn(&[]), v))
     }
 
-    /// A tensor from row-major data; errors if the element count does not match the shape.
+    /// A tensor from row-major data; errors if the element count does not match the shape
+    /// ([`Error::OutOfMemory`] when no tensor of that shape could exist).
     pub fn from_vec<T: Element>(dims: &[usize], data: Vec<T>) -> Result<Tensor> {
-        let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if n != Some(data.len()) {
+        let ty = TensorType::new(T::DTYPE, dims);
+        let n = element_count(|| format!("Tensor::from_vec({ty})"), &ty)?;
+        if n != data.len() {
             return Err(Error::InvalidArgument {
                 what: "Tensor::from_vec".into(),
                 message: format!(
-                    "shape {} needs {} elements, got {}",
+                    "shape {} needs {n} elements, got {}",
                     Shape::from(dims),
-                    n.map_or("more than 2^64".to_string(), |n| n.to_string()),
                     data.len()
                 ),
             });
         }
-        // ndarray also refuses shapes whose non-zero dims overflow isize, even when empty.
-        let a = ArrayD::from_shape_vec(IxDyn(dims), data).map_err(|e| Error::InvalidArgument {
-            what: "Tensor::from_vec".into(),
-            message: format!("shape {}: {e}", Shape::from(dims)),
-        })?;
+        let a = ArrayD::from_shape_vec(IxDyn(dims), data)
+            .map_err(|e| Error::invalid("Tensor::from_vec", format!("shape {}: {e}", ty.shape)))?;
         Ok(T::into_tensor(a))
     }
 

@@ -231,7 +231,7 @@ fn fit_dataset_matches_fit_on_arrays() {
         b.x = Tensor::zeros(&strata_runtime::ir::TensorType::new(
             strata_runtime::ir::DType::F32,
             [b.x.dims()[0], 4],
-        ));
+        ))?;
         Ok(b)
     });
     assert!(make()
@@ -286,7 +286,8 @@ fn a_large_gather_split_over_threads_copies_every_row() {
     let mut dst = Tensor::zeros(&strata_runtime::ir::TensorType::new(
         strata_runtime::ir::DType::F32,
         [1024, row],
-    ));
+    ))
+    .unwrap();
     strata_runtime::data::gather_rows(&src, &idx, &mut dst).unwrap();
     let d = dst.to_vec::<f32>().unwrap();
     for (k, &i) in idx.iter().enumerate() {

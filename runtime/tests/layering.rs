@@ -12,6 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["atomic_file"],
     &["types"],
     &["error"],
+    &["memory"],
     &["tensor"],
     &["random"],
     &["kernel"],

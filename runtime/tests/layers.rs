@@ -417,7 +417,9 @@ fn embedding_looks_up_integer_ids() {
 #[test]
 fn random_uniform_initializer_is_keras_uniform() {
     let mut rng = strata_runtime::random::Rng::new(3);
-    let w = Initializer::RandomUniform.sample(&[1000], 1, 1, &mut rng);
+    let w = Initializer::RandomUniform
+        .sample(&[1000], 1, 1, &mut rng)
+        .unwrap();
     assert!(w.iter().all(|v| v.abs() <= 0.05));
     assert!(w.iter().any(|v| v.abs() > 0.045));
     assert_eq!(

@@ -190,7 +190,7 @@ fn stream(m: &dyn Metric, batches: Vec<(Tensor, Tensor, Vec<f32>)>) -> f32 {
     let mut inputs: Vec<Tensor> = m
         .state()
         .iter()
-        .map(|d| Tensor::zeros(&TensorType::new(DType::F32, d.clone())))
+        .map(|d| Tensor::zeros(&TensorType::new(DType::F32, d.clone())).unwrap())
         .collect();
     for (t, p, w) in batches {
         let tv = g.parameter(t.ty());

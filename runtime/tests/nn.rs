@@ -68,7 +68,7 @@ fn weights_are_seeded_named_and_checked() {
     let mut m = tutorial();
     let bad = vec![(
         "dense/kernel".to_string(),
-        Tensor::zeros(&TensorType::new(DType::F32, [3, 3])),
+        Tensor::zeros(&TensorType::new(DType::F32, [3, 3])).unwrap(),
     )];
     assert!(m
         .set_weights(&bad)

@@ -74,7 +74,7 @@ pub(crate) fn gathered(t: &Tensor, rows: &[usize]) -> Result<Tensor> {
             ))
         }
     }
-    let mut part = Tensor::zeros(&TensorType::new(t.dtype(), dims));
+    let mut part = Tensor::zeros(&TensorType::new(t.dtype(), dims))?;
     crate::kernel::rows::gather_rows(t, rows, &mut part)?;
     Ok(part)
 }

@@ -20,7 +20,6 @@ pub use crate::kernel::rows::gather_rows;
 use crate::ir::TensorType;
 use crate::random::Rng;
 use crate::{Element, Error, Result, Tensor};
-use ndarray::IxDyn;
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -83,8 +82,11 @@ pub(crate) fn check_pair(what: &str, x: &Tensor, y: &Tensor) -> Result<usize> {
 pub fn copy_rows_into(src: &Tensor, dst: &mut Tensor, at: usize) -> Result<()> {
     fn rows<T: Clone>(s: &ndarray::ArrayD<T>, d: &mut ndarray::ArrayD<T>, at: usize) -> Result<()> {
         let n = s.shape().first().copied().unwrap_or(0);
-        if s.shape().get(1..) != d.shape().get(1..)
-            || at + n > d.shape().first().copied().unwrap_or(0)
+        let rows = d.shape().first().copied().unwrap_or(0);
+        // Scalars have no rows; `at` comes from the caller and may be anything.
+        if s.ndim() == 0
+            || s.shape().get(1..) != d.shape().get(1..)
+            || at.checked_add(n).is_none_or(|end| end > rows)
         {
             return Err(Error::invalid(
                 "copy_rows_into",
@@ -234,11 +236,11 @@ impl Dataset {
     }
 
     /// The sample order of epoch `epoch`.
-    pub(crate) fn order(&self, epoch: usize) -> Vec<usize> {
+    pub(crate) fn order(&self, epoch: usize) -> Result<Vec<usize>> {
         match self.shuffle {
             Some(seed) => Rng::new(seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
                 .permutation(self.len()),
-            None => (0..self.len()).collect(),
+            None => Ok((0..self.len()).collect()),
         }
     }
 
@@ -259,18 +261,19 @@ impl Dataset {
                 && t.dims().get(1..) == like.dims().get(1..)
         };
         if !fits(&b.x, &self.x) {
-            b.x = Tensor::zeros(&with_first(&self.x.ty(), n));
+            b.x = Tensor::zeros(&with_first(&self.x.ty(), n))?;
         }
         gather_rows(&self.x, rows, &mut b.x)?;
         if !fits(&b.y, &self.y) {
-            b.y = Tensor::zeros(&with_first(&self.y.ty(), n));
+            b.y = Tensor::zeros(&with_first(&self.y.ty(), n))?;
         }
         gather_rows(&self.y, rows, &mut b.y)?;
         match &self.sample_weight {
             Some(w) => {
                 let fits = matches!(&b.sample_weight, Some(Tensor::F32(a)) if a.len() == n && a.ndim() == 1);
                 if !fits {
-                    b.sample_weight = Some(Tensor::F32(ndarray::ArrayD::zeros(IxDyn(&[n]))));
+                    let ty = TensorType::new(crate::ir::DType::F32, [n]);
+                    b.sample_weight = Some(Tensor::zeros(&ty)?);
                 }
                 if let Some(Tensor::F32(a)) = &mut b.sample_weight {
                     for (d, &r) in a.iter_mut().zip(rows) {
@@ -292,10 +295,17 @@ impl Dataset {
 
     /// The batches of epoch `epoch`, in order.
     pub fn iter(&self, epoch: usize) -> Batches {
-        let order = self.order(epoch);
+        let order = match self.order(epoch) {
+            Ok(order) => order,
+            Err(e) => return Batches::Failed(Some(e)),
+        };
         let nb = self.num_batches();
+        // A batch size may be anything up to usize::MAX: a batch is at most every row.
         let ranges: Vec<(usize, usize)> = (0..nb)
-            .map(|i| (i * self.batch, ((i + 1) * self.batch).min(self.len())))
+            .map(|i| {
+                let end = (i + 1).saturating_mul(self.batch).min(self.len());
+                (i * self.batch, end)
+            })
             .collect();
         if self.prefetch == 0 {
             return Batches::Inline {
@@ -303,7 +313,7 @@ impl Dataset {
                 order,
                 ranges,
                 next: 0,
-                ahead: Lookahead::new(self.batch),
+                ahead: Lookahead::new(self.batch.min(self.len())),
             };
         }
         let (tx, rx) = mpsc::sync_channel(self.prefetch);

@@ -34,6 +34,18 @@ impl Graph {
                 }
                 seen_params += 1;
             }
+            // A parameter's type is declared, not checked when the graph is built.
+            crate::memory::element_count(
+                || {
+                    format!(
+                        "graph `{}` node %{i} ({} {})",
+                        self.name(),
+                        node.op.name(),
+                        node.ty
+                    )
+                },
+                &node.ty,
+            )?;
             ops::check(self, &node.op, Some(&node.ty)).map_err(|e| err(i, e.to_string()))?;
         }
         if seen_params != self.params().len() {

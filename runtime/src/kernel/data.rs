@@ -1,5 +1,6 @@
 //! Typed host storage for the native backend, and the slice views kernels work on.
 
+use crate::memory::vec_filled;
 use crate::types::{DType, TensorType};
 use crate::{Error, Result, Tensor};
 use half::bf16;
@@ -170,15 +171,16 @@ pub(crate) fn type_mismatch(what: &str, a: DType, b: DType) -> Error {
 }
 
 impl Storage {
-    pub fn zeros(dtype: DType, n: usize) -> Storage {
-        match dtype {
-            DType::F32 => Storage::F32(vec![0.0; n]),
-            DType::F64 => Storage::F64(vec![0.0; n]),
-            DType::BF16 => Storage::BF16(vec![bf16::ZERO; n]),
-            DType::I32 => Storage::I32(vec![0; n]),
-            DType::I64 => Storage::I64(vec![0; n]),
-            DType::Bool => Storage::Bool(vec![false; n]),
-        }
+    /// `n` zeros, or the error naming `what` when they cannot be allocated.
+    pub fn zeros(what: impl FnOnce() -> String, dtype: DType, n: usize) -> Result<Storage> {
+        Ok(match dtype {
+            DType::F32 => Storage::F32(vec_filled(what, n, 0.0)?),
+            DType::F64 => Storage::F64(vec_filled(what, n, 0.0)?),
+            DType::BF16 => Storage::BF16(vec_filled(what, n, bf16::ZERO)?),
+            DType::I32 => Storage::I32(vec_filled(what, n, 0)?),
+            DType::I64 => Storage::I64(vec_filled(what, n, 0)?),
+            DType::Bool => Storage::Bool(vec_filled(what, n, false)?),
+        })
     }
 
     pub fn dtype(&self) -> DType {

@@ -12,14 +12,18 @@ pub fn gather_rows(src: &Tensor, idx: &[usize], dst: &mut Tensor) -> Result<()> 
         dst: &mut ndarray::ArrayD<T>,
     ) -> Result<()> {
         let n = src.shape().first().copied().unwrap_or(0);
-        let row: usize = src.shape()[1..].iter().product();
-        if dst.shape()[1..] != src.shape()[1..] || dst.shape()[0] != idx.len() {
+        // A scalar has no rows: `get` keeps it an error, not a panic.
+        let row_dims = src.shape().get(1..);
+        if row_dims.is_none()
+            || dst.shape().get(1..) != row_dims
+            || dst.shape().first() != Some(&idx.len())
+        {
             return Err(Error::invalid(
                 "gather_rows",
                 format!(
-                    "cannot copy {} rows of shape {:?} into {:?}",
+                    "cannot copy {} rows of {:?} into {:?}",
                     idx.len(),
-                    &src.shape()[1..],
+                    src.shape(),
                     dst.shape()
                 ),
             ));
@@ -30,6 +34,7 @@ pub fn gather_rows(src: &Tensor, idx: &[usize], dst: &mut Tensor) -> Result<()> 
                 format!("row {bad} out of range for {n} rows"),
             ));
         }
+        let row: usize = src.shape()[1..].iter().product();
         let owned;
         let s = match src.as_slice() {
             Some(s) => s,

@@ -1,8 +1,11 @@
 //! Weight initialisers, with Keras' definitions (variance scaling over fan-in / fan-out;
 //! the normal variants are truncated at two standard deviations, as in Keras 3).
 
+use crate::ir::Shape;
+use crate::memory::{array_filled, array_from_fn};
 use crate::random::Rng;
-use ndarray::{ArrayD, IxDyn};
+use crate::Result;
+use ndarray::ArrayD;
 use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -61,23 +64,34 @@ impl Initializer {
         Initializer::ALL.into_iter().find(|i| i.name() == name)
     }
 
-    /// Samples a tensor of `dims` for a weight with the given fans.
+    /// Samples a tensor of `dims` for a weight with the given fans;
+    /// [`Error::OutOfMemory`](crate::Error::OutOfMemory) when it cannot be allocated.
     pub fn sample(
         self,
         dims: &[usize],
         fan_in: usize,
         fan_out: usize,
         rng: &mut Rng,
-    ) -> ArrayD<f32> {
+    ) -> Result<ArrayD<f32>> {
+        let what = || format!("{self} initializer: f32{}", Shape::from(dims));
+        self.sample_named(what, dims, fan_in, fan_out, rng)
+    }
+
+    /// [`sample`](Initializer::sample) with the error naming `what` (the parameter).
+    pub(crate) fn sample_named(
+        self,
+        what: impl FnOnce() -> String + Copy,
+        dims: &[usize],
+        fan_in: usize,
+        fan_out: usize,
+        rng: &mut Rng,
+    ) -> Result<ArrayD<f32>> {
         let (fi, fo) = (fan_in.max(1) as f64, fan_out.max(1) as f64);
-        let d = IxDyn(dims);
         let uniform = |limit: f64, rng: &mut Rng| {
-            ArrayD::from_shape_simple_fn(d.clone(), || {
-                ((rng.next_f64() * 2.0 - 1.0) * limit) as f32
-            })
+            array_from_fn(what, dims, || ((rng.next_f64() * 2.0 - 1.0) * limit) as f32)
         };
         let truncated = |stddev: f64, rng: &mut Rng| {
-            ArrayD::from_shape_simple_fn(d.clone(), || loop {
+            array_from_fn(what, dims, || loop {
                 let z = rng.normal();
                 if z.abs() <= 2.0 {
                     break (z * stddev / TRUNCATED_STDDEV) as f32;
@@ -90,8 +104,8 @@ impl Initializer {
             Initializer::HeNormal => truncated((2.0 / fi).sqrt(), rng),
             Initializer::HeUniform => uniform((6.0 / fi).sqrt(), rng),
             Initializer::LecunNormal => truncated((1.0 / fi).sqrt(), rng),
-            Initializer::Zeros => ArrayD::zeros(d),
-            Initializer::Ones => ArrayD::ones(d),
+            Initializer::Zeros => array_filled(what, dims, 0.0),
+            Initializer::Ones => array_filled(what, dims, 1.0),
             Initializer::RandomUniform => uniform(0.05, rng),
         }
     }

@@ -106,6 +106,9 @@ pub(crate) fn check(g: &Graph, op: &Op, declared: Option<&TensorType>) -> Result
             ),
         ));
     }
+    // Every value a graph holds fits in memory's arithmetic: its element count and bytes
+    // are computed unchecked from here on (planners, kernels, lowerings).
+    crate::memory::element_count(|| format!("{}: result {inferred}", op.name()), &inferred)?;
     if let Some(d) = declared {
         if d != &inferred {
             return Err(Error::shape(

@@ -6,13 +6,15 @@ use crate::{Error, Result};
 
 pub(crate) fn check(g: &Graph, x: Value, shape: &Shape) -> Result<TensorType> {
     let t = g.ty(x);
-    if t.numel() != shape.numel() {
+    // The target comes from the caller: its element count may overflow.
+    let target = shape.checked_numel();
+    if target != Some(t.numel()) {
         return Err(Error::shape(
             "reshape",
             format!(
                 "cannot reshape {t} ({} elements) to {shape} ({} elements)",
                 t.numel(),
-                shape.numel()
+                target.map_or_else(|| "more than 2^64".into(), |n| n.to_string())
             ),
         ));
     }

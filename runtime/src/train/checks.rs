@@ -12,7 +12,7 @@ pub(crate) fn take_rows(t: &Tensor, range: std::ops::Range<usize>) -> Result<Ten
     let idx: Vec<usize> = range.collect();
     let mut dims = t.dims().to_vec();
     dims[0] = idx.len();
-    let mut out = Tensor::zeros(&TensorType::new(t.dtype(), dims));
+    let mut out = Tensor::zeros(&TensorType::new(t.dtype(), dims))?;
     gather_rows(t, &idx, &mut out)?;
     Ok(out)
 }

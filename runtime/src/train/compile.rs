@@ -205,6 +205,13 @@ impl<A: Architecture> Model<A> {
     ) -> Result<()> {
         optimizer.config().validate(optimizer.name())?;
         optimizer.validate()?;
+        // A declared input shape that did not build in `Model::new` (whose parameters
+        // could not be allocated, say) is reported here, the first call that needs them.
+        if !self.is_built() {
+            if let Some(shape) = self.arch().input_shape() {
+                self.build(&shape)?;
+            }
+        }
         let metrics: Vec<Box<dyn Metric>> = metrics
             .into_iter()
             .map(|m| m.resolve(loss.as_ref()))

@@ -376,7 +376,7 @@ fn shard(t: &Tensor, k: usize, d: Dist) -> Result<Vec<Tensor>> {
         .map(|rows| {
             let mut dims = t.dims().to_vec();
             dims[0] = rows.len();
-            let mut out = Tensor::zeros(&TensorType::new(t.dtype(), dims));
+            let mut out = Tensor::zeros(&TensorType::new(t.dtype(), dims))?;
             gather_rows(t, rows, &mut out)?;
             Ok(out)
         })
@@ -416,7 +416,7 @@ pub(crate) fn gather_outputs(parts: &[Tensor], global: usize) -> Result<Tensor> 
         ));
     }
     dims[0] = total;
-    let mut all = Tensor::zeros(&TensorType::new(first.dtype(), dims.clone()));
+    let mut all = Tensor::zeros(&TensorType::new(first.dtype(), dims.clone()))?;
     let mut at = 0;
     for p in parts {
         crate::data::copy_rows_into(p, &mut all, at)?;
@@ -426,7 +426,7 @@ pub(crate) fn gather_outputs(parts: &[Tensor], global: usize) -> Result<Tensor> 
         return Ok(all);
     }
     dims[0] = global;
-    let mut out = Tensor::zeros(&TensorType::new(first.dtype(), dims));
+    let mut out = Tensor::zeros(&TensorType::new(first.dtype(), dims))?;
     let idx: Vec<usize> = (0..global).collect();
     gather_rows(&all, &idx, &mut out)?;
     Ok(out)

@@ -10,6 +10,7 @@ use super::Logs;
 use crate::backend::{Buffer, CompileOptions};
 use crate::data::{gather_rows, IntoTensor};
 use crate::ir::TensorType;
+use crate::memory::{element_count, vec_with_capacity};
 use crate::nn::Architecture;
 use crate::Model;
 use crate::{Error, Result, Tensor};
@@ -56,8 +57,8 @@ impl<A: Architecture> Model<A> {
             let b = batch_size.min(n - start);
             let rows: Vec<usize> = (start..start + b).collect();
             let (x_ty, y_ty) = (with_rows(&x.ty(), b), with_rows(&y.ty(), b));
-            let mut xb = Tensor::zeros(&x_ty);
-            let mut yb = Tensor::zeros(&y_ty);
+            let mut xb = Tensor::zeros(&x_ty)?;
+            let mut yb = Tensor::zeros(&y_ty)?;
             gather_rows(x, &rows, &mut xb)?;
             gather_rows(y, &rows, &mut yb)?;
             let mut sw = Tensor::F32(ndarray::ArrayD::ones(ndarray::IxDyn(&[b])));
@@ -137,7 +138,7 @@ impl<A: Architecture> Model<A> {
         while start < n {
             let b = batch_size.min(n - start);
             let rows: Vec<usize> = (start..start + b).collect();
-            let mut xb = Tensor::zeros(&with_rows(&x.ty(), b));
+            let mut xb = Tensor::zeros(&with_rows(&x.ty(), b))?;
             gather_rows(&x, &rows, &mut xb)?;
             // Under data parallelism each replica predicts its share of the batch.
             let dist = self.dist("predict", b, true)?;
@@ -192,7 +193,9 @@ fn concat_rows(parts: &[Tensor]) -> Result<Tensor> {
     dims[0] = parts.iter().map(|p| p.dims()[0]).sum();
     match first {
         Tensor::F32(_) => {
-            let mut v: Vec<f32> = Vec::with_capacity(dims.iter().product());
+            let ty = TensorType::new(crate::ir::DType::F32, dims.clone());
+            let what = || format!("predict output {ty}");
+            let mut v: Vec<f32> = vec_with_capacity(what, element_count(what, &ty)?)?;
             for p in parts {
                 v.extend(p.array::<f32>()?.iter());
             }

@@ -175,8 +175,8 @@ impl<A: Architecture> Model<A> {
                         &mut pool[count],
                         // An empty (new) buffer is filled in place, not kept.
                         |b| b.x.dims().first().is_some_and(|&r| r == n || r == 0),
-                        Batch::default,
-                    );
+                        || Ok(Batch::default()),
+                    )?;
                 }
                 let more = match batches.next_into(&mut pool[count]) {
                     Some(r) => {
@@ -333,7 +333,7 @@ impl<A: Architecture> Model<A> {
         {
             let t = self.compiled()?;
             let at = t.runner()?.iterations();
-            stage.set_lr(k, |i| t.optimizer.config().learning_rate.at(at + i as u64));
+            stage.set_lr(k, |i| t.optimizer.config().learning_rate.at(at + i as u64))?;
         }
         let mut inputs = stage.inputs(batches);
         let [x, y, ..] = &inputs;

@@ -41,11 +41,12 @@ pub struct Model<A: Architecture> {
 
 impl<A: Architecture> Model<A> {
     /// A model of `arch`; built at once if the architecture declares its input shape.
-    /// (Should that build fail, the model stays unbuilt and the error comes back from the
-    /// first call that needs the shapes.) Created inside [`Strategy::scope`], it runs on
-    /// that strategy's devices; otherwise on the device `STRATA_DEVICE` names (opened, and
-    /// a bad name reported, by `compile`, or by `predict` when that comes first), else on
-    /// the native backend. A device or strategy set in code wins over the variable.
+    /// (Should that build fail, its parameters too large to allocate say, the model stays
+    /// unbuilt and the error comes back from `compile` or the first call that needs the
+    /// shapes.) Created inside [`Strategy::scope`], it runs on that strategy's devices;
+    /// otherwise on the device `STRATA_DEVICE` names (opened, and a bad name reported, by
+    /// `compile`, or by `predict` when that comes first), else on the native backend. A
+    /// device or strategy set in code wins over the variable.
     pub fn new(arch: A) -> Model<A> {
         let strategy = Strategy::current();
         let placement = match &strategy {
@@ -177,13 +178,18 @@ impl<A: Architecture> Model<A> {
             }
         }
         let mut rng = Rng::new(self.seed);
+        let name = self.arch.name();
         self.weights = params
             .iter()
             .map(|p| {
                 let mut r = rng.fork();
-                Tensor::F32(p.init.sample(&p.dims, p.fan_in, p.fan_out, &mut r))
+                let what = || format!("model `{name}`: parameter `{}` {}", p.name, p.ty());
+                let w = p
+                    .init
+                    .sample_named(what, &p.dims, p.fan_in, p.fan_out, &mut r)?;
+                Ok(Tensor::F32(w))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         self.built = Some(Built {
             input: input.to_vec(),
             outputs,
@@ -311,16 +317,7 @@ fn thousands(n: usize) -> String {
 
 /// `427.29 KB` for f32 parameter memory.
 fn bytes(n: usize) -> String {
-    let b = (n * 4) as f64;
-    if b < 1024.0 {
-        format!("{b:.2} B")
-    } else if b < 1024.0 * 1024.0 {
-        format!("{:.2} KB", b / 1024.0)
-    } else if b < 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.2} MB", b / (1024.0 * 1024.0))
-    } else {
-        format!("{:.2} GB", b / (1024.0 * 1024.0 * 1024.0))
-    }
+    crate::error::bytes_text((n as u64).saturating_mul(4))
 }
 
 fn summary(name: &str, layers: &[&dyn Layer], built: Option<&Built>) -> String {

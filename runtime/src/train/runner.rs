@@ -11,6 +11,7 @@ use super::step::{cause_of, logs_len, StepKey, STATUS_LEN};
 use super::Logs;
 use crate::backend::{Backend, Buffer, CompileOptions, Executable, Placement};
 use crate::ir::{Graph, TensorType};
+use crate::memory::array_filled;
 use crate::metrics::Metric;
 use crate::nn::ParamSpec;
 use crate::optim::Optimizer;
@@ -119,12 +120,16 @@ impl StepRunner {
         }
         let slot_inits = optimizer.slots();
         for &i in &layout.trainable {
-            for (_, init) in &slot_inits {
-                let ty = params[i].ty();
-                args.push(b.upload(&Tensor::F32(ndarray::ArrayD::from_elem(
-                    ndarray::IxDyn(ty.dims()),
-                    *init,
-                )))?);
+            for (slot, init) in &slot_inits {
+                let p = &params[i];
+                let what = || {
+                    format!(
+                        "optimizer slot `{slot}` of parameter `{}` {}",
+                        p.name,
+                        p.ty()
+                    )
+                };
+                args.push(b.upload(&Tensor::F32(array_filled(what, &p.dims, *init)?))?);
             }
         }
         for (_, init) in optimizer.globals() {
@@ -137,7 +142,7 @@ impl StepRunner {
             vec![(key >> 32) as i32, key as i32],
         )?)?);
         for ty in &layout.types[layout.metric_state.clone()] {
-            args.push(b.upload(&Tensor::zeros(ty))?);
+            args.push(b.upload(&Tensor::zeros(ty)?)?);
         }
         debug_assert_eq!(args.len(), layout.len());
         Ok(StepRunner {
@@ -209,7 +214,7 @@ impl StepRunner {
     /// Zeroes the loss tracker and every metric's state.
     pub fn reset_metrics(&mut self) -> Result<()> {
         for i in self.layout.metric_state.clone() {
-            let z = Tensor::zeros(&self.layout.types[i]);
+            let z = Tensor::zeros(&self.layout.types[i])?;
             self.backend.upload_into(&z, &mut self.args[i])?;
         }
         Ok(())

@@ -32,13 +32,22 @@ impl<T> Spares<T> {
     }
 
     /// Makes `cur` a value that `fits`: `cur` itself, or a kept value (keeping `cur` in
-    /// its place), or, when none fits, `make()`'s.
-    pub fn fit(&mut self, cur: &mut T, fits: impl Fn(&T) -> bool, make: impl FnOnce() -> T) {
+    /// its place), or, when none fits, `make()`'s (whose error leaves `cur` as it was).
+    pub fn fit(
+        &mut self,
+        cur: &mut T,
+        fits: impl Fn(&T) -> bool,
+        make: impl FnOnce() -> crate::Result<T>,
+    ) -> crate::Result<()> {
         if fits(cur) {
-            return;
+            return Ok(());
         }
-        let new = self.take(&fits).unwrap_or_else(make);
+        let new = match self.take(&fits) {
+            Some(kept) => kept,
+            None => make()?,
+        };
         let old = std::mem::replace(cur, new);
         self.keep(old);
+        Ok(())
     }
 }

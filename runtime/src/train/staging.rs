@@ -28,7 +28,7 @@ pub(crate) struct Staging {
 impl Staging {
     pub fn fill(&mut self, batches: &[Batch]) -> Result<()> {
         let rows: usize = batches.iter().map(|b| b.x.dims()[0]).sum();
-        refit(&mut self.sw, rows, &mut self.spare);
+        refit(&mut self.sw, rows, &mut self.spare)?;
         let Tensor::F32(sw) = &mut self.sw else {
             unreachable!("refit makes f32")
         };
@@ -59,23 +59,24 @@ impl Staging {
         [x, y, &mut self.sw, &mut self.lr]
     }
 
-    pub fn set_lr(&mut self, k: usize, lr: impl Fn(usize) -> f32) {
-        refit(&mut self.lr, k, &mut self.spare);
+    pub fn set_lr(&mut self, k: usize, lr: impl Fn(usize) -> f32) -> Result<()> {
+        refit(&mut self.lr, k, &mut self.spare)?;
         if let Tensor::F32(a) = &mut self.lr {
             for (i, v) in a.iter_mut().enumerate() {
                 *v = lr(i);
             }
         }
+        Ok(())
     }
 }
 
 /// Makes `t` an f32 vector of `n` elements: itself when it already is one, else a kept one.
-fn refit(t: &mut Tensor, n: usize, spare: &mut Spares<Tensor>) {
+fn refit(t: &mut Tensor, n: usize, spare: &mut Spares<Tensor>) -> Result<()> {
     spare.fit(
         t,
         |t| matches!(t, Tensor::F32(a) if a.ndim() == 1 && a.len() == n),
-        || Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[n]))),
-    );
+        || Tensor::zeros(&TensorType::new(crate::ir::DType::F32, [n])),
+    )
 }
 
 /// Concatenates tensors along the first axis into `out` (reusing it, or a kept tensor,
@@ -99,7 +100,7 @@ fn stack_into<'a>(
                 && o.dims().get(1..) == first.dims().get(1..)
         },
         || Tensor::zeros(&with_rows(&first.ty(), rows)),
-    );
+    )?;
     let mut at = 0;
     for p in parts {
         copy_rows_into(p, out, at)?;

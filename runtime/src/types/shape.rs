@@ -24,9 +24,16 @@ impl Shape {
         &self.0
     }
 
-    /// Number of elements (1 for a scalar).
+    /// Number of elements (1 for a scalar). Every shape a graph or tensor holds was
+    /// checked to have a count that fits; see [`checked_numel`](Shape::checked_numel) for
+    /// others.
     pub fn numel(&self) -> usize {
         self.0.iter().product()
+    }
+
+    /// Number of elements, `None` when it overflows `usize`.
+    pub fn checked_numel(&self) -> Option<usize> {
+        self.0.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
     }
 
     /// Row-major strides in elements.

@@ -52,11 +52,21 @@ impl NativeExecutable {
         if std::env::var_os("STRATA_NATIVE_PLAN").is_some() {
             eprintln!("{}", plan.describe());
         }
+        // Allocated here, once per compiled graph, never while it runs.
         let arena = plan
             .slots
             .iter()
-            .map(|&(dtype, len)| Storage::zeros(dtype, len))
-            .collect();
+            .enumerate()
+            .map(|(i, &(dtype, len))| {
+                let what = || {
+                    format!(
+                        "native backend: buffer {i} of graph `{}` ({len} {dtype} elements)",
+                        g.name()
+                    )
+                };
+                Storage::zeros(what, dtype, len)
+            })
+            .collect::<Result<_>>()?;
         Ok(NativeExecutable {
             plan,
             arena,

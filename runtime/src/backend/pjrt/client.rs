@@ -5,6 +5,7 @@
 use super::api::{entry, lossy, Api};
 use super::ffi;
 use crate::ir::{DType, TensorType};
+use crate::memory::vec_filled;
 use crate::{Error, Result, Tensor};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -380,17 +381,28 @@ impl Client {
     pub fn download(&self, b: &DeviceBuffer, ty: &TensorType) -> Result<Tensor> {
         let n = ty.numel();
         let dims = ty.dims();
+        // The host may hold less than the device: a buffer too large is an error here.
+        let host = || format!("the host copy of a PJRT buffer {ty}");
         let t = match ty.dtype {
-            DType::F32 => Tensor::from_vec(dims, self.read_into(b, ty, vec![0f32; n])?)?,
-            DType::F64 => Tensor::from_vec(dims, self.read_into(b, ty, vec![0f64; n])?)?,
-            DType::BF16 => {
-                Tensor::from_vec(dims, self.read_into(b, ty, vec![half::bf16::ZERO; n])?)?
+            DType::F32 => {
+                Tensor::from_vec(dims, self.read_into(b, ty, vec_filled(host, n, 0f32)?)?)?
             }
-            DType::I32 => Tensor::from_vec(dims, self.read_into(b, ty, vec![0i32; n])?)?,
-            DType::I64 => Tensor::from_vec(dims, self.read_into(b, ty, vec![0i64; n])?)?,
+            DType::F64 => {
+                Tensor::from_vec(dims, self.read_into(b, ty, vec_filled(host, n, 0f64)?)?)?
+            }
+            DType::BF16 => Tensor::from_vec(
+                dims,
+                self.read_into(b, ty, vec_filled(host, n, half::bf16::ZERO)?)?,
+            )?,
+            DType::I32 => {
+                Tensor::from_vec(dims, self.read_into(b, ty, vec_filled(host, n, 0i32)?)?)?
+            }
+            DType::I64 => {
+                Tensor::from_vec(dims, self.read_into(b, ty, vec_filled(host, n, 0i64)?)?)?
+            }
             DType::Bool => {
                 // Read bytes, not `bool`s: only 0 and 1 are valid bools in Rust.
-                let bytes = self.read_into(b, ty, vec![0u8; n])?;
+                let bytes = self.read_into(b, ty, vec_filled(host, n, 0u8)?)?;
                 Tensor::from_vec(dims, bytes.into_iter().map(|v| v != 0).collect())?
             }
         };
