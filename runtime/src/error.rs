@@ -59,8 +59,9 @@ pub enum Error {
     /// finite. A bad loss, gradient or learning rate is found before the update, so that
     /// step changed nothing: the model keeps the weights (and optimizer state) from after
     /// step `step - 1`, all finite. An update that overflowed (`Parameters`) is found
-    /// when the next step reads what it wrote: the model keeps the weights from after
-    /// step `step`, not all finite (restore a checkpoint, e.g. with `BackupAndRestore`).
+    /// when the next step fails on what it wrote, or when `fit` ends: the model keeps the
+    /// weights from after step `step`, not all finite (restore a checkpoint, e.g. with
+    /// `BackupAndRestore`).
     #[error(
         "fit: step {step} (epoch {}, batch {}; counted from 1): {}",
         epoch + 1,
@@ -211,7 +212,8 @@ pub enum NonFiniteCause {
     Gradient,
     /// The learning rate the schedule gave for the step.
     LearningRate,
-    /// An updated parameter, optimizer slot or state (an overflow in the update).
+    /// A weight the update wrote (an overflow in the update). Not checked on the device:
+    /// found on the host in the weights, when the next step fails or `fit` ends.
     Parameters,
 }
 
@@ -233,8 +235,8 @@ fn non_finite_text(step: u64, cause: NonFiniteCause, value: Option<f64>) -> Stri
         NonFiniteCause::Gradient => "a gradient",
         NonFiniteCause::LearningRate => "the learning rate",
         NonFiniteCause::Parameters => {
-            return "its update overflowed: some weights it wrote are not finite (the \
-                    next step's loss was not); training stopped with those weights"
+            return "its update overflowed: some weights it wrote are not finite; training \
+                    stopped with those weights"
                 .to_string()
         }
     };

@@ -3,6 +3,7 @@
 use super::callbacks::{Flags, ModelAccess};
 use super::checks::{apply_class_weight, check_pair, take_rows};
 use super::progress::Progress;
+use super::runner::StepOut;
 use super::spares::Spares;
 use super::staging::{with_rows, Staging};
 use super::step::{train_graph, StepKey};
@@ -311,13 +312,8 @@ impl<A: Architecture> Model<A> {
         // overflow in the last step has no next step whose loss would show it.
         if let (Some(epoch), false) = (finished, terminated) {
             if !self.weights.iter().all(Tensor::is_all_finite) {
-                return Err(Error::NonFiniteStep {
-                    epoch,
-                    batch: steps.saturating_sub(1),
-                    step: self.runner()?.iterations(),
-                    cause: crate::NonFiniteCause::Parameters,
-                    value: None,
-                });
+                let done = self.runner()?.iterations();
+                return Err(StepOut::overflowed().error(epoch, steps, done, false));
             }
         }
         Ok(history)

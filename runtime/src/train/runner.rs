@@ -29,6 +29,16 @@ pub(crate) struct StepOut {
 }
 
 impl StepOut {
+    /// The status of a call whose steps all passed their checks, read when the weights
+    /// they left are found not finite (an overflow in the last update).
+    pub fn overflowed() -> StepOut {
+        StepOut {
+            ok: true,
+            cause: None,
+            value: f64::NAN,
+        }
+    }
+
     /// The error for a bad step, `done` steps having run in all (the model's iteration
     /// count after the call), `in_epoch` of them in `epoch`; `weights_finite` says whether
     /// the weights the bad step read were. Weights that were not were written by the step
@@ -381,10 +391,12 @@ impl StepRunner {
             (1, dist),
             &mut self.spare_inputs,
         )?;
-        let exe = self
-            .exes
-            .get_mut(key)
-            .ok_or_else(|| super::compile::not_compiled("run"))?;
+        let exe = self.exes.get_mut(key).ok_or_else(|| {
+            Error::invalid(
+                "training",
+                "internal: a step ran before its graph was compiled",
+            )
+        })?;
         exe.execute(&mut self.args)
     }
 }

@@ -85,11 +85,11 @@ fn all_finite(g: &mut Graph, xs: &[Value]) -> Result<Value> {
 pub(crate) const STATUS_LEN: usize = 3;
 
 /// The codes of a step's checks in the status vector, in the order they are checked.
-const CAUSES: [NonFiniteCause; 4] = [
+/// (`Parameters` is no device check: the host finds it in the weights, see `train_graph`.)
+const CAUSES: [NonFiniteCause; 3] = [
     NonFiniteCause::Loss,
     NonFiniteCause::Gradient,
     NonFiniteCause::LearningRate,
-    NonFiniteCause::Parameters,
 ];
 
 fn cause_code(c: NonFiniteCause) -> f64 {
@@ -200,10 +200,10 @@ pub(crate) fn logs_len(metrics: usize) -> usize {
 /// are finite. A step that is not changes nothing, nor do the steps after it, in this
 /// call or in the calls it hands its status: so the host need not read every call's logs
 /// to stop with the last good state (a read costs a round trip to the device, and the
-/// device waits while the host reads). With `dist` this
-/// is one replica's program: `b` is its share of each global batch, and one all-reduce
-/// per step makes every replica take the global step (see `distribute`); the loss,
-/// gradients and updates are then the same on every replica, and so is the verdict.
+/// device waits while the host reads). With `dist` this is one replica's program: `b` is
+/// its share of each global batch, and one all-reduce per step makes every replica take
+/// the global step (see `distribute`); the loss and gradients are then the same on every
+/// replica, and so is the verdict.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn train_graph<A: Architecture>(
     model: &Model<A>,
@@ -348,12 +348,11 @@ pub(crate) fn train_graph<A: Architecture>(
         let cause = g.select(grads_ok, c_lr, c_grad)?;
         let cause = g.select(loss_ok, cause, c_loss)?;
         let value = g.select(loss_ok, lrk, loss)?;
-        let step_ok = inputs_ok;
-        let step_bad = g.unary(UnaryOp::Not, step_ok)?;
+        let step_bad = g.unary(UnaryOp::Not, inputs_ok)?;
         let first_bad = g.binary(BinaryOp::And, ok, step_bad)?;
         bad_cause = g.select(first_bad, cause, bad_cause)?;
         bad_value = g.select(first_bad, value, bad_value)?;
-        ok = g.binary(BinaryOp::And, ok, step_ok)?;
+        ok = commit;
     }
     let offset = g.constant(crate::Tensor::from_vec(&[2], vec![k as i32, 0])?);
     let advanced = g.add(state[layout.key], offset)?;
