@@ -52,7 +52,7 @@ fn opt_str(args: &Json, key: &str) -> Option<String> {
 
 /// The metric a reference case names, built from its Keras arguments.
 fn metric(name: &str, args: &Json) -> Box<dyn Metric> {
-    let thresholds = || args.get("thresholds").map(|t| floats(t));
+    let thresholds = || args.get("thresholds").map(floats);
     let threshold = args.get("threshold").and_then(|t| t.as_f64());
     let k = args.get("k").and_then(|k| k.as_u64()).map(|k| k as usize);
     match name {
@@ -484,7 +484,7 @@ mod through_fit {
         ));
         m.compile(
             Adam::new(0.01),
-            strata_runtime::loss::MeanSquaredError::default(),
+            strata_runtime::loss::MeanSquaredError,
             [F1Score::new().average(Some(Average::Macro))],
         )
         .unwrap();
@@ -493,5 +493,31 @@ mod through_fit {
         let e = m.fit(&x, &y, Fit::epochs(1).verbose(0)).unwrap_err();
         let text = err_text(e);
         assert!(text.contains("F1Score"), "{text}");
+    }
+
+    #[test]
+    fn vector_metrics_agree_under_mirrored_replicas() {
+        use strata_runtime::backend::Device;
+        use strata_runtime::strategy::{MirroredStrategy, OneDeviceStrategy, Strategy};
+        let (x, y) = data(96, 9);
+        let run = |s: Strategy| {
+            let mut m = s.scope(model);
+            let fit = Fit::epochs(2).batch_size(16).shuffle(false).verbose(0);
+            let h = m.fit(&x, &y, fit).unwrap();
+            (h, m.evaluate(&x, &y).unwrap())
+        };
+        let (h1, e1) = run(OneDeviceStrategy::new(Device::Native).unwrap());
+        let (h2, e2) = run(MirroredStrategy::with_replicas(Device::Native, 2).unwrap());
+        for key in ["f1_score", "true_positives"] {
+            let (a, b) = (h1.get_vector(key).unwrap(), h2.get_vector(key).unwrap());
+            let (c, d) = (e1.get_vector(key).unwrap(), e2.get_vector(key).unwrap());
+            let pairs = a.iter().flatten().zip(b.iter().flatten());
+            for (p, q) in pairs.chain(c.iter().zip(d)) {
+                assert!(
+                    (p - q).abs() <= 1e-4 * p.abs().max(1.0),
+                    "{key}: {a:?} vs {b:?}"
+                );
+            }
+        }
     }
 }
