@@ -4,8 +4,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use strata_runtime::loss::SparseCategoricalCrossentropy;
-use strata_runtime::metrics::Accuracy;
+use strata_runtime::loss::{CategoricalCrossentropy, SparseCategoricalCrossentropy};
+use strata_runtime::metrics::{Accuracy, F1Score, Metric, TruePositives};
 use strata_runtime::nn::{Activation, Dense, Sequential};
 use strata_runtime::optim::Adam;
 use strata_runtime::train::{Callback, Control, Fit, Logs};
@@ -62,10 +62,11 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Trains the tutorial's model on `samples` random samples at batch 32 and returns the
 /// allocations of each step, per epoch (a step's count runs from the previous batch end,
-/// so an epoch's first step also carries the epoch's set-up).
-fn per_step_allocations(samples: usize, epochs: usize) -> Vec<Vec<usize>> {
+/// so an epoch's first step also carries the epoch's set-up). With `vectors`, one-hot
+/// targets and metrics whose results are vectors (read into the logs every step).
+fn per_step_allocations(samples: usize, epochs: usize, vectors: bool) -> Vec<Vec<usize>> {
     let x = random::normal(&[samples, 784], 0.0, 1.0, 1).unwrap();
-    let y = random::uniform_int(&[samples], 0, 10, 2).unwrap();
+    let labels = random::uniform_int(&[samples], 0, 10, 2).unwrap();
     let mut m = Model::new(Sequential::new(
         Some(vec![784]),
         vec![
@@ -74,19 +75,30 @@ fn per_step_allocations(samples: usize, epochs: usize) -> Vec<Vec<usize>> {
             Box::new(Dense::new("dense_2", 10, Activation::Softmax)),
         ],
     ));
-    m.compile(
-        Adam::default(),
-        SparseCategoricalCrossentropy::default(),
-        [Accuracy],
-    )
-    .unwrap();
     let probe = PerStep::default();
-    m.fit(
-        &x,
-        &y,
-        Fit::epochs(epochs).verbose(0).callback(probe.clone()),
-    )
-    .unwrap();
+    let fit = Fit::epochs(epochs).verbose(0).callback(probe.clone());
+    if vectors {
+        let mut y = ndarray::Array2::<f32>::zeros((samples, 10));
+        for (i, &l) in labels.iter().enumerate() {
+            y[[i, l as usize]] = 1.0;
+        }
+        let metrics: Vec<Box<dyn Metric>> = vec![
+            Box::new(Accuracy),
+            Box::new(F1Score::new()),
+            Box::new(TruePositives::new(vec![0.3, 0.5, 0.7])),
+        ];
+        m.compile(Adam::default(), CategoricalCrossentropy::default(), metrics)
+            .unwrap();
+        m.fit(&x, &y, fit).unwrap();
+    } else {
+        m.compile(
+            Adam::default(),
+            SparseCategoricalCrossentropy::default(),
+            [Accuracy],
+        )
+        .unwrap();
+        m.fit(&x, &labels, fit).unwrap();
+    }
     let counts = probe.0.lock().unwrap().1.clone();
     eprintln!("allocations per step, per epoch: {counts:?}");
     counts
@@ -95,7 +107,7 @@ fn per_step_allocations(samples: usize, epochs: usize) -> Vec<Vec<usize>> {
 #[test]
 fn a_steady_state_step_allocates_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let counts = per_step_allocations(640, 2);
+    let counts = per_step_allocations(640, 2, false);
     assert_eq!(counts.len(), 2);
     assert_eq!(counts[1].len(), 20);
     // The first steps compile and warm buffers; the second epoch's steps after its first
@@ -112,7 +124,7 @@ fn the_partial_last_batch_reuses_its_buffers() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // 20 batches of 32 and one of 10: each epoch switches shapes for its last step and
     // back for the next epoch's first. Once both shapes have run, neither allocates.
-    let counts = per_step_allocations(650, 3);
+    let counts = per_step_allocations(650, 3, false);
     assert_eq!(counts.len(), 3);
     for (e, epoch) in counts.iter().enumerate().skip(1) {
         assert_eq!(epoch.len(), 21);
@@ -122,4 +134,17 @@ fn the_partial_last_batch_reuses_its_buffers() {
             "epoch {e}: steps allocated {steps:?}"
         );
     }
+}
+
+#[test]
+fn vector_metrics_are_read_without_allocating() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // F1 per class and counts per threshold come back into the logs after every step
+    // (the probe is not async-safe), into the vectors the first read made.
+    let counts = per_step_allocations(640, 2, true);
+    let steady = &counts[1][1..];
+    assert!(
+        steady.iter().all(|&c| c == 0),
+        "steady-state steps allocated: {steady:?}"
+    );
 }

@@ -152,6 +152,12 @@ impl Metric for Renamed {
     fn result(&self, g: &mut Graph, s: &[Value]) -> Result<Value> {
         self.inner.result(g, s)
     }
+    fn result_shape(&self) -> Vec<usize> {
+        self.inner.result_shape()
+    }
+    fn build(&mut self, output: &[usize]) -> Result<()> {
+        self.inner.build(output)
+    }
     fn resolve(self: Box<Self>, _loss: &dyn Loss) -> Box<dyn Metric> {
         self
     }

@@ -7,7 +7,7 @@ use crate::{Error, Result};
 
 /// Weighted true/false positive/negative counts of `pred > threshold` against 0/1
 /// targets, per threshold: state `[tp, fp, tn, fn]`, each `[thresholds]`.
-fn confusion(
+pub(super) fn confusion(
     g: &mut Graph,
     state: &[Value],
     y: Value,
@@ -52,7 +52,7 @@ fn confusion(
     ])
 }
 
-fn check_threshold(what: &str, t: f32) -> Result<()> {
+pub(super) fn check_threshold(what: &str, t: f32) -> Result<()> {
     if !(0.0..=1.0).contains(&t) {
         return Err(Error::invalid(
             what,

@@ -3,12 +3,20 @@
 
 mod accuracy;
 mod confusion;
+mod counts;
+mod f_score;
+mod regression;
+mod top_k;
 
 pub use accuracy::{
     Accuracy, BinaryAccuracy, CategoricalAccuracy, MeanAbsoluteError, MeanSquaredError,
     SparseCategoricalAccuracy, TopKAccuracy,
 };
 pub use confusion::{Precision, Recall, AUC};
+pub use counts::{FalseNegatives, FalsePositives, TrueNegatives, TruePositives};
+pub use f_score::{Average, F1Score, FBetaScore};
+pub use regression::{ClassAggregation, R2Score, RootMeanSquaredError};
+pub use top_k::{SparseTopKCategoricalAccuracy, TopKCategoricalAccuracy};
 
 use crate::ir::{Comparison, DType, Graph, ReduceOp, TensorType, Value};
 use crate::loss::Loss;
@@ -30,8 +38,27 @@ pub trait Metric: Send + Sync + fmt::Debug {
         pred: Value,
         sw: Value,
     ) -> Result<Vec<Value>>;
-    /// Emits the metric's value (f32 scalar) from its state.
+    /// Emits the metric's value from its state: an f32 tensor of [`result_shape`].
+    ///
+    /// [`result_shape`]: Metric::result_shape
     fn result(&self, g: &mut Graph, state: &[Value]) -> Result<Value>;
+    /// The shape of [`result`](Metric::result): `[]`, a scalar (the default), or `[n]`,
+    /// a vector of `n` values (F1 per class, counts per threshold) that the logs, the
+    /// history and `evaluate` keep whole. Asked after [`build`](Metric::build).
+    fn result_shape(&self) -> Vec<usize> {
+        Vec::new()
+    }
+    /// Learns the model's output shape (without the batch axis) before [`state`] and
+    /// [`result_shape`] are asked, when the step's state is laid out: a metric whose
+    /// state is per class (Keras sizes it at the first batch) sizes it here, and refuses
+    /// an output it cannot measure. Built again, with the same shape, when the device
+    /// state is rebuilt.
+    ///
+    /// [`state`]: Metric::state
+    /// [`result_shape`]: Metric::result_shape
+    fn build(&mut self, _output: &[usize]) -> Result<()> {
+        Ok(())
+    }
     /// Replaces a generic metric with the one the loss implies (`accuracy` becomes
     /// sparse categorical accuracy next to a sparse loss, as Keras does).
     fn resolve(self: Box<Self>, _loss: &dyn Loss) -> Box<dyn Metric>;

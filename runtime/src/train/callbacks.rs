@@ -1,6 +1,6 @@
 //! Callbacks: hooks into `fit`, with Keras' built-ins.
 
-use super::Logs;
+use super::{LogValue, Logs};
 use crate::optim::LearningRate;
 use crate::{Error, Result, Tensor};
 use std::io::Write;
@@ -119,7 +119,8 @@ pub trait Callback: Send {
 #[derive(Clone, Debug)]
 pub struct Monitor {
     pub key: String,
-    /// `true` when larger is better. Keras' `auto`: accuracy-like names maximise.
+    /// `true` when larger is better. Keras' `auto`: accuracy-like names, and the metrics
+    /// Keras marks as growing with quality (F-scores, R², true counts), maximise.
     pub maximize: bool,
 }
 
@@ -127,9 +128,19 @@ impl Monitor {
     /// Keras' `mode="auto"`.
     pub fn auto(key: &str) -> Monitor {
         let k = key.trim_start_matches("val_");
-        let maximize = ["acc", "auc", "precision", "recall"]
-            .iter()
-            .any(|m| k.contains(m));
+        let maximize = [
+            "acc",
+            "auc",
+            "precision",
+            "recall",
+            "f1_score",
+            "fbeta_score",
+            "r2_score",
+            "true_positives",
+            "true_negatives",
+        ]
+        .iter()
+        .any(|m| k.contains(m));
         Monitor {
             key: key.to_string(),
             maximize,
@@ -137,8 +148,22 @@ impl Monitor {
     }
 
     fn value(&self, logs: &Logs, who: &str) -> Result<f64> {
+        if let Some(v) = logs.get_vector(&self.key) {
+            // Keras would compare arrays here and fail; which class to watch is the
+            // user's choice, so it is refused by name.
+            return Err(Error::invalid(
+                who,
+                format!(
+                    "monitors `{}`, a vector of {} values (a metric with one result per \
+                     class or threshold); expected a scalar log: monitor a metric that \
+                     averages them (e.g. F1Score with average \"macro\")",
+                    self.key,
+                    v.len()
+                ),
+            ));
+        }
         logs.get(&self.key).ok_or_else(|| {
-            let have: Vec<&str> = logs.0.keys().map(|k| k.as_str()).collect();
+            let have = logs.keys();
             Error::invalid(
                 who,
                 format!(
@@ -471,15 +496,23 @@ impl Callback for CSVLogger {
         };
         let sep = self.separator.to_string();
         if self.keys.is_empty() {
-            self.keys = logs.0.keys().cloned().collect();
+            self.keys = logs.keys().into_iter().map(String::from).collect();
             writeln!(f, "epoch{sep}{}", self.keys.join(&sep)).map_err(io)?;
         } else if self.keys == ["-"] {
-            self.keys = logs.0.keys().cloned().collect();
+            self.keys = logs.keys().into_iter().map(String::from).collect();
         }
         let vals: Vec<String> = self
             .keys
             .iter()
-            .map(|k| logs.get(k).map(|v| v.to_string()).unwrap_or_default())
+            .map(|k| match logs.value(k) {
+                Some(LogValue::Scalar(v)) => v.to_string(),
+                // As Keras writes an array: quoted, in brackets, comma-separated.
+                Some(LogValue::Vector(v)) => {
+                    let items: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+                    format!("\"[{}]\"", items.join(", "))
+                }
+                None => String::new(),
+            })
             .collect();
         writeln!(f, "{epoch}{sep}{}", vals.join(&sep)).map_err(io)?;
         f.flush().map_err(io)

@@ -33,6 +33,9 @@ pub(crate) struct Layout {
     /// The loss tracker's total and count, then each metric's state.
     pub metric_state: Range<usize>,
     pub metric_ranges: Vec<Range<usize>>,
+    /// Each metric's result shape (see [`Metric::result_shape`]): where its values sit
+    /// in a step's logs.
+    pub result_shapes: Vec<Vec<usize>>,
     /// Types of every state entry, in order.
     pub types: Vec<TensorType>,
 }
@@ -79,6 +82,7 @@ impl Layout {
             }
             metric_ranges.push(s..types.len());
         }
+        let result_shapes = metrics.iter().map(|m| m.result_shape()).collect();
         Layout {
             params: params_r,
             trainable,
@@ -89,6 +93,7 @@ impl Layout {
             key,
             metric_state: ms..types.len(),
             metric_ranges,
+            result_shapes,
             types,
         }
     }
@@ -296,14 +301,27 @@ impl<A: Architecture> Model<A> {
 
     /// Creates the device state from the host weights if it does not exist yet.
     pub(crate) fn ensure_device(&mut self) -> Result<()> {
+        if self.built.is_none() {
+            return Err(Error::invalid("fit", "the model is not built"));
+        }
+        if self.compiled()?.runner.is_some() {
+            return Ok(());
+        }
+        // Metrics sized by the model's output (per class) learn it before the state is
+        // laid out; a model without layers outputs its input.
+        let output = self
+            .output_shape()
+            .or_else(|| self.input_shape())
+            .unwrap_or(&[])
+            .to_vec();
+        for m in &mut self.compiled_mut()?.metrics {
+            m.build(&output)?;
+        }
         let built = self
             .built
             .as_ref()
             .ok_or_else(|| Error::invalid("fit", "the model is not built"))?;
         let t = self.compiled()?;
-        if t.runner.is_some() {
-            return Ok(());
-        }
         // `compile` opened the device, so this cannot fail on a bad STRATA_DEVICE.
         let runner = StepRunner::new(
             self.placement.backend("compile")?.clone(),

@@ -84,10 +84,16 @@ impl<A: Architecture> Model<A> {
                 dist,
             )?;
             let (backend, t) = (self.placement.backend("evaluate")?, self.compiled()?);
+            let shapes = &t.runner()?.layout().result_shapes;
             logs = Logs::default();
             logs.insert("loss", backend.read_scalar(&outs[0])?);
-            for (m, o) in t.metrics.iter().zip(&outs[1..]) {
-                logs.insert(m.name(), backend.read_scalar(o)?);
+            for ((name, o), shape) in t.metric_names.iter().zip(&outs[1..]).zip(shapes) {
+                if shape.is_empty() {
+                    logs.insert(name.clone(), backend.read_scalar(o)?);
+                } else {
+                    let v = backend.download(o)?.to_vec::<f32>()?;
+                    logs.insert_vector(name.clone(), v.into_iter().map(f64::from).collect());
+                }
             }
             start += b;
         }

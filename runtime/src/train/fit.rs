@@ -289,6 +289,9 @@ impl<A: Architecture> Model<A> {
                 for (key, v) in vl.0 {
                     epoch_logs.insert(format!("val_{key}"), v);
                 }
+                for (key, v) in vl.1 {
+                    epoch_logs.insert_vector(format!("val_{key}"), v);
+                }
             }
             progress.finish(steps, &epoch_logs, started.elapsed());
             history.push(epoch, &epoch_logs);
@@ -297,13 +300,7 @@ impl<A: Architecture> Model<A> {
                 cb.on_epoch_end(epoch, &epoch_logs, &mut control.with(self))?;
             }
         }
-        let last = Logs(
-            history
-                .history
-                .iter()
-                .map(|(k, v)| (k.clone(), v.last().copied().unwrap_or(f64::NAN)))
-                .collect(),
-        );
+        let last = history.last();
         for cb in &mut callbacks {
             cb.on_train_end(&last, &mut control.with(self))?;
         }

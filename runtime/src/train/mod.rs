@@ -35,17 +35,47 @@ use crate::Tensor;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-/// Metric values by name (`loss`, `accuracy`, `val_loss`, …).
+/// Metric values by name (`loss`, `accuracy`, `val_loss`, …): scalars in `.0`, and in
+/// `.1` the vector-valued ones (a metric whose [`result_shape`] is `[n]`, such as
+/// `F1Score` per class), kept whole as Keras keeps them. A name is in one map or the
+/// other.
+///
+/// [`result_shape`]: crate::metrics::Metric::result_shape
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Logs(pub BTreeMap<String, f64>);
+pub struct Logs(pub BTreeMap<String, f64>, pub BTreeMap<String, Vec<f64>>);
+
+/// One entry of [`Logs`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LogValue<'a> {
+    Scalar(f64),
+    Vector(&'a [f64]),
+}
 
 impl Logs {
+    /// A scalar entry (`None` for a vector one: see [`get_vector`](Logs::get_vector)).
     pub fn get(&self, key: &str) -> Option<f64> {
         self.0.get(key).copied()
     }
 
+    /// A vector entry, e.g. `f1_score` with `average: None`, one value per class.
+    pub fn get_vector(&self, key: &str) -> Option<&[f64]> {
+        self.1.get(key).map(|v| v.as_slice())
+    }
+
+    /// Either kind of entry.
+    pub fn value(&self, key: &str) -> Option<LogValue<'_>> {
+        match self.0.get(key) {
+            Some(v) => Some(LogValue::Scalar(*v)),
+            None => self.get_vector(key).map(LogValue::Vector),
+        }
+    }
+
     pub fn insert(&mut self, key: impl Into<String>, v: f64) {
         self.0.insert(key.into(), v);
+    }
+
+    pub fn insert_vector(&mut self, key: impl Into<String>, v: Vec<f64>) {
+        self.1.insert(key.into(), v);
     }
 
     /// Sets `key` without allocating when it is already there (the per-step path).
@@ -58,10 +88,45 @@ impl Logs {
         }
     }
 
-    /// Training entries first, then validation ones, each in name order (as Keras shows
-    /// them).
-    pub fn ordered(&self) -> Vec<(&str, f64)> {
-        let mut v: Vec<(&str, f64)> = self.0.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    /// Sets vector `key` without allocating when it is already there with room for
+    /// `values` (the per-step path, where its length does not change).
+    pub fn set_vector(&mut self, key: &str, values: impl IntoIterator<Item = f64>) {
+        match self.1.get_mut(key) {
+            Some(slot) => {
+                slot.clear();
+                slot.extend(values);
+            }
+            None => {
+                self.1.insert(key.to_string(), values.into_iter().collect());
+            }
+        }
+    }
+
+    /// Every name, scalar or vector, in name order.
+    pub fn keys(&self) -> Vec<&str> {
+        let mut k: Vec<&str> = self
+            .0
+            .keys()
+            .chain(self.1.keys())
+            .map(|k| k.as_str())
+            .collect();
+        k.sort_unstable();
+        k
+    }
+
+    /// Every entry: training entries first, then validation ones, each in name order (as
+    /// Keras shows them).
+    pub fn ordered(&self) -> Vec<(&str, LogValue<'_>)> {
+        let mut v: Vec<(&str, LogValue<'_>)> = self
+            .0
+            .iter()
+            .map(|(k, v)| (k.as_str(), LogValue::Scalar(*v)))
+            .chain(
+                self.1
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), LogValue::Vector(v))),
+            )
+            .collect();
         v.sort_by_key(|(k, _)| (k.starts_with("val_"), *k));
         v
     }
@@ -73,9 +138,33 @@ impl fmt::Display for Logs {
             if i > 0 {
                 f.write_str(" - ")?;
             }
-            write!(f, "{k}: {v:.4}")?;
+            match v {
+                LogValue::Scalar(v) => write!(f, "{k}: {v:.4}")?,
+                LogValue::Vector(v) => write!(f, "{k}: {}", vector_summary(v))?,
+            }
         }
         Ok(())
+    }
+}
+
+/// How Keras' progress bar shows a vector: the mean of its values, with four decimals,
+/// or in Python's scientific notation (`1.2340e-04`) when its size is 1e-3 or below.
+fn vector_summary(v: &[f64]) -> String {
+    let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+    if mean.abs() > 1e-3 || !mean.is_finite() {
+        return format!("{mean:.4}");
+    }
+    let s = format!("{mean:.4e}");
+    // Rust writes `1.2340e-4`; Python pads the exponent to two digits with a sign.
+    match s.split_once('e') {
+        Some((m, e)) => {
+            let (sign, digits) = match e.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', e),
+            };
+            format!("{m}e{sign}{digits:0>2}")
+        }
+        None => s,
     }
 }
 
@@ -84,7 +173,10 @@ impl fmt::Display for Logs {
 pub struct History {
     /// The epochs that ran (0-based, offset by `initial_epoch`).
     pub epochs: Vec<usize>,
+    /// The scalar entries, one value per epoch.
     pub history: BTreeMap<String, Vec<f64>>,
+    /// The vector entries (see [`Logs`]), one whole vector per epoch.
+    pub vectors: BTreeMap<String, Vec<Vec<f64>>>,
 }
 
 impl History {
@@ -93,11 +185,33 @@ impl History {
         for (k, v) in &logs.0 {
             self.history.entry(k.clone()).or_default().push(*v);
         }
+        for (k, v) in &logs.1 {
+            self.vectors.entry(k.clone()).or_default().push(v.clone());
+        }
     }
 
-    /// The values of one metric, one per epoch.
+    /// The values of one scalar metric, one per epoch.
     pub fn get(&self, key: &str) -> Option<&[f64]> {
         self.history.get(key).map(|v| v.as_slice())
+    }
+
+    /// The values of one vector metric, one vector per epoch.
+    pub fn get_vector(&self, key: &str) -> Option<&[Vec<f64>]> {
+        self.vectors.get(key).map(|v| v.as_slice())
+    }
+
+    /// The last epoch's entries.
+    pub(crate) fn last(&self) -> Logs {
+        Logs(
+            self.history
+                .iter()
+                .map(|(k, v)| (k.clone(), v.last().copied().unwrap_or(f64::NAN)))
+                .collect(),
+            self.vectors
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.last()?.clone())))
+                .collect(),
+        )
     }
 }
 

@@ -360,6 +360,7 @@ impl StepRunner {
         let out = read_logs(
             self.backend.as_ref(),
             metric_names,
+            &self.layout.result_shapes,
             &mut self.log_values,
             &self.outs_prev,
             logs,
@@ -406,6 +407,7 @@ impl StepRunner {
 fn read_logs(
     backend: &dyn Backend,
     metric_names: &[String],
+    result_shapes: &[Vec<usize>],
     vals: &mut Vec<f32>,
     outs: &[Buffer],
     logs: &mut Logs,
@@ -416,13 +418,21 @@ fn read_logs(
         .checked_sub(2)
         .and_then(|i| outs.get(i))
         .ok_or_else(|| Error::invalid("fit", "internal: the step returned no logs"))?;
-    let n = logs_len(metric_names.len());
+    let n = logs_len(result_shapes);
     vals.resize(n, 0.0);
     backend.read_f32_into(packed, vals)?;
     logs.set("loss", vals[0] as f64);
     let status = n - STATUS_LEN;
-    for (name, v) in metric_names.iter().zip(&vals[1..status]) {
-        logs.set(name, *v as f64);
+    let mut at = 1;
+    for (name, shape) in metric_names.iter().zip(result_shapes) {
+        if shape.is_empty() {
+            logs.set(name, vals[at] as f64);
+            at += 1;
+        } else {
+            let len: usize = shape.iter().product();
+            logs.set_vector(name, vals[at..at + len].iter().map(|&v| v as f64));
+            at += len;
+        }
     }
     Ok(StepOut {
         ok: vals[status] != 0.0,

@@ -156,22 +156,35 @@ fn results(
 ) -> Result<Vec<Value>> {
     let ms = layout.metric_state.start;
     let mut out = vec![crate::metrics::ratio(g, cur[ms], cur[ms + 1])?];
-    for (m, r) in metrics.iter().zip(&layout.metric_ranges) {
-        out.push(m.result(g, &cur[r.clone()])?);
+    for ((m, r), shape) in metrics
+        .iter()
+        .zip(&layout.metric_ranges)
+        .zip(&layout.result_shapes)
+    {
+        let v = m.result(g, &cur[r.clone()])?;
+        let ty = g.ty(v);
+        if ty.dtype != DType::F32 || ty.dims() != shape.as_slice() {
+            return Err(Error::invalid(
+                m.name(),
+                format!("internal: the metric's result is {ty}, but it declared f32{shape:?}"),
+            ));
+        }
+        out.push(v);
     }
     Ok(out)
 }
 
-/// Scalars of any type as one f32 vector, in order.
-fn pack_f32(g: &mut Graph, scalars: &[Value]) -> Result<Value> {
-    let mut parts = Vec::with_capacity(scalars.len());
-    for &s in scalars {
+/// Scalars and vectors of any type as one flat f32 vector, in order.
+fn pack_f32(g: &mut Graph, values: &[Value]) -> Result<Value> {
+    let mut parts = Vec::with_capacity(values.len());
+    for &s in values {
         let f = if g.ty(s).dtype == DType::F32 {
             s
         } else {
             g.convert(s, DType::F32)?
         };
-        parts.push(g.reshape(f, [1])?);
+        let n = g.ty(f).numel();
+        parts.push(g.reshape(f, [n])?);
     }
     g.concatenate(&parts, 0)
 }
@@ -185,9 +198,14 @@ fn declare_state(g: &mut Graph, layout: &Layout) -> Vec<Value> {
 }
 
 /// The number of values in a train call's logs vector (see `train_graph`): the loss,
-/// one per metric, then the call's status.
-pub(crate) fn logs_len(metrics: usize) -> usize {
-    metrics + 1 + STATUS_LEN
+/// each metric's result (one value for a scalar, `n` for a vector of `n`: see
+/// [`Layout::result_shapes`]), then the call's status.
+pub(crate) fn logs_len(result_shapes: &[Vec<usize>]) -> usize {
+    let values: usize = result_shapes
+        .iter()
+        .map(|s| s.iter().product::<usize>())
+        .sum();
+    1 + values + STATUS_LEN
 }
 
 /// The train step: inputs `x [k·b, …]`, `y [k·b, …]`, `sw [k·b]`, `lr [k]` and `status
@@ -358,13 +376,13 @@ pub(crate) fn train_graph<A: Architecture>(
     let advanced = g.add(state[layout.key], offset)?;
     cur[layout.key] = g.select(go, advanced, state[layout.key])?;
     let logs = results(&mut g, &t.metrics, layout, &cur)?;
-    let want = logs_len(t.metric_names.len());
-    if logs.len() + STATUS_LEN != want {
+    if logs.len() != 1 + t.metric_names.len() {
         return Err(Error::invalid(
             "train step",
             format!(
-                "internal: {} logs, expected {want}",
-                logs.len() + STATUS_LEN
+                "internal: {} logs, expected {}",
+                logs.len(),
+                1 + t.metric_names.len()
             ),
         ));
     }
