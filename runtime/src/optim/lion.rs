@@ -1,7 +1,7 @@
 //! Lion (Chen et al. 2023) as Keras 3: `w -= lr·sign(β₁m + (1-β₁)g)`,
 //! then `m = β₂m + (1-β₂)g`. Keras defaults: lr 1e-3, β 0.9 / 0.99.
 
-use super::{check_rate, Optimizer, OptimizerConfig, Step};
+use super::{check_rate, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{Graph, UnaryOp, Value};
 use crate::Result;
 
@@ -38,8 +38,8 @@ impl Optimizer for Lion {
     fn config_mut(&mut self) -> &mut OptimizerConfig {
         &mut self.config
     }
-    fn slots(&self) -> Vec<(&'static str, f32)> {
-        vec![("momentum", 0.0)]
+    fn slots(&self) -> Vec<Slot> {
+        vec![Slot::new("momentum", 0.0)]
     }
     fn validate(&self) -> Result<()> {
         check_rate("lion", "beta_1", self.beta_1)?;
