@@ -2,7 +2,7 @@
 //! `Δ = -√(E[Δ²] + ε)·g / √(E[g²] + ε)`, `E[Δ²] = ρE[Δ²] + (1-ρ)Δ²`, `w += lr·Δ`.
 //! Keras defaults: lr 1e-3, ρ 0.95, ε 1e-7.
 
-use super::{check_positive, check_rate, Optimizer, OptimizerConfig, Slot, Step};
+use super::{one_minus, check_positive, check_rate, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{Graph, Value};
 use crate::Result;
 
@@ -42,7 +42,7 @@ impl Default for Adadelta {
 /// `ρ·a + (1-ρ)·x`.
 fn decay(g: &mut Graph, a: Value, x: Value, rho: f32) -> Result<Value> {
     let a = g.mul_scalar(a, rho as f64)?;
-    let x = g.mul_scalar(x, 1.0 - rho as f64)?;
+    let x = g.mul_scalar(x, one_minus(rho))?;
     g.add(a, x)
 }
 

@@ -1,6 +1,6 @@
 //! Adam and its relatives (AdamW, Adamax, Nadam), as Keras 3 defines them.
 
-use super::{check_positive, check_rate, one_minus_pow, Optimizer, OptimizerConfig, Slot, Step};
+use super::{one_minus, check_positive, check_rate, one_minus_pow, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{DType, Graph, Value};
 use crate::Result;
 
@@ -53,7 +53,7 @@ impl Default for Adam {
 /// `m + (g - m)(1 - β)`: an exponential moving average step.
 pub(super) fn ema(g: &mut Graph, m: Value, x: Value, beta: f32) -> Result<Value> {
     let d = g.sub(x, m)?;
-    let d = g.mul_scalar(d, 1.0 - beta as f64)?;
+    let d = g.mul_scalar(d, one_minus(beta))?;
     g.add(m, d)
 }
 

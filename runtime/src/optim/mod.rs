@@ -317,6 +317,15 @@ pub(crate) fn one_minus_pow(g: &mut Graph, beta: f32, t: Value) -> Result<Value>
     g.sub(one, p)
 }
 
+/// `1 - β` as Keras computes it: in double precision from the number the user wrote (a
+/// Python float), then rounded once to f32. The f32 field holds the nearest f32 to that
+/// number, whose shortest decimal form is the number itself; `1 - β` in f32 instead would
+/// be off by β's rounding (for β₂ = 0.999: 0.00099998713 against 0.001, a relative
+/// 1.3e-5 that Adam's second moment carries into every step).
+pub(crate) fn one_minus(beta: f32) -> f64 {
+    1.0 - beta.to_string().parse::<f64>().unwrap_or(beta as f64)
+}
+
 /// Checks that a decay rate lies in `[0, 1)`.
 pub(crate) fn check_rate(optimizer: &str, what: &str, v: f32) -> Result<()> {
     if !(0.0..1.0).contains(&v) {

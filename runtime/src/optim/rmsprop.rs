@@ -1,7 +1,7 @@
 //! RMSprop as Keras 3: `v = ρv + (1-ρ)g²`; centred variants subtract the squared mean
 //! gradient; the step `lr·g/√(v + ε)` goes through momentum when it is set.
 
-use super::{check_positive, check_rate, Optimizer, OptimizerConfig, Slot, Step};
+use super::{one_minus, check_positive, check_rate, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{Graph, Value};
 use crate::Result;
 
@@ -78,7 +78,7 @@ impl Optimizer for RMSprop {
         let rho = self.rho as f64;
         let rv = g.mul_scalar(slots[0], rho)?;
         let g2 = g.mul(grad, grad)?;
-        let g2 = g.mul_scalar(g2, 1.0 - rho)?;
+        let g2 = g.mul_scalar(g2, one_minus(self.rho))?;
         let v = g.add(rv, g2)?;
         let mut new = vec![v];
         let mom_index = 1;
@@ -87,7 +87,7 @@ impl Optimizer for RMSprop {
         let mut avg_new = None;
         if self.centered {
             let ra = g.mul_scalar(slots[avg_index], rho)?;
-            let ga = g.mul_scalar(grad, 1.0 - rho)?;
+            let ga = g.mul_scalar(grad, one_minus(self.rho))?;
             let a = g.add(ra, ga)?;
             let a2 = g.mul(a, a)?;
             denom = g.sub(v, a2)?;
