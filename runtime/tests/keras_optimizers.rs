@@ -13,9 +13,7 @@ use std::sync::{Arc, Mutex};
 use strata_runtime::backend::Device;
 use strata_runtime::loss::MeanSquaredError;
 use strata_runtime::nn::{Activation, Dense, Sequential};
-use strata_runtime::optim::{
-    Adadelta, Adafactor, Adam, Ftrl, Lamb, Optimizer, OptimizerExt, SGD,
-};
+use strata_runtime::optim::{Adadelta, Adafactor, Adam, Ftrl, Lamb, Optimizer, OptimizerExt, SGD};
 use strata_runtime::strategy::Strategy;
 use strata_runtime::train::{Callback, Control, Fit, Logs, SwapEMAWeights};
 use strata_runtime::{Error, Model, Tensor};
@@ -24,7 +22,10 @@ const RTOL: f64 = 1e-5;
 const ATOL: f64 = 1e-6;
 
 fn reference() -> Json {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/reference/optimizers.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/reference/optimizers.json"
+    );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -149,7 +150,12 @@ fn names(r: &Json) -> Vec<String> {
 struct LastEpochWeights(Arc<Mutex<Vec<(String, Tensor)>>>);
 
 impl Callback for LastEpochWeights {
-    fn on_epoch_end(&mut self, _epoch: usize, _logs: &Logs, c: &mut Control<'_>) -> strata_runtime::Result<()> {
+    fn on_epoch_end(
+        &mut self,
+        _epoch: usize,
+        _logs: &Logs,
+        c: &mut Control<'_>,
+    ) -> strata_runtime::Result<()> {
         *self.0.lock().unwrap() = c.weights()?;
         Ok(())
     }
@@ -207,7 +213,9 @@ fn run_case(r: &Json, case: &Json, xla: bool) {
     let mut fit = Fit::epochs(epochs).batch_size(8).shuffle(false).verbose(0);
     if let Some(swap) = case["swap_ema"].as_object() {
         fit = fit
-            .callback(SwapEMAWeights::new(swap["swap_on_epoch"].as_bool().unwrap()))
+            .callback(SwapEMAWeights::new(
+                swap["swap_on_epoch"].as_bool().unwrap(),
+            ))
             .validation_data(tensor(&r["val_x"]), tensor(&r["val_y"]));
     }
     let fit = fit.callback(LastEpochWeights(last.clone()));
@@ -235,7 +243,9 @@ fn run_case(r: &Json, case: &Json, xla: bool) {
         );
     }
     for (key, want) in case["history"].as_object().unwrap() {
-        let got = h.get(key).unwrap_or_else(|| panic!("{name}: no `{key}` in the history"));
+        let got = h
+            .get(key)
+            .unwrap_or_else(|| panic!("{name}: no `{key}` in the history"));
         assert_history(&format!("{name}: history `{key}`"), got, want);
     }
 }
@@ -255,4 +265,292 @@ fn new_optimizers_and_ema_match_keras_natively() {
 #[test]
 fn new_optimizers_and_ema_match_keras_on_xla_cpu() {
     run_all(true);
+}
+
+/// A small model of the reference's shape with its initial weights, compiled with `opt`.
+fn compiled(r: &Json, device: Device, opt: impl Optimizer + 'static) -> Model<Sequential> {
+    let mut m = model(r, device);
+    m.compile(opt, MeanSquaredError, ()).unwrap();
+    m
+}
+
+fn xy(r: &Json) -> (Tensor, Tensor, Tensor, Tensor) {
+    (
+        tensor(&r["x"]),
+        tensor(&r["y"]),
+        tensor(&r["val_x"]),
+        tensor(&r["val_y"]),
+    )
+}
+
+fn flat(w: &[(String, Tensor)]) -> Vec<f32> {
+    w.iter()
+        .flat_map(|(_, t)| t.to_vec::<f32>().unwrap())
+        .collect()
+}
+
+/// With `SwapEMAWeights` the validation loss is the loss of the averages; `fit` then
+/// leaves the averages in the model, so `evaluate` after it gives the last epoch's
+/// `val_loss` exactly. Without the callback, validation sees the raw weights.
+#[test]
+fn swap_ema_weights_makes_validation_use_the_averages() {
+    let r = reference();
+    let (x, y, vx, vy) = xy(&r);
+    let fit = |swap: bool| {
+        let mut m = compiled(&r, Device::Native, Adam::new(0.05).with_ema(0.6));
+        let mut f = Fit::epochs(2)
+            .batch_size(8)
+            .shuffle(false)
+            .verbose(0)
+            .validation_data(vx.clone(), vy.clone());
+        if swap {
+            f = f.callback(SwapEMAWeights::new(false));
+        }
+        let h = m.fit(x.clone(), y.clone(), f).unwrap();
+        let last = *h.get("val_loss").unwrap().last().unwrap();
+        let after = m
+            .evaluate(vx.clone(), vy.clone())
+            .unwrap()
+            .get("loss")
+            .unwrap();
+        (last, after)
+    };
+    let (with_swap, after) = fit(true);
+    assert!(
+        (with_swap - after).abs() <= 1e-6 * after.abs(),
+        "val_loss {with_swap} against the averages' loss {after}"
+    );
+    let (without, after) = fit(false);
+    assert!(
+        (without - after).abs() > 1e-4 * after.abs(),
+        "without SwapEMAWeights validation used the averages: {without} vs {after}"
+    );
+}
+
+#[test]
+fn swap_ema_weights_without_use_ema_is_a_typed_error() {
+    let r = reference();
+    let (x, y, ..) = xy(&r);
+    let mut m = compiled(&r, Device::Native, Adam::new(0.05));
+    let e = m
+        .fit(
+            x,
+            y,
+            Fit::epochs(1)
+                .verbose(0)
+                .callback(SwapEMAWeights::new(true)),
+        )
+        .unwrap_err();
+    match &e {
+        Error::InvalidArgument { what, message } => {
+            assert_eq!(what, "SwapEMAWeights");
+            assert!(message.contains("use_ema"), "{e}");
+        }
+        other => panic!("expected InvalidArgument, got {other}"),
+    }
+    assert!(matches!(
+        m.ema_weights(),
+        Err(Error::InvalidArgument { what, .. }) if what == "ema_weights"
+    ));
+}
+
+/// The averages (and Adafactor's factored slots, of other shapes than their
+/// parameters) are saved and restored: training on from the checkpoint matches training
+/// on without it.
+#[test]
+fn ema_and_factored_slots_survive_a_checkpoint() {
+    let r = reference();
+    let (x, y, ..) = xy(&r);
+    let dir = std::env::temp_dir().join(format!("strata-ema-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ckpt.safetensors");
+    let opt = || {
+        Adafactor::new(0.05)
+            .with_ema(0.7)
+            .with_ema_overwrite_frequency(3)
+    };
+    let fit = |m: &mut Model<Sequential>, epochs: usize| {
+        m.fit(
+            x.clone(),
+            y.clone(),
+            Fit::epochs(epochs).batch_size(8).shuffle(false).verbose(0),
+        )
+        .unwrap();
+    };
+    let mut a = compiled(&r, Device::Native, opt());
+    fit(&mut a, 2);
+    a.save_checkpoint(&path).unwrap();
+    let saved_ema = a.ema_weights().unwrap();
+
+    let mut b = compiled(&r, Device::Native, opt());
+    let info = b.load_checkpoint(&path).unwrap();
+    assert!(info.has_optimizer);
+    assert_eq!(info.iterations, 2);
+    assert_eq!(flat(&b.ema_weights().unwrap()), flat(&saved_ema));
+    assert_eq!(flat(&b.weights()), flat(&a.weights()));
+
+    fit(&mut a, 2);
+    fit(&mut b, 2);
+    assert_eq!(
+        flat(&b.ema_weights().unwrap()),
+        flat(&a.ema_weights().unwrap())
+    );
+    assert_eq!(flat(&b.weights()), flat(&a.weights()));
+
+    // A checkpoint of a model without EMA lacks the averages: restoring it into one with
+    // EMA is a checkpoint error naming the missing tensor.
+    let mut plain = compiled(&r, Device::Native, Adafactor::new(0.05));
+    fit(&mut plain, 1);
+    plain.save_checkpoint(&path).unwrap();
+    let e = b.load_checkpoint(&path).unwrap_err();
+    assert!(e.to_string().contains("optimizer/average/"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Two native replicas take the same steps as one device, factored slots and averages
+/// included.
+#[test]
+fn factored_slots_and_averages_train_the_same_replicated() {
+    let r = reference();
+    let (x, y, ..) = xy(&r);
+    let run = |s: Strategy| {
+        let mut m = s.scope(|| model(&r, Device::Native));
+        m.compile(Adafactor::new(0.05).with_ema(0.7), MeanSquaredError, ())
+            .unwrap();
+        m.fit(
+            x.clone(),
+            y.clone(),
+            Fit::epochs(3).batch_size(8).shuffle(false).verbose(0),
+        )
+        .unwrap();
+        (flat(&m.weights()), flat(&m.ema_weights().unwrap()))
+    };
+    let one = run(Strategy::one_device(Device::Native).unwrap());
+    let two =
+        run(strata_runtime::strategy::MirroredStrategy::with_replicas(Device::Native, 2).unwrap());
+    for (a, b) in one.0.iter().chain(&one.1).zip(two.0.iter().chain(&two.1)) {
+        assert!((a - b).abs() <= 1e-6 + 1e-5 * b.abs(), "{one:?}\n{two:?}");
+    }
+}
+
+#[test]
+fn bad_hyper_parameters_are_typed_errors() {
+    let r = reference();
+    let bad: Vec<(Box<dyn Optimizer>, &str, &str)> = vec![
+        (Box::new(Adadelta::default().rho(1.5)), "adadelta", "rho"),
+        (
+            Box::new(Adadelta::default().epsilon(0.0)),
+            "adadelta",
+            "epsilon",
+        ),
+        (
+            Box::new(Adafactor::default().beta_2_decay(0.5)),
+            "adafactor",
+            "beta_2_decay",
+        ),
+        (
+            Box::new(Adafactor::default().clip_threshold(0.0)),
+            "adafactor",
+            "clip_threshold",
+        ),
+        (
+            Box::new(Adafactor::default().epsilons(-1.0, 1e-3)),
+            "adafactor",
+            "epsilon_1",
+        ),
+        (
+            Box::new(Ftrl::default().learning_rate_power(0.5)),
+            "ftrl",
+            "learning_rate_power",
+        ),
+        (
+            Box::new(Ftrl::default().initial_accumulator_value(-0.1)),
+            "ftrl",
+            "initial_accumulator_value",
+        ),
+        (
+            Box::new(Ftrl::default().l1_regularization_strength(-1.0)),
+            "ftrl",
+            "l1_regularization_strength",
+        ),
+        (
+            Box::new(Ftrl::default().l2_regularization_strength(f32::NAN)),
+            "ftrl",
+            "l2_regularization_strength",
+        ),
+        (
+            Box::new(Ftrl::default().l2_shrinkage_regularization_strength(-1.0)),
+            "ftrl",
+            "l2_shrinkage_regularization_strength",
+        ),
+        (Box::new(Ftrl::default().beta(-1.0)), "ftrl", "beta"),
+        (Box::new(Lamb::default().betas(0.9, 1.0)), "lamb", "beta_2"),
+        (Box::new(Lamb::default().epsilon(-1.0)), "lamb", "epsilon"),
+        (
+            Box::new(SGD::default().with_ema(1.5)),
+            "sgd",
+            "ema_momentum",
+        ),
+        (
+            Box::new(
+                Adam::default()
+                    .with_ema(0.9)
+                    .with_ema_overwrite_frequency(0),
+            ),
+            "adam",
+            "ema_overwrite_frequency",
+        ),
+        (
+            Box::new(Lamb::default().with_ema_overwrite_frequency(2)),
+            "lamb",
+            "use_ema",
+        ),
+    ];
+    for (opt, name, field) in bad {
+        let mut m = model(&r, Device::Native);
+        match m.compile_boxed(opt, Box::new(MeanSquaredError), Vec::new()) {
+            Err(Error::InvalidArgument { what, message }) => {
+                assert_eq!(what, name, "{message}");
+                assert!(message.contains(field), "{name}: {message}");
+            }
+            other => panic!("{name} {field}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn defaults_are_keras() {
+    assert_eq!(Adadelta::default().config.learning_rate.at(0), 1e-3);
+    let a = Adadelta::default();
+    assert_eq!((a.rho, a.epsilon), (0.95, 1e-7));
+    let a = Adafactor::default();
+    assert_eq!(
+        (
+            a.beta_2_decay,
+            a.epsilon_1,
+            a.epsilon_2,
+            a.clip_threshold,
+            a.relative_step
+        ),
+        (-0.8, 1e-30, 1e-3, 1.0, true)
+    );
+    let f = Ftrl::default();
+    assert_eq!(
+        (
+            f.learning_rate_power,
+            f.initial_accumulator_value,
+            f.l1_regularization_strength,
+            f.l2_regularization_strength,
+            f.l2_shrinkage_regularization_strength,
+            f.beta
+        ),
+        (-0.5, 0.1, 0.0, 0.0, 0.0, 0.0)
+    );
+    let l = Lamb::default();
+    assert_eq!((l.beta_1, l.beta_2, l.epsilon), (0.9, 0.999, 1e-7));
+    let c = &Adam::default().config;
+    assert_eq!(
+        (c.use_ema, c.ema_momentum, c.ema_overwrite_frequency),
+        (false, 0.99, None)
+    );
 }

@@ -2,7 +2,7 @@
 //! `Δ = -√(E[Δ²] + ε)·g / √(E[g²] + ε)`, `E[Δ²] = ρE[Δ²] + (1-ρ)Δ²`, `w += lr·Δ`.
 //! Keras defaults: lr 1e-3, ρ 0.95, ε 1e-7.
 
-use super::{one_minus, check_positive, check_rate, Optimizer, OptimizerConfig, Slot, Step};
+use super::{check_positive, check_rate, one_minus, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{Graph, Value};
 use crate::Result;
 

@@ -1,6 +1,8 @@
 //! Adam and its relatives (AdamW, Adamax, Nadam), as Keras 3 defines them.
 
-use super::{one_minus, check_positive, check_rate, one_minus_pow, Optimizer, OptimizerConfig, Slot, Step};
+use super::{
+    check_positive, check_rate, one_minus, one_minus_pow, Optimizer, OptimizerConfig, Slot, Step,
+};
 use crate::ir::{DType, Graph, Value};
 use crate::Result;
 

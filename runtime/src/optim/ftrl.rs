@@ -95,8 +95,14 @@ impl Optimizer for Ftrl {
         }
         for (what, v) in [
             ("initial_accumulator_value", self.initial_accumulator_value),
-            ("l1_regularization_strength", self.l1_regularization_strength),
-            ("l2_regularization_strength", self.l2_regularization_strength),
+            (
+                "l1_regularization_strength",
+                self.l1_regularization_strength,
+            ),
+            (
+                "l2_regularization_strength",
+                self.l2_regularization_strength,
+            ),
             (
                 "l2_shrinkage_regularization_strength",
                 self.l2_shrinkage_regularization_strength,

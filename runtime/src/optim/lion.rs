@@ -1,7 +1,7 @@
 //! Lion (Chen et al. 2023) as Keras 3: `w -= lr·sign(β₁m + (1-β₁)g)`,
 //! then `m = β₂m + (1-β₂)g`. Keras defaults: lr 1e-3, β 0.9 / 0.99.
 
-use super::{one_minus, check_rate, Optimizer, OptimizerConfig, Slot, Step};
+use super::{check_rate, one_minus, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{Graph, UnaryOp, Value};
 use crate::Result;
 

@@ -102,10 +102,7 @@ impl OptimizerConfig {
         if self.use_ema && !(0.0..=1.0).contains(&self.ema_momentum) {
             return Err(Error::invalid(
                 optimizer,
-                format!(
-                    "ema_momentum must be in [0, 1], got {}",
-                    self.ema_momentum
-                ),
+                format!("ema_momentum must be in [0, 1], got {}", self.ema_momentum),
             ));
         }
         match self.ema_overwrite_frequency {

@@ -1,7 +1,7 @@
 //! RMSprop as Keras 3: `v = ρv + (1-ρ)g²`; centred variants subtract the squared mean
 //! gradient; the step `lr·g/√(v + ε)` goes through momentum when it is set.
 
-use super::{one_minus, check_positive, check_rate, Optimizer, OptimizerConfig, Slot, Step};
+use super::{check_positive, check_rate, one_minus, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{Graph, Value};
 use crate::Result;
 

@@ -60,7 +60,10 @@ impl Layout {
         let start = types.len();
         for &i in &trainable {
             for slot in &slots {
-                types.push(TensorType::new(params[i].ty().dtype, slot.dims(&params[i].dims)));
+                types.push(TensorType::new(
+                    params[i].ty().dtype,
+                    slot.dims(&params[i].dims),
+                ));
             }
         }
         let slots_r = start..types.len();
