@@ -206,12 +206,12 @@ impl<A: Architecture> Model<A> {
                 let layout = r.layout();
                 meta.insert("optimizer".to_string(), t.optimizer.name().to_string());
                 learning_rate::record(&mut meta, &t.optimizer.config().learning_rate);
-                let slots = t.optimizer.slots();
+                let slots = crate::optim::state_slots(t.optimizer.as_ref());
                 for (j, &pi) in layout.trainable.iter().enumerate() {
-                    for (s, (slot, _)) in layout.slots_of(j).zip(&slots) {
+                    for (s, slot) in layout.slots_of(j).zip(&slots) {
                         let v = r.state(s)?;
                         tensors.push((
-                            format!("optimizer/{slot}/{}", built.params[pi].name),
+                            format!("optimizer/{}/{}", slot.name, built.params[pi].name),
                             to_bytes(&v)?,
                         ));
                     }
@@ -317,13 +317,13 @@ impl<A: Architecture> Model<A> {
                         t.optimizer.name()
                     )));
                 }
-                let slots = t.optimizer.slots();
+                let slots = crate::optim::state_slots(t.optimizer.as_ref());
                 for (j, &pi) in layout.trainable.iter().enumerate() {
-                    for (s, (slot, _)) in layout.slots_of(j).zip(&slots) {
+                    for (s, slot) in layout.slots_of(j).zip(&slots) {
                         restore.push((
                             s,
                             get(
-                                &format!("optimizer/{slot}/{}", built.params[pi].name),
+                                &format!("optimizer/{}/{}", slot.name, built.params[pi].name),
                                 &layout.types[s],
                             )?,
                         ));

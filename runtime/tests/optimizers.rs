@@ -56,8 +56,8 @@ fn run(opt: &dyn Optimizer, steps: usize) -> Vec<f64> {
         Tensor::from_vec(&[3], v.iter().map(|&x| x as f32).collect::<Vec<f32>>()).unwrap()
     };
     let mut state: Vec<Tensor> = vec![v3(W0)];
-    for (_, init) in opt.slots() {
-        state.push(v3([init as f64; 3]));
+    for slot in opt.slots() {
+        state.push(v3([slot.init as f64; 3]));
     }
     for (_, init) in opt.globals() {
         state.push(Tensor::scalar(init));

@@ -1,6 +1,6 @@
 //! Adagrad as Keras 3: `acc += g²`, `w -= lr·g/√(acc + ε)`, the accumulator starting at 0.1.
 
-use super::{check_positive, Optimizer, OptimizerConfig, Step};
+use super::{check_positive, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{Graph, Value};
 use crate::{Error, Result};
 
@@ -37,8 +37,8 @@ impl Optimizer for Adagrad {
     fn config_mut(&mut self) -> &mut OptimizerConfig {
         &mut self.config
     }
-    fn slots(&self) -> Vec<(&'static str, f32)> {
-        vec![("accumulator", self.initial_accumulator_value)]
+    fn slots(&self) -> Vec<Slot> {
+        vec![Slot::new("accumulator", self.initial_accumulator_value)]
     }
     fn validate(&self) -> Result<()> {
         if !(self.initial_accumulator_value.is_finite() && self.initial_accumulator_value >= 0.0) {

@@ -1,6 +1,8 @@
 //! Adam and its relatives (AdamW, Adamax, Nadam), as Keras 3 defines them.
 
-use super::{check_positive, check_rate, one_minus_pow, Optimizer, OptimizerConfig, Step};
+use super::{
+    check_positive, check_rate, one_minus, one_minus_pow, Optimizer, OptimizerConfig, Slot, Step,
+};
 use crate::ir::{DType, Graph, Value};
 use crate::Result;
 
@@ -51,9 +53,9 @@ impl Default for Adam {
 }
 
 /// `m + (g - m)(1 - β)`: an exponential moving average step.
-fn ema(g: &mut Graph, m: Value, x: Value, beta: f32) -> Result<Value> {
+pub(super) fn ema(g: &mut Graph, m: Value, x: Value, beta: f32) -> Result<Value> {
     let d = g.sub(x, m)?;
-    let d = g.mul_scalar(d, 1.0 - beta as f64)?;
+    let d = g.mul_scalar(d, one_minus(beta))?;
     g.add(m, d)
 }
 
@@ -73,10 +75,10 @@ impl Optimizer for Adam {
     fn config_mut(&mut self) -> &mut OptimizerConfig {
         &mut self.config
     }
-    fn slots(&self) -> Vec<(&'static str, f32)> {
-        let mut s = vec![("m", 0.0), ("v", 0.0)];
+    fn slots(&self) -> Vec<Slot> {
+        let mut s = vec![Slot::new("m", 0.0), Slot::new("v", 0.0)];
         if self.amsgrad {
-            s.push(("v_hat", 0.0));
+            s.push(Slot::new("v_hat", 0.0));
         }
         s
     }
@@ -173,7 +175,7 @@ impl Optimizer for AdamW {
     fn config_mut(&mut self) -> &mut OptimizerConfig {
         &mut self.0.config
     }
-    fn slots(&self) -> Vec<(&'static str, f32)> {
+    fn slots(&self) -> Vec<Slot> {
         self.0.slots()
     }
     fn validate(&self) -> Result<()> {
@@ -230,8 +232,8 @@ impl Optimizer for Adamax {
     fn config_mut(&mut self) -> &mut OptimizerConfig {
         &mut self.config
     }
-    fn slots(&self) -> Vec<(&'static str, f32)> {
-        vec![("m", 0.0), ("u", 0.0)]
+    fn slots(&self) -> Vec<Slot> {
+        vec![Slot::new("m", 0.0), Slot::new("u", 0.0)]
     }
     fn validate(&self) -> Result<()> {
         check_betas("adamax", self.beta_1, self.beta_2, self.epsilon)
@@ -306,8 +308,8 @@ impl Optimizer for Nadam {
     fn config_mut(&mut self) -> &mut OptimizerConfig {
         &mut self.config
     }
-    fn slots(&self) -> Vec<(&'static str, f32)> {
-        vec![("m", 0.0), ("v", 0.0)]
+    fn slots(&self) -> Vec<Slot> {
+        vec![Slot::new("m", 0.0), Slot::new("v", 0.0)]
     }
     fn globals(&self) -> Vec<(&'static str, f32)> {
         vec![("u_product", 1.0)]

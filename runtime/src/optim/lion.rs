@@ -1,7 +1,7 @@
 //! Lion (Chen et al. 2023) as Keras 3: `w -= lr·sign(β₁m + (1-β₁)g)`,
 //! then `m = β₂m + (1-β₂)g`. Keras defaults: lr 1e-3, β 0.9 / 0.99.
 
-use super::{check_rate, Optimizer, OptimizerConfig, Step};
+use super::{check_rate, one_minus, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{Graph, UnaryOp, Value};
 use crate::Result;
 
@@ -38,8 +38,8 @@ impl Optimizer for Lion {
     fn config_mut(&mut self) -> &mut OptimizerConfig {
         &mut self.config
     }
-    fn slots(&self) -> Vec<(&'static str, f32)> {
-        vec![("momentum", 0.0)]
+    fn slots(&self) -> Vec<Slot> {
+        vec![Slot::new("momentum", 0.0)]
     }
     fn validate(&self) -> Result<()> {
         check_rate("lion", "beta_1", self.beta_1)?;
@@ -55,13 +55,13 @@ impl Optimizer for Lion {
     ) -> Result<(Value, Vec<Value>)> {
         let m = slots[0];
         let a = g.mul_scalar(m, self.beta_1 as f64)?;
-        let b = g.mul_scalar(grad, 1.0 - self.beta_1 as f64)?;
+        let b = g.mul_scalar(grad, one_minus(self.beta_1))?;
         let c = g.add(a, b)?;
         let sign = g.unary(UnaryOp::Sign, c)?;
         let step = g.mul(sign, s.lr)?;
         let w = g.sub(w, step)?;
         let a = g.mul_scalar(m, self.beta_2 as f64)?;
-        let b = g.mul_scalar(grad, 1.0 - self.beta_2 as f64)?;
+        let b = g.mul_scalar(grad, one_minus(self.beta_2))?;
         Ok((w, vec![g.add(a, b)?]))
     }
     fn clone_box(&self) -> Box<dyn Optimizer> {

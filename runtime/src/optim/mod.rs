@@ -3,19 +3,30 @@
 //!
 //! The order of one step follows Keras 3: clip the gradients (`clipvalue`, `clipnorm`,
 //! `global_clipnorm`), apply decoupled weight decay (`w -= w · wd · lr`), then the
-//! optimizer's own rule; the iteration count then advances.
+//! optimizer's own rule, then (with `use_ema`) the moving average of the weights; the
+//! iteration count then advances.
 
+mod adadelta;
+mod adafactor;
 mod adagrad;
 mod adam;
+mod ema;
+mod ftrl;
 #[cfg(test)]
 mod fused_adam_tests;
+mod lamb;
 mod lion;
 mod rmsprop;
 pub mod schedule;
 mod sgd;
 
+pub use adadelta::Adadelta;
+pub use adafactor::Adafactor;
 pub use adagrad::Adagrad;
 pub use adam::{Adam, AdamW, Adamax, Nadam};
+pub use ema::{apply_ema, state_slots, EMA_SLOT};
+pub use ftrl::Ftrl;
+pub use lamb::Lamb;
 pub use lion::Lion;
 pub use rmsprop::RMSprop;
 pub use schedule::{LearningRate, Schedule};
@@ -37,6 +48,12 @@ pub struct OptimizerConfig {
     pub clipvalue: Option<f32>,
     /// Clip all gradients together to this global L2 norm.
     pub global_clipnorm: Option<f32>,
+    /// Keep an exponential moving average of the trainable weights (Keras' `use_ema`).
+    pub use_ema: bool,
+    /// The average's momentum: `avg = μ·avg + (1 - μ)·w` (Keras' default 0.99).
+    pub ema_momentum: f32,
+    /// Every this many steps, overwrite the weights with their moving average.
+    pub ema_overwrite_frequency: Option<usize>,
 }
 
 impl OptimizerConfig {
@@ -47,11 +64,16 @@ impl OptimizerConfig {
             clipnorm: None,
             clipvalue: None,
             global_clipnorm: None,
+            use_ema: false,
+            ema_momentum: 0.99,
+            ema_overwrite_frequency: None,
         }
     }
 
-    /// Rejects settings Keras rejects: negative or non-finite values, and `clipnorm`
-    /// together with `global_clipnorm`.
+    /// Rejects settings Keras rejects: negative or non-finite values, `clipnorm`
+    /// together with `global_clipnorm`, an EMA momentum outside `[0, 1]`, an overwrite
+    /// frequency of 0. An overwrite frequency without `use_ema`, which Keras ignores, is
+    /// rejected too: it can only be a mistake.
     pub fn validate(&self, optimizer: &str) -> Result<()> {
         let bad = |what: &str, v: f32| {
             Err(Error::invalid(
@@ -77,7 +99,62 @@ impl OptimizerConfig {
                 "set clipnorm or global_clipnorm, not both",
             ));
         }
+        if self.use_ema && !(0.0..=1.0).contains(&self.ema_momentum) {
+            return Err(Error::invalid(
+                optimizer,
+                format!("ema_momentum must be in [0, 1], got {}", self.ema_momentum),
+            ));
+        }
+        match self.ema_overwrite_frequency {
+            Some(0) => {
+                return Err(Error::invalid(
+                    optimizer,
+                    "ema_overwrite_frequency must be >= 1, got 0",
+                ))
+            }
+            Some(n) if !self.use_ema => {
+                return Err(Error::invalid(
+                    optimizer,
+                    format!(
+                        "ema_overwrite_frequency {n} is set but use_ema is off; \
+                         expected with_ema(momentum) as well"
+                    ),
+                ))
+            }
+            _ => {}
+        }
         self.learning_rate.validate(optimizer)
+    }
+}
+
+/// One per-parameter state tensor of an optimizer: its name (in checkpoints), initial
+/// value, and shape as a function of its parameter's shape.
+#[derive(Clone, Copy, Debug)]
+pub struct Slot {
+    pub name: &'static str,
+    pub init: f32,
+    pub shape: fn(&[usize]) -> Vec<usize>,
+}
+
+impl Slot {
+    /// A slot of its parameter's shape (most optimizers' only kind).
+    pub fn new(name: &'static str, init: f32) -> Slot {
+        Slot {
+            name,
+            init,
+            shape: <[usize]>::to_vec,
+        }
+    }
+
+    /// A slot whose shape `shape` derives from the parameter's (Adafactor's factored
+    /// second moments).
+    pub fn shaped(name: &'static str, init: f32, shape: fn(&[usize]) -> Vec<usize>) -> Slot {
+        Slot { name, init, shape }
+    }
+
+    /// This slot's dimensions for a parameter of dimensions `param`.
+    pub fn dims(&self, param: &[usize]) -> Vec<usize> {
+        (self.shape)(param)
     }
 }
 
@@ -97,8 +174,9 @@ pub trait Optimizer: Send + Sync + fmt::Debug {
     fn name(&self) -> &'static str;
     fn config(&self) -> &OptimizerConfig;
     fn config_mut(&mut self) -> &mut OptimizerConfig;
-    /// Per-parameter state: names and initial fill values (e.g. Adam's `m`, `v`).
-    fn slots(&self) -> Vec<(&'static str, f32)>;
+    /// Per-parameter state (e.g. Adam's `m`, `v`). The EMA of the weights, when
+    /// configured, is not among these: see [`state_slots`].
+    fn slots(&self) -> Vec<Slot>;
     /// Optimizer-wide scalar state and initial values (e.g. Nadam's momentum product).
     fn globals(&self) -> Vec<(&'static str, f32)> {
         Vec::new()
@@ -107,7 +185,8 @@ pub trait Optimizer: Send + Sync + fmt::Debug {
     fn update_globals(&self, _g: &mut Graph, _t: Value, globals: &[Value]) -> Result<Vec<Value>> {
         Ok(globals.to_vec())
     }
-    /// Emits one parameter's update: the new parameter and new slot values.
+    /// Emits one parameter's update: the new parameter and new slot values. `slots` are
+    /// this optimizer's [`slots`](Optimizer::slots), in order and of their declared shapes.
     fn update(
         &self,
         g: &mut Graph,
@@ -145,6 +224,18 @@ pub trait OptimizerExt: Optimizer + Sized {
     }
     fn with_global_clipnorm(mut self, c: f32) -> Self {
         self.config_mut().global_clipnorm = Some(c);
+        self
+    }
+    /// Keras' `use_ema=True, ema_momentum=momentum` (Keras' default momentum is 0.99).
+    fn with_ema(mut self, momentum: f32) -> Self {
+        let c = self.config_mut();
+        c.use_ema = true;
+        c.ema_momentum = momentum;
+        self
+    }
+    /// Keras' `ema_overwrite_frequency`: every `n` steps the weights take their average.
+    fn with_ema_overwrite_frequency(mut self, n: usize) -> Self {
+        self.config_mut().ema_overwrite_frequency = Some(n);
         self
     }
 }
@@ -223,12 +314,32 @@ pub(crate) fn one_minus_pow(g: &mut Graph, beta: f32, t: Value) -> Result<Value>
     g.sub(one, p)
 }
 
+/// `1 - β` as Keras computes it: in double precision from the number the user wrote (a
+/// Python float), then rounded once to f32. The f32 field holds the nearest f32 to that
+/// number, whose shortest decimal form is the number itself; `1 - β` in f32 instead would
+/// be off by β's rounding (for β₂ = 0.999: 0.00099998713 against 0.001, a relative
+/// 1.3e-5 that Adam's second moment carries into every step).
+pub(crate) fn one_minus(beta: f32) -> f64 {
+    1.0 - beta.to_string().parse::<f64>().unwrap_or(beta as f64)
+}
+
 /// Checks that a decay rate lies in `[0, 1)`.
 pub(crate) fn check_rate(optimizer: &str, what: &str, v: f32) -> Result<()> {
     if !(0.0..1.0).contains(&v) {
         return Err(Error::invalid(
             optimizer,
             format!("{what} must be in [0, 1), got {v}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a finite constant that must not be negative.
+pub(crate) fn check_non_negative(optimizer: &str, what: &str, v: f32) -> Result<()> {
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(Error::invalid(
+            optimizer,
+            format!("{what} must be finite and >= 0, got {v}"),
         ));
     }
     Ok(())

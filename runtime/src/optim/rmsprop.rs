@@ -1,7 +1,7 @@
 //! RMSprop as Keras 3: `v = ρv + (1-ρ)g²`; centred variants subtract the squared mean
 //! gradient; the step `lr·g/√(v + ε)` goes through momentum when it is set.
 
-use super::{check_positive, check_rate, Optimizer, OptimizerConfig, Step};
+use super::{check_positive, check_rate, one_minus, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{Graph, Value};
 use crate::Result;
 
@@ -52,13 +52,13 @@ impl Optimizer for RMSprop {
     fn config_mut(&mut self) -> &mut OptimizerConfig {
         &mut self.config
     }
-    fn slots(&self) -> Vec<(&'static str, f32)> {
-        let mut s = vec![("velocity", 0.0)];
+    fn slots(&self) -> Vec<Slot> {
+        let mut s = vec![Slot::new("velocity", 0.0)];
         if self.momentum > 0.0 {
-            s.push(("momentum", 0.0));
+            s.push(Slot::new("momentum", 0.0));
         }
         if self.centered {
-            s.push(("average_gradient", 0.0));
+            s.push(Slot::new("average_gradient", 0.0));
         }
         s
     }
@@ -78,7 +78,7 @@ impl Optimizer for RMSprop {
         let rho = self.rho as f64;
         let rv = g.mul_scalar(slots[0], rho)?;
         let g2 = g.mul(grad, grad)?;
-        let g2 = g.mul_scalar(g2, 1.0 - rho)?;
+        let g2 = g.mul_scalar(g2, one_minus(self.rho))?;
         let v = g.add(rv, g2)?;
         let mut new = vec![v];
         let mom_index = 1;
@@ -87,7 +87,7 @@ impl Optimizer for RMSprop {
         let mut avg_new = None;
         if self.centered {
             let ra = g.mul_scalar(slots[avg_index], rho)?;
-            let ga = g.mul_scalar(grad, 1.0 - rho)?;
+            let ga = g.mul_scalar(grad, one_minus(self.rho))?;
             let a = g.add(ra, ga)?;
             let a2 = g.mul(a, a)?;
             denom = g.sub(v, a2)?;

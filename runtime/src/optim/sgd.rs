@@ -1,7 +1,7 @@
 //! Stochastic gradient descent with optional (Nesterov) momentum, as Keras 3:
 //! `m = μ·m - lr·g`, then `w += m` (or `w += μ·m - lr·g` with Nesterov).
 
-use super::{check_rate, Optimizer, OptimizerConfig, Step};
+use super::{check_rate, Optimizer, OptimizerConfig, Slot, Step};
 use crate::ir::{Graph, Value};
 use crate::Result;
 
@@ -49,9 +49,9 @@ impl Optimizer for SGD {
     fn config_mut(&mut self) -> &mut OptimizerConfig {
         &mut self.config
     }
-    fn slots(&self) -> Vec<(&'static str, f32)> {
+    fn slots(&self) -> Vec<Slot> {
         if self.momentum > 0.0 {
-            vec![("momentum", 0.0)]
+            vec![Slot::new("momentum", 0.0)]
         } else {
             vec![]
         }

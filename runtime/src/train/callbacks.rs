@@ -12,6 +12,12 @@ pub(crate) trait ModelAccess: Checkpointing {
     fn set_weights(&mut self, w: &[(String, Tensor)]) -> Result<()>;
     fn learning_rate(&self) -> Option<f32>;
     fn set_learning_rate(&mut self, lr: f32) -> Result<()>;
+    /// Whether the optimizer keeps a moving average of the weights (`use_ema`).
+    fn uses_ema(&self) -> bool;
+    /// Exchanges the weights with their moving averages; `who` is named in errors.
+    fn swap_ema_weights(&mut self, who: &str) -> Result<()>;
+    /// Copies the weights into their moving averages; `who` is named in errors.
+    fn copy_weights_to_ema(&mut self, who: &str) -> Result<()>;
 }
 
 /// Saving and restoring the whole training state. The checkpoint module, a layer above
@@ -30,6 +36,8 @@ pub(crate) struct Flags {
     pub terminate_on_nan: bool,
     /// The epoch to start at instead of `Fit::initial_epoch` (set while resuming).
     pub resume_epoch: Option<usize>,
+    /// `Fit::epochs` (Keras' `params["epochs"]`).
+    pub epochs: usize,
 }
 
 impl Flags {
@@ -82,6 +90,23 @@ impl Control<'_> {
     pub fn terminate_on_nan(&mut self) {
         self.flags.terminate_on_nan = true;
     }
+    /// The number of epochs `fit` was asked for (Keras' `params["epochs"]`).
+    pub fn epochs(&self) -> usize {
+        self.flags.epochs
+    }
+    /// Whether the optimizer keeps a moving average of the weights (`use_ema`).
+    pub fn uses_ema(&self) -> bool {
+        self.model.uses_ema()
+    }
+    /// Exchanges the trainable weights with the optimizer's moving averages of them
+    /// (an error naming `who` without `use_ema`).
+    pub fn swap_ema_weights(&mut self, who: &str) -> Result<()> {
+        self.model.swap_ema_weights(who)
+    }
+    /// Sets the optimizer's moving averages to the current weights.
+    pub fn copy_weights_to_ema(&mut self, who: &str) -> Result<()> {
+        self.model.copy_weights_to_ema(who)
+    }
 }
 
 /// A hook into `fit`. Every method has a do-nothing default.
@@ -111,6 +136,85 @@ pub trait Callback: Send {
         Ok(())
     }
     fn on_train_end(&mut self, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// Before `fit` evaluates the validation data (Keras' `on_test_begin`; `evaluate`
+    /// outside `fit` takes no callbacks).
+    fn on_test_begin(&mut self, _c: &mut Control<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// After `fit` evaluated the validation data, with its logs (without the `val_`
+    /// prefix, as Keras gives them).
+    fn on_test_end(&mut self, _logs: &Logs, _c: &mut Control<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Keras' `SwapEMAWeights`: validation runs on the optimizer's moving average of the
+/// weights instead of the weights themselves, and with `swap_on_epoch` the model holds
+/// the averages from each epoch's end to the next epoch's start (so a `ModelCheckpoint`
+/// listed after it saves them). Needs an optimizer with `use_ema`.
+#[derive(Debug, Default)]
+pub struct SwapEMAWeights {
+    pub swap_on_epoch: bool,
+    ema_in_model: bool,
+}
+
+impl SwapEMAWeights {
+    pub fn new(swap_on_epoch: bool) -> SwapEMAWeights {
+        SwapEMAWeights {
+            swap_on_epoch,
+            ema_in_model: false,
+        }
+    }
+}
+
+const SWAP_EMA: &str = "SwapEMAWeights";
+
+impl Callback for SwapEMAWeights {
+    fn on_train_begin(&mut self, c: &mut Control<'_>) -> Result<()> {
+        // Checked at once, where Keras finds out at the first swap.
+        if !c.uses_ema() {
+            return Err(Error::invalid(
+                SWAP_EMA,
+                "needs an optimizer with use_ema set (e.g. Adam::default().with_ema(0.99)); \
+                 the model's optimizer has none",
+            ));
+        }
+        self.ema_in_model = false;
+        Ok(())
+    }
+    fn on_epoch_begin(&mut self, _epoch: usize, c: &mut Control<'_>) -> Result<()> {
+        if self.swap_on_epoch && self.ema_in_model {
+            c.swap_ema_weights(SWAP_EMA)?;
+            self.ema_in_model = false;
+        }
+        Ok(())
+    }
+    fn on_epoch_end(&mut self, epoch: usize, _logs: &Logs, c: &mut Control<'_>) -> Result<()> {
+        if self.swap_on_epoch && !self.ema_in_model {
+            c.swap_ema_weights(SWAP_EMA)?;
+            self.ema_in_model = true;
+            // The end of `fit` writes the averages into the weights; after the last epoch
+            // the averages must therefore hold what the model now holds, as in Keras.
+            if epoch + 1 == c.epochs() {
+                c.copy_weights_to_ema(SWAP_EMA)?;
+            }
+        }
+        Ok(())
+    }
+    fn on_test_begin(&mut self, c: &mut Control<'_>) -> Result<()> {
+        if !self.ema_in_model {
+            c.swap_ema_weights(SWAP_EMA)?;
+            self.ema_in_model = true;
+        }
+        Ok(())
+    }
+    fn on_test_end(&mut self, _logs: &Logs, c: &mut Control<'_>) -> Result<()> {
+        if self.ema_in_model {
+            c.swap_ema_weights(SWAP_EMA)?;
+            self.ema_in_model = false;
+        }
         Ok(())
     }
 }
@@ -567,5 +671,14 @@ impl<A: crate::nn::Architecture> ModelAccess for crate::Model<A> {
         }
         t.optimizer.config_mut().learning_rate = LearningRate::Constant(lr);
         Ok(())
+    }
+    fn uses_ema(&self) -> bool {
+        crate::Model::uses_ema(self)
+    }
+    fn swap_ema_weights(&mut self, who: &str) -> Result<()> {
+        crate::Model::swap_ema_weights(self, who)
+    }
+    fn copy_weights_to_ema(&mut self, who: &str) -> Result<()> {
+        self.copy_ema_weights(who, false)
     }
 }

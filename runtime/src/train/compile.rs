@@ -24,9 +24,13 @@ pub(crate) struct Layout {
     pub params: Range<usize>,
     /// Indices (into the model's parameters) of the trainable ones.
     pub trainable: Vec<usize>,
-    /// Optimizer slots: `slots_per_param` consecutive entries per trainable parameter.
+    /// Optimizer slots: `slots_per_param` consecutive entries per trainable parameter
+    /// (`optim::state_slots`: the optimizer's own, then the EMA when `use_ema`), each of
+    /// its slot's shape.
     pub slots: Range<usize>,
     pub slots_per_param: usize,
+    /// Whether the last slot of each parameter is its EMA.
+    pub ema: bool,
     pub globals: Range<usize>,
     pub iterations: usize,
     pub key: usize,
@@ -54,11 +58,15 @@ impl Layout {
             .filter(|(_, p)| p.trainable)
             .map(|(i, _)| i)
             .collect();
-        let slots = optimizer.slots();
+        // Each slot has its own shape, derived from its parameter's (see `optim::Slot`).
+        let slots = crate::optim::state_slots(optimizer);
         let start = types.len();
         for &i in &trainable {
-            for _ in &slots {
-                types.push(params[i].ty());
+            for slot in &slots {
+                types.push(TensorType::new(
+                    params[i].ty().dtype,
+                    slot.dims(&params[i].dims),
+                ));
             }
         }
         let slots_r = start..types.len();
@@ -88,6 +96,7 @@ impl Layout {
             trainable,
             slots: slots_r,
             slots_per_param: slots.len(),
+            ema: optimizer.config().use_ema,
             globals,
             iterations,
             key,
@@ -106,6 +115,17 @@ impl Layout {
     pub fn slots_of(&self, j: usize) -> Range<usize> {
         let s = self.slots.start + j * self.slots_per_param;
         s..s + self.slots_per_param
+    }
+
+    /// The `j`-th trainable parameter's own optimizer slots (without the EMA).
+    pub fn update_slots_of(&self, j: usize) -> Range<usize> {
+        let r = self.slots_of(j);
+        r.start..r.end - usize::from(self.ema)
+    }
+
+    /// The state entry of the `j`-th trainable parameter's EMA, when `use_ema`.
+    pub fn ema_of(&self, j: usize) -> Option<usize> {
+        self.ema.then(|| self.slots_of(j).end - 1)
     }
 }
 

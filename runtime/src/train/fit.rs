@@ -132,7 +132,10 @@ impl<A: Architecture> Model<A> {
         let steps = ds.num_batches();
         let mut history = History::default();
         let mut callbacks = std::mem::take(&mut opts.callbacks);
-        let mut control = Flags::default();
+        let mut control = Flags {
+            epochs: opts.epochs,
+            ..Flags::default()
+        };
         let every_call = callbacks.iter().any(|c| !c.async_safe());
         for cb in &mut callbacks {
             cb.on_train_begin(&mut control.with(self))?;
@@ -285,7 +288,13 @@ impl<A: Architecture> Model<A> {
             }
             let mut epoch_logs = logs.clone();
             if let Some((vx, vy)) = &val {
+                for cb in &mut callbacks {
+                    cb.on_test_begin(&mut control.with(self))?;
+                }
                 let vl = self.evaluate_logs(vx, vy, opts.batch_size)?;
+                for cb in &mut callbacks {
+                    cb.on_test_end(&vl, &mut control.with(self))?;
+                }
                 for (key, v) in vl.0 {
                     epoch_logs.insert(format!("val_{key}"), v);
                 }
@@ -301,6 +310,12 @@ impl<A: Architecture> Model<A> {
             }
         }
         let last = history.last();
+        // Keras' `finalize_variable_values`: with `use_ema` the weights end as their
+        // moving averages (once a step has made the averages; before that they are the
+        // slots' zeros, which Keras would write too).
+        if self.uses_ema() && self.iterations() > 0 {
+            self.copy_ema_weights("fit", true)?;
+        }
         for cb in &mut callbacks {
             cb.on_train_end(&last, &mut control.with(self))?;
         }

@@ -10,6 +10,7 @@ mod callbacks;
 mod checks;
 mod compile;
 mod distribute;
+mod ema;
 mod evaluate;
 mod fit;
 mod model;
@@ -26,7 +27,7 @@ pub use backup::{BackupAndRestore, SaveFreq};
 pub(crate) use callbacks::Checkpointing;
 pub use callbacks::{
     CSVLogger, Callback, Control, EarlyStopping, LearningRateScheduler, ModelCheckpoint, Monitor,
-    ReduceLROnPlateau, TerminateOnNaN,
+    ReduceLROnPlateau, SwapEMAWeights, TerminateOnNaN,
 };
 pub(crate) use compile::TrainState;
 pub use model::Model;

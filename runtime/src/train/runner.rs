@@ -128,18 +128,20 @@ impl StepRunner {
         for w in weights {
             args.push(b.upload(w)?);
         }
-        let slot_inits = optimizer.slots();
+        let slots = crate::optim::state_slots(optimizer);
         for &i in &layout.trainable {
-            for (slot, init) in &slot_inits {
+            for slot in &slots {
                 let p = &params[i];
+                let dims = slot.dims(&p.dims);
                 let what = || {
                     format!(
-                        "optimizer slot `{slot}` of parameter `{}` {}",
+                        "optimizer slot `{}` {dims:?} of parameter `{}` {}",
+                        slot.name,
                         p.name,
                         p.ty()
                     )
                 };
-                args.push(b.upload(&Tensor::F32(array_filled(what, &p.dims, *init)?))?);
+                args.push(b.upload(&Tensor::F32(array_filled(what, &dims, slot.init)?))?);
             }
         }
         for (_, init) in optimizer.globals() {
@@ -210,6 +212,37 @@ impl StepRunner {
         let start = self.layout.params.start;
         for (i, w) in weights.iter_mut().enumerate() {
             *w = self.backend.download(&self.args[start + i])?;
+        }
+        Ok(())
+    }
+
+    /// Pairs `(parameter entry, EMA entry)` of every trainable parameter (none without
+    /// `use_ema`).
+    fn ema_pairs(&self) -> Vec<(usize, usize)> {
+        let l = &self.layout;
+        l.trainable
+            .iter()
+            .enumerate()
+            .filter_map(|(j, &pi)| Some((l.params.start + pi, l.ema_of(j)?)))
+            .collect()
+    }
+
+    /// Swaps every trainable parameter with its moving average. Both are state entries of
+    /// one type, so this exchanges the buffers themselves: nothing is copied.
+    pub fn swap_ema(&mut self) {
+        for (w, e) in self.ema_pairs() {
+            self.args.swap(w, e);
+        }
+    }
+
+    /// Copies every trainable parameter into its moving average (`to_weights` false,
+    /// Keras' end of `SwapEMAWeights`), or every average into its parameter (`to_weights`
+    /// true, Keras' `finalize_variable_values` at the end of `fit`).
+    pub fn copy_ema(&mut self, to_weights: bool) -> Result<()> {
+        for (w, e) in self.ema_pairs() {
+            let (from, to) = if to_weights { (e, w) } else { (w, e) };
+            let v = self.backend.download(&self.args[from])?;
+            self.backend.upload_into(&v, &mut self.args[to])?;
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use crate::backend::CompileOptions;
 use crate::ir::{BinaryOp, Comparison, DType, Graph, TensorType, UnaryOp, Value};
 use crate::metrics::Metric;
 use crate::nn::{Architecture, Forward};
-use crate::optim::{apply_weight_decay, clip_gradients, Step};
+use crate::optim::{apply_ema, apply_weight_decay, clip_gradients, Step};
 use crate::Model;
 use crate::{Error, NonFiniteCause, Result};
 
@@ -322,10 +322,25 @@ pub(crate) fn train_graph<A: Architecture>(
         };
         for (j, &pi) in layout.trainable.iter().enumerate() {
             let w = apply_weight_decay(&mut g, cfg, params[pi], lrk)?;
-            let sr = layout.slots_of(j);
-            let (w, slots) = opt.update(&mut g, &s, w, grads[j], &cur[sr.clone()])?;
-            new[layout.params.start + pi] = w;
+            let sr = layout.update_slots_of(j);
+            let (mut w, slots) = opt.update(&mut g, &s, w, grads[j], &cur[sr.clone()])?;
+            if slots.len() != sr.len() {
+                return Err(Error::invalid(
+                    opt.name(),
+                    format!(
+                        "internal: the update gives {} slots, the optimizer declares {}",
+                        slots.len(),
+                        sr.len()
+                    ),
+                ));
+            }
             new[sr].copy_from_slice(&slots);
+            if let Some(e) = layout.ema_of(j) {
+                let (ew, avg) = apply_ema(&mut g, cfg, it, w, cur[e])?;
+                w = ew;
+                new[e] = avg;
+            }
+            new[layout.params.start + pi] = w;
         }
         for (param, value) in state_updates {
             let i = params.iter().position(|&p| p == param).ok_or_else(|| {
