@@ -9,11 +9,12 @@ the optimizer's moving averages when it keeps them, and the history. The Dense k
 rank 2 and the bias rank 1, so Adafactor's factored and unfactored paths both run.
 
 Run: .strata/python/bin/python scripts/keras-reference/optimizers.py
-Writes runtime/tests/reference/optimizers.json.
+Writes runtime/tests/reference/optimizers.json (or the path given as the first argument).
 """
 
 import json
 import os
+import sys
 
 os.environ["KERAS_BACKEND"] = "jax"
 
@@ -179,7 +180,7 @@ def main():
         "init": [init[n].tolist() for n in NAMES],
         "cases": [run(*c) for c in CASES],
     }
-    with open(OUT, "w") as f:
+    with open(sys.argv[1] if len(sys.argv) > 1 else OUT, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
 
