@@ -12,6 +12,7 @@ mod compile;
 mod distribute;
 mod evaluate;
 mod fit;
+mod lambda;
 mod model;
 mod placement;
 #[cfg(test)]
@@ -21,6 +22,7 @@ mod runner;
 mod spares;
 mod staging;
 mod step;
+mod tensorboard;
 
 pub use backup::{BackupAndRestore, SaveFreq};
 pub(crate) use callbacks::Checkpointing;
@@ -29,6 +31,8 @@ pub use callbacks::{
     ReduceLROnPlateau, TerminateOnNaN,
 };
 pub(crate) use compile::TrainState;
+pub use lambda::LambdaCallback;
+pub use tensorboard::{TensorBoard, UpdateFreq};
 pub use model::Model;
 
 use crate::Tensor;
