@@ -42,10 +42,11 @@ fn data(n: usize, seed: u64) -> Data {
     )
 }
 
-/// A fresh, empty directory for one test's logs.
+/// A fresh, empty directory for one test's logs (left there to look at after a failure).
 fn log_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("strata-tb-{}-{name}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tensorboard-{name}"));
     let _ = std::fs::remove_dir_all(&d);
+    let _ = std::fs::remove_file(&d);
     d
 }
 
@@ -122,10 +123,17 @@ fn epoch_logs_are_history_under_keras_runs_and_tags() {
         assert_eq!(files.len(), 1, "{run}: {files:?}");
         let f = files.first().unwrap();
         let parts: Vec<&str> = f.split('.').collect();
-        assert!(f.starts_with("events.out.tfevents.") && f.ends_with(".v2"), "{f}");
+        assert!(
+            f.starts_with("events.out.tfevents.") && f.ends_with(".v2"),
+            "{f}"
+        );
         assert_eq!(parts[3].len(), 10, "{f}: seconds as 10 digits");
         let pid = std::process::id().to_string();
-        assert_eq!(parts[parts.len() - 3], pid, "{f}: the pid third from the end");
+        assert_eq!(
+            parts[parts.len() - 3],
+            pid,
+            "{f}: the pid third from the end"
+        );
     }
 
     let train = &logs["scalars"]["train"];
@@ -147,7 +155,11 @@ fn epoch_logs_are_history_under_keras_runs_and_tags() {
         let tag = format!("epoch_{name}");
         assert_eq!(series(&train[&tag]), per_epoch(&h, name), "train {tag}");
         let val_name = format!("val_{name}");
-        assert_eq!(series(&val[&tag]), per_epoch(&h, &val_name), "validation {tag}");
+        assert_eq!(
+            series(&val[&tag]),
+            per_epoch(&h, &val_name),
+            "validation {tag}"
+        );
         // At the optimizer's step after each epoch: 5 batches an epoch.
         let steps: Vec<(i64, f32)> = per_epoch(&h, &val_name)
             .into_iter()
@@ -207,11 +219,12 @@ fn batch_logs_and_weight_histograms() {
             .enumerate()
             .map(|(i, l)| (i as i64 + 1, l.get(name).unwrap() as f32))
             .collect();
-        assert_eq!(series(&train[format!("batch_{name}")]), want, "batch_{name}");
         assert_eq!(
-            series(&train[format!("epoch_{name}")]),
-            per_epoch(&h, name)
+            series(&train[format!("batch_{name}")]),
+            want,
+            "batch_{name}"
         );
+        assert_eq!(series(&train[format!("epoch_{name}")]), per_epoch(&h, name));
     }
 
     // One histogram per weight and epoch, tagged `<weight>/histogram`, 30 buckets that
@@ -374,17 +387,22 @@ fn lambda_callback_runs_each_given_closure_in_order() {
     );
 
     // A closure's error ends `fit` with that error; hooks left out do nothing.
-    let failing = LambdaCallback::new()
-        .on_epoch_end(|_, _, _| Err(Error::InvalidArgument {
+    let failing = LambdaCallback::new().on_epoch_end(|_, _, _| {
+        Err(Error::InvalidArgument {
             what: "my callback".into(),
             message: "gave up".into(),
-        }));
+        })
+    });
     let e = m
         .fit(&x, &y, Fit::epochs(2).verbose(0).callback(failing))
         .unwrap_err();
     assert!(e.to_string().contains("gave up"), "{e}");
-    m.fit(&x, &y, Fit::epochs(1).verbose(0).callback(LambdaCallback::new()))
-        .unwrap();
+    m.fit(
+        &x,
+        &y,
+        Fit::epochs(1).verbose(0).callback(LambdaCallback::new()),
+    )
+    .unwrap();
 }
 
 /// `generated.rs` is what prost-build makes of `event.proto` (protox stands in for

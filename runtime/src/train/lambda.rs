@@ -93,7 +93,9 @@ impl Callback for LambdaCallback {
         self.batch_end.is_none() || self.batch_end_async_safe
     }
     fn on_epoch_end(&mut self, epoch: usize, logs: &Logs, c: &mut Control<'_>) -> Result<()> {
-        self.epoch_end.as_mut().map_or(Ok(()), |f| f(epoch, logs, c))
+        self.epoch_end
+            .as_mut()
+            .map_or(Ok(()), |f| f(epoch, logs, c))
     }
     fn on_train_end(&mut self, logs: &Logs, c: &mut Control<'_>) -> Result<()> {
         self.train_end.as_mut().map_or(Ok(()), |f| f(logs, c))

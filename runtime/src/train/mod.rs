@@ -32,8 +32,8 @@ pub use callbacks::{
 };
 pub(crate) use compile::TrainState;
 pub use lambda::LambdaCallback;
-pub use tensorboard::{TensorBoard, UpdateFreq};
 pub use model::Model;
+pub use tensorboard::{TensorBoard, UpdateFreq};
 
 use crate::Tensor;
 use std::collections::{BTreeMap, HashMap};

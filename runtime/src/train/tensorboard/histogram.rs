@@ -19,9 +19,7 @@ pub(crate) fn buckets(data: &[f64], count: usize) -> Vec<[f64; 3]> {
         });
     let range = max - min;
     if range == 0.0 {
-        for r in &mut rows {
-            *r = [min, min, 0.0];
-        }
+        rows.fill([min, min, 0.0]);
         rows[count - 1][2] = data.len() as f64;
         return rows;
     }
@@ -58,6 +56,9 @@ mod tests {
     #[test]
     fn edge_cases_as_tensorboard() {
         assert_eq!(buckets(&[], 2), vec![[0.0; 3]; 2]);
-        assert_eq!(buckets(&[1.5, 1.5], 2), vec![[1.5, 1.5, 0.0], [1.5, 1.5, 2.0]]);
+        assert_eq!(
+            buckets(&[1.5, 1.5], 2),
+            vec![[1.5, 1.5, 0.0], [1.5, 1.5, 2.0]]
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! `batch_<name>` every `update_freq` batches, and `<weight>/histogram` every
 //! `histogram_freq` epochs.
 
+#[rustfmt::skip]
 #[allow(dead_code, clippy::all, clippy::pedantic)]
 mod generated;
 mod histogram;
@@ -43,7 +44,9 @@ impl FromStr for UpdateFreq {
             "batch" => Ok(UpdateFreq::Batches(1)),
             _ => Err(Error::invalid(
                 "TensorBoard",
-                format!("update_freq must be \"epoch\", \"batch\" or a number of batches, got {s:?}"),
+                format!(
+                    "update_freq must be \"epoch\", \"batch\" or a number of batches, got {s:?}"
+                ),
             )),
         }
     }
@@ -141,7 +144,7 @@ impl Callback for TensorBoard {
         let UpdateFreq::Batches(n) = self.update_freq else {
             return Ok(());
         };
-        if self.batches % n as u64 != 0 {
+        if !self.batches.is_multiple_of(n as u64) {
             return Ok(());
         }
         let step = self.batches as i64;
@@ -181,7 +184,7 @@ impl Callback for TensorBoard {
             }
         }
         let lr = c.learning_rate();
-        let histograms = self.histogram_freq > 0 && epoch % self.histogram_freq == 0;
+        let histograms = self.histogram_freq > 0 && epoch.is_multiple_of(self.histogram_freq);
         let w = self.train()?;
         for (name, v) in logs.0.iter().filter(|(k, _)| !k.starts_with("val_")) {
             w.scalar(&format!("epoch_{name}"), *v as f32, step)?;
@@ -228,8 +231,14 @@ mod tests {
     #[test]
     fn update_freq_parses_keras_words_and_refuses_others() {
         assert_eq!("epoch".parse::<UpdateFreq>().unwrap(), UpdateFreq::Epoch);
-        assert_eq!("batch".parse::<UpdateFreq>().unwrap(), UpdateFreq::Batches(1));
+        assert_eq!(
+            "batch".parse::<UpdateFreq>().unwrap(),
+            UpdateFreq::Batches(1)
+        );
         let e = "batches".parse::<UpdateFreq>().unwrap_err().to_string();
-        assert!(e.contains("TensorBoard") && e.contains("\"batches\""), "{e}");
+        assert!(
+            e.contains("TensorBoard") && e.contains("\"batches\""),
+            "{e}"
+        );
     }
 }
