@@ -13,8 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Buffered records past this size are written out before the next flush point.
+/// Buffered records past this size, or older than this, are written out before the next
+/// flush point (the age is TensorFlow's summary writers' default, so that batch-level
+/// series show up during a long epoch as they do with Keras).
 const FLUSH_AT: usize = 1 << 20;
+const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Numbers the files this process opens, so that two opened in the same second differ
 /// (TensorFlow's file writers do the same).
@@ -27,6 +30,7 @@ pub(crate) struct EventWriter {
     path: PathBuf,
     file: std::fs::File,
     pending: Vec<u8>,
+    flushed_at: std::time::Instant,
     /// Tags whose plugin metadata has been written (TensorBoard reads it from a tag's
     /// first value).
     described: std::collections::HashSet<String>,
@@ -54,6 +58,7 @@ impl EventWriter {
             path,
             file,
             pending: Vec::new(),
+            flushed_at: std::time::Instant::now(),
             described: Default::default(),
         };
         w.push(Event {
@@ -138,7 +143,7 @@ impl EventWriter {
 
     fn push(&mut self, e: Event) -> Result<()> {
         frame(&e.encode_to_vec(), &mut self.pending);
-        if self.pending.len() >= FLUSH_AT {
+        if self.pending.len() >= FLUSH_AT || self.flushed_at.elapsed() >= FLUSH_AFTER {
             self.flush()?;
         }
         Ok(())
@@ -153,6 +158,7 @@ impl EventWriter {
                 .map_err(|e| io(&self.path, e))?;
             self.pending.clear();
         }
+        self.flushed_at = std::time::Instant::now();
         Ok(())
     }
 
