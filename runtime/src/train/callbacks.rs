@@ -11,6 +11,7 @@ pub(crate) trait ModelAccess: Checkpointing {
     fn weights(&mut self) -> Result<Vec<(String, Tensor)>>;
     fn set_weights(&mut self, w: &[(String, Tensor)]) -> Result<()>;
     fn learning_rate(&self) -> Option<f32>;
+    fn iterations(&self) -> u64;
     fn set_learning_rate(&mut self, lr: f32) -> Result<()>;
     /// Whether the optimizer keeps a moving average of the weights (`use_ema`).
     fn uses_ema(&self) -> bool;
@@ -60,6 +61,10 @@ impl Control<'_> {
     /// The current learning rate (a schedule's value at the current step).
     pub fn learning_rate(&self) -> Option<f32> {
         self.model.learning_rate()
+    }
+    /// The optimizer steps taken so far (Keras' `optimizer.iterations`).
+    pub fn iterations(&self) -> u64 {
+        self.model.iterations()
     }
     /// Sets a constant learning rate (an error if the optimizer follows a schedule).
     pub fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
@@ -654,6 +659,9 @@ impl<A: crate::nn::Architecture> ModelAccess for crate::Model<A> {
             LearningRate::Constant(v) => Some(*v),
             LearningRate::Schedule(s) => Some(s.lr(self.iterations())),
         }
+    }
+    fn iterations(&self) -> u64 {
+        crate::Model::iterations(self)
     }
     fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
         let t = self.compiled_mut()?;

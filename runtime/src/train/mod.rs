@@ -13,6 +13,7 @@ mod distribute;
 mod ema;
 mod evaluate;
 mod fit;
+mod lambda;
 mod model;
 mod placement;
 #[cfg(test)]
@@ -22,6 +23,7 @@ mod runner;
 mod spares;
 mod staging;
 mod step;
+mod tensorboard;
 
 pub use backup::{BackupAndRestore, SaveFreq};
 pub(crate) use callbacks::Checkpointing;
@@ -30,7 +32,9 @@ pub use callbacks::{
     ReduceLROnPlateau, SwapEMAWeights, TerminateOnNaN,
 };
 pub(crate) use compile::TrainState;
+pub use lambda::LambdaCallback;
 pub use model::Model;
+pub use tensorboard::{TensorBoard, UpdateFreq};
 
 use crate::Tensor;
 use std::collections::{BTreeMap, HashMap};
