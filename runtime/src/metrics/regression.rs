@@ -101,7 +101,8 @@ impl ClassAggregation {
 /// Keras' `R2Score`, the coefficient of determination `1 - SS_res / SS_tot` of each
 /// output column over everything seen, for models with 2D outputs; adjusted for
 /// `num_regressors` independent variables when that is not 0 (and is below the number of
-/// values seen minus one, else plain, as Keras falls back). With `class_aggregation:
+/// values seen minus one, else plain, as Keras falls back; values of samples weighing
+/// exactly 0 are not counted as seen). With `class_aggregation:
 /// None` the result is a vector, one score per column. Logged as `r2_score`.
 #[derive(Clone, Debug)]
 pub struct R2Score {
@@ -209,7 +210,15 @@ impl Metric for R2Score {
             let inc = g.sum(v, &[0])?;
             out.push(g.add(*s, inc)?);
         }
-        out.push(g.add_scalar(state[4], pt.numel() as f64)?);
+        // Keras counts every value seen; values of samples weighing exactly 0 are left
+        // out here, so the rows that pad an uneven batch over replicas (weight 0) do not
+        // change the adjusted score. Without zero weights the two counts agree.
+        let zero = g.zeros_like(sw)?;
+        let real = g.compare(Comparison::Ne, sw, zero)?;
+        let real = g.convert(real, DType::F32)?;
+        let rows = g.sum_all(real)?;
+        let seen = g.mul_scalar(rows, pt.dims()[1] as f64)?;
+        out.push(g.add(state[4], seen)?);
         Ok(out)
     }
     fn result(&self, g: &mut Graph, s: &[Value]) -> Result<Value> {
