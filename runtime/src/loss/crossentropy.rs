@@ -128,8 +128,11 @@ impl Loss for CategoricalCrossentropy {
     fn name(&self) -> &'static str {
         "categorical_crossentropy"
     }
+    fn validate(&self) -> Result<()> {
+        check_unit_arg(self.name(), "label_smoothing", self.label_smoothing)
+    }
     fn check(&self, t: &TensorType, p: &TensorType) -> Result<()> {
-        check_unit_arg(self.name(), "label_smoothing", self.label_smoothing)?;
+        self.validate()?;
         same_shape(self.name(), t, p)?;
         super::resolve_axis(self.name(), -1, p.rank()).map(|_| ())
     }
@@ -173,8 +176,11 @@ impl Loss for BinaryCrossentropy {
     fn name(&self) -> &'static str {
         "binary_crossentropy"
     }
+    fn validate(&self) -> Result<()> {
+        check_unit_arg(self.name(), "label_smoothing", self.label_smoothing)
+    }
     fn check(&self, t: &TensorType, p: &TensorType) -> Result<()> {
-        check_unit_arg(self.name(), "label_smoothing", self.label_smoothing)?;
+        self.validate()?;
         same_shape(self.name(), t, p)
     }
     fn per_sample(

@@ -46,10 +46,13 @@ impl Loss for BinaryFocalCrossentropy {
     fn name(&self) -> &'static str {
         "binary_focal_crossentropy"
     }
-    fn check(&self, t: &TensorType, p: &TensorType) -> Result<()> {
+    fn validate(&self) -> Result<()> {
         check_unit_arg(self.name(), "alpha", self.alpha)?;
         check_non_negative_arg(self.name(), "gamma", self.gamma)?;
-        check_unit_arg(self.name(), "label_smoothing", self.label_smoothing)?;
+        check_unit_arg(self.name(), "label_smoothing", self.label_smoothing)
+    }
+    fn check(&self, t: &TensorType, p: &TensorType) -> Result<()> {
+        self.validate()?;
         same_shape(self.name(), t, p)
     }
     fn per_sample(&self, g: &mut Graph, y: Value, x: Value, _l: Option<Value>) -> Result<Value> {
@@ -110,10 +113,13 @@ impl Loss for CategoricalFocalCrossentropy {
     fn name(&self) -> &'static str {
         "categorical_focal_crossentropy"
     }
-    fn check(&self, t: &TensorType, p: &TensorType) -> Result<()> {
+    fn validate(&self) -> Result<()> {
         check_unit_arg(self.name(), "alpha", self.alpha)?;
         check_non_negative_arg(self.name(), "gamma", self.gamma)?;
-        check_unit_arg(self.name(), "label_smoothing", self.label_smoothing)?;
+        check_unit_arg(self.name(), "label_smoothing", self.label_smoothing)
+    }
+    fn check(&self, t: &TensorType, p: &TensorType) -> Result<()> {
+        self.validate()?;
         same_shape(self.name(), t, p)?;
         super::resolve_axis(self.name(), -1, p.rank()).map(|_| ())
     }

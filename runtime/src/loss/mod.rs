@@ -41,9 +41,15 @@ pub trait Loss: Send + Sync + fmt::Debug {
     fn target_dtype(&self) -> crate::ir::DType {
         crate::ir::DType::F32
     }
+    /// Checks the loss's arguments alone (`compile` calls it): a typed error naming the
+    /// loss for a value Keras rejects or the math cannot use.
+    fn validate(&self) -> Result<()> {
+        Ok(())
+    }
     /// Checks the loss's arguments and the target and prediction types (without or with
-    /// the batch dimension alike).
+    /// the batch dimension alike), axes included.
     fn check(&self, target: &TensorType, pred: &TensorType) -> Result<()> {
+        self.validate()?;
         same_shape(self.name(), target, pred)
     }
     /// Checks target values on the host before training (labels in range, …).

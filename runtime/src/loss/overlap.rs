@@ -114,9 +114,12 @@ impl Loss for Tversky {
     fn name(&self) -> &'static str {
         "tversky"
     }
-    fn check(&self, t: &TensorType, p: &TensorType) -> Result<()> {
+    fn validate(&self) -> Result<()> {
         check_non_negative_arg(self.name(), "alpha", self.alpha)?;
-        check_non_negative_arg(self.name(), "beta", self.beta)?;
+        check_non_negative_arg(self.name(), "beta", self.beta)
+    }
+    fn check(&self, t: &TensorType, p: &TensorType) -> Result<()> {
+        self.validate()?;
         check_overlap(self.name(), &self.axis, t, p).map(|_| ())
     }
     fn check_values(&self, target: &crate::Tensor, _pred_dims: &[usize]) -> Result<()> {

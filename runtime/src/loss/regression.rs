@@ -99,14 +99,14 @@ impl Loss for Huber {
     fn name(&self) -> &'static str {
         "huber_loss"
     }
-    fn check(&self, t: &TensorType, p: &TensorType) -> Result<()> {
+    fn validate(&self) -> Result<()> {
         if !(self.delta.is_finite() && self.delta > 0.0) {
             return Err(Error::invalid(
                 self.name(),
                 format!("delta must be a finite number > 0, got {}", self.delta),
             ));
         }
-        same_shape(self.name(), t, p)
+        Ok(())
     }
     fn per_sample(&self, g: &mut Graph, y: Value, p: Value, _l: Option<Value>) -> Result<Value> {
         self.check(&g.ty(y).clone(), &g.ty(p).clone())?;
