@@ -122,6 +122,8 @@ fn make_metric(class: &str, args: &Json) -> Box<dyn Metric> {
     let from_logits = arg_bool(args, "from_logits");
     let label_smoothing = arg_f32(args, "label_smoothing", 0.0);
     match class {
+        "MeanSquaredError" => Box::new(metrics::MeanSquaredError),
+        "MeanAbsoluteError" => Box::new(metrics::MeanAbsoluteError),
         "MeanAbsolutePercentageError" => Box::new(metrics::MeanAbsolutePercentageError),
         "MeanSquaredLogarithmicError" => Box::new(metrics::MeanSquaredLogarithmicError),
         "CosineSimilarity" => Box::new(metrics::CosineSimilarity {
@@ -730,4 +732,25 @@ fn new_losses_lower_in_training() {
         let (first, last) = (losses[0], *losses.last().unwrap());
         assert!(last.is_finite() && last < first, "{name}: {losses:?}");
     }
+}
+
+/// With `from_logits`, the new losses expect logits: a sigmoid (binary) or softmax
+/// (categorical) output is the activation they warn about, as the existing ones do.
+#[test]
+fn focal_losses_with_from_logits_name_the_activation_they_do_not_expect() {
+    use strata_runtime::nn::Activation;
+    let b = loss::BinaryFocalCrossentropy {
+        from_logits: true,
+        ..Default::default()
+    };
+    assert_eq!(b.unexpected_output_activation(), Some(Activation::Sigmoid));
+    let c = loss::CategoricalFocalCrossentropy {
+        from_logits: true,
+        ..Default::default()
+    };
+    assert_eq!(c.unexpected_output_activation(), Some(Activation::Softmax));
+    assert_eq!(
+        loss::BinaryFocalCrossentropy::default().unexpected_output_activation(),
+        None
+    );
 }

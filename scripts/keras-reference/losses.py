@@ -245,6 +245,8 @@ def metric_case(name, cls, args, make_true, make_pred):
     )
 
 
+metric_case("mse", "MeanSquaredError", {}, lambda: normal(4, 3), lambda: normal(4, 3))
+metric_case("mae", "MeanAbsoluteError", {}, lambda: normal(2, 3, 2), lambda: normal(2, 3, 2))
 metric_case(
     "mape", "MeanAbsolutePercentageError", {}, lambda: normal(4, 3), lambda: normal(4, 3)
 )

@@ -119,14 +119,19 @@ fn check_non_negative_arg(loss: &str, arg: &str, v: f32) -> Result<()> {
 /// Resolves a Keras axis (negative counts from the end) against a rank.
 fn resolve_axis(loss: &str, axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
+    if r == 0 {
+        return Err(Error::invalid(
+            loss,
+            format!("axis {axis} is out of range for predictions of rank 0 (a scalar): expected predictions with at least one axis"),
+        ));
+    }
     let a = if axis < 0 { axis + r } else { axis };
     if a < 0 || a >= r {
         return Err(Error::invalid(
             loss,
             format!(
-                "axis {axis} is out of range for predictions of rank {rank}: expected an axis in [{}, {})",
-                -r,
-                r.max(0)
+                "axis {axis} is out of range for predictions of rank {rank}: expected an axis in [{}, {r})",
+                -r
             ),
         ));
     }

@@ -74,6 +74,18 @@ macro_rules! plain_loss_mean {
 }
 
 plain_loss_mean!(
+    /// The mean of [`loss::MeanSquaredError`].
+    MeanSquaredError,
+    "mean_squared_error",
+    loss::MeanSquaredError
+);
+plain_loss_mean!(
+    /// The mean of [`loss::MeanAbsoluteError`].
+    MeanAbsoluteError,
+    "mean_absolute_error",
+    loss::MeanAbsoluteError
+);
+plain_loss_mean!(
     /// The mean of [`loss::MeanAbsolutePercentageError`].
     MeanAbsolutePercentageError,
     "mean_absolute_percentage_error",

@@ -6,14 +6,13 @@ mod confusion;
 mod loss_means;
 
 pub use accuracy::{
-    Accuracy, BinaryAccuracy, CategoricalAccuracy, MeanAbsoluteError, MeanSquaredError,
-    SparseCategoricalAccuracy, TopKAccuracy,
+    Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, TopKAccuracy,
 };
 pub use confusion::{Precision, Recall, AUC};
 pub use loss_means::{
     BinaryCrossentropy, CategoricalCrossentropy, CategoricalHinge, CosineSimilarity, Hinge,
-    KLDivergence, LogCoshError, MeanAbsolutePercentageError, MeanSquaredLogarithmicError, Poisson,
-    SparseCategoricalCrossentropy, SquaredHinge,
+    KLDivergence, LogCoshError, MeanAbsoluteError, MeanAbsolutePercentageError, MeanSquaredError,
+    MeanSquaredLogarithmicError, Poisson, SparseCategoricalCrossentropy, SquaredHinge,
 };
 
 use crate::ir::{Comparison, DType, Graph, ReduceOp, TensorType, Value};
