@@ -325,7 +325,10 @@ fn output_activation() {
 
     train_case("sparse_softmax", softmax(), sparse(true), &x, &labels);
     train_case("categorical_softmax", softmax(), categorical, &x, &one_hot);
-    let binary_logits = BinaryCrossentropy { from_logits: true };
+    let binary_logits = BinaryCrossentropy {
+        from_logits: true,
+        ..Default::default()
+    };
     train_case("binary_sigmoid", sigmoid(), binary_logits, &x, &binary);
     train_case("sparse_linear", linear(), sparse(true), &x, &labels);
     train_case(
@@ -335,7 +338,10 @@ fn output_activation() {
         &x,
         &labels,
     );
-    let binary_probs = BinaryCrossentropy { from_logits: false };
+    let binary_probs = BinaryCrossentropy {
+        from_logits: false,
+        ..Default::default()
+    };
     train_case("binary_probabilities", sigmoid(), binary_probs, &x, &binary);
 }
 

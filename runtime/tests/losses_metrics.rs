@@ -102,7 +102,10 @@ fn crossentropies() {
     );
     close(
         &per_sample(
-            &BinaryCrossentropy { from_logits: true },
+            &BinaryCrossentropy {
+                from_logits: true,
+                ..Default::default()
+            },
             f(&[1, 2], &[1.0, 0.0]),
             f(&[1, 2], &[2.0, -1.0]),
         ),

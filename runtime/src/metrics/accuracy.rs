@@ -1,5 +1,5 @@
-//! Mean metrics over per-sample values: the accuracies, the errors, and Keras' generic
-//! `"accuracy"` that the loss resolves.
+//! Mean metrics over per-sample values: the accuracies, and Keras' generic `"accuracy"`
+//! that the loss resolves.
 
 use super::{argmax_last, mean_update, ratio, Metric};
 use crate::ir::{Comparison, DType, Graph, Value};
@@ -66,21 +66,6 @@ mean_metric!(
         g.convert(hit, DType::F32)?
     }
 );
-mean_metric!(
-    /// Mean squared error.
-    MeanSquaredError, "mean_squared_error", |g, y, p| {
-        let d = g.sub(y, p)?;
-        g.mul(d, d)?
-    }
-);
-mean_metric!(
-    /// Mean absolute error.
-    MeanAbsoluteError, "mean_absolute_error", |g, y, p| {
-        let d = g.sub(y, p)?;
-        g.abs(d)?
-    }
-);
-
 /// Keras' `"accuracy"`: becomes sparse categorical, categorical or binary accuracy
 /// according to the loss; next to another loss, exact equality of target and prediction.
 #[derive(Clone, Debug, Default)]

@@ -5,16 +5,21 @@ mod accuracy;
 mod confusion;
 mod counts;
 mod f_score;
+mod loss_means;
 mod regression;
 mod top_k;
 
 pub use accuracy::{
-    Accuracy, BinaryAccuracy, CategoricalAccuracy, MeanAbsoluteError, MeanSquaredError,
-    SparseCategoricalAccuracy, TopKAccuracy,
+    Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, TopKAccuracy,
 };
 pub use confusion::{Precision, Recall, AUC};
 pub use counts::{FalseNegatives, FalsePositives, TrueNegatives, TruePositives};
 pub use f_score::{Average, F1Score, FBetaScore};
+pub use loss_means::{
+    BinaryCrossentropy, CategoricalCrossentropy, CategoricalHinge, CosineSimilarity, Hinge,
+    KLDivergence, LogCoshError, MeanAbsoluteError, MeanAbsolutePercentageError, MeanSquaredError,
+    MeanSquaredLogarithmicError, Poisson, SparseCategoricalCrossentropy, SquaredHinge,
+};
 pub use regression::{ClassAggregation, R2Score, RootMeanSquaredError};
 pub use top_k::{SparseTopKCategoricalAccuracy, TopKCategoricalAccuracy};
 

@@ -230,6 +230,7 @@ impl<A: Architecture> Model<A> {
     ) -> Result<()> {
         optimizer.config().validate(optimizer.name())?;
         optimizer.validate()?;
+        loss.validate()?;
         // A declared input shape that did not build in `Model::new` (whose parameters
         // could not be allocated, say) is reported here, the first call that needs them.
         if !self.is_built() {
