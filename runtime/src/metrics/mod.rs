@@ -2,13 +2,19 @@
 //! train (or evaluation) step updates in the same graph, and a result computed from them.
 
 mod accuracy;
+mod at_value;
 mod confusion;
+mod iou;
 
 pub use accuracy::{
     Accuracy, BinaryAccuracy, CategoricalAccuracy, MeanAbsoluteError, MeanSquaredError,
     SparseCategoricalAccuracy, TopKAccuracy,
 };
-pub use confusion::{Precision, Recall, AUC};
+pub use at_value::{
+    PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity, SpecificityAtSensitivity,
+};
+pub use confusion::{AucCurve, AucSummationMethod, Precision, Recall, AUC};
+pub use iou::{BinaryIoU, IoU, MeanIoU, OneHotIoU, OneHotMeanIoU};
 
 use crate::ir::{Comparison, DType, Graph, ReduceOp, TensorType, Value};
 use crate::loss::Loss;
@@ -36,6 +42,12 @@ pub trait Metric: Send + Sync + fmt::Debug {
     /// sparse categorical accuracy next to a sparse loss, as Keras does).
     fn resolve(self: Box<Self>, _loss: &dyn Loss) -> Box<dyn Metric>;
     fn clone_box(&self) -> Box<dyn Metric>;
+    /// Checks the targets' values on the host before a step sees them (a label the metric
+    /// cannot place, say), as [`Loss::check_values`] does; `pred_dims` are the predictions'
+    /// dims. Nothing by default.
+    fn check_values(&self, _target: &crate::Tensor, _pred_dims: &[usize]) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// `total / count` elementwise, 0 where nothing was counted.
