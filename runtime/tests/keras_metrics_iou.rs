@@ -136,8 +136,16 @@ fn metric(case: &Json) -> Box<dyn Metric> {
             class_id: class_id(),
             ..SpecificityAtSensitivity::new(value("sensitivity"))
         }),
-        "Precision" => Box::new(Precision::default()),
-        "Recall" => Box::new(Recall::default()),
+        "Precision" => Box::new(Precision {
+            thresholds: a.get("thresholds").map(|v| v.as_f64().unwrap() as f32),
+            top_k: a.get("top_k").map(|v| v.as_u64().unwrap() as usize),
+            class_id: class_id(),
+        }),
+        "Recall" => Box::new(Recall {
+            thresholds: a.get("thresholds").map(|v| v.as_f64().unwrap() as f32),
+            top_k: a.get("top_k").map(|v| v.as_u64().unwrap() as usize),
+            class_id: class_id(),
+        }),
         "AUC" => Box::new(AUC {
             num_thresholds: n(200),
             curve: match a.get("curve").and_then(Json::as_str) {
@@ -495,6 +503,30 @@ fn bad_arguments_are_typed_errors_naming_the_metric() {
         ),
         "auc",
         "label_weights has 2 entries",
+    );
+    invalid(
+        update_err(
+            &Precision {
+                thresholds: Some(1.5),
+                ..Precision::default()
+            },
+            yf.clone(),
+            p.clone(),
+        ),
+        "precision",
+        "thresholds must be in [0, 1], got 1.5",
+    );
+    invalid(
+        update_err(
+            &Recall {
+                top_k: Some(0),
+                ..Recall::default()
+            },
+            yf.clone(),
+            p.clone(),
+        ),
+        "recall",
+        "top_k must be >= 1",
     );
     // Invalid arguments never size the state from themselves.
     assert_eq!(MeanIoU::new(usize::MAX).state(), vec![vec![0, 0]]);

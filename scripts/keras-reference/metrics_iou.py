@@ -207,6 +207,20 @@ case("precision_at_recall_class1", "PrecisionAtRecall", {"recall": 0.6, "class_i
 case("specificity_at_sensitivity_class2", "SpecificityAtSensitivity",
      {"sensitivity": 0.5, "class_id": 2}, multi)
 
+# Precision / Recall with one threshold, top_k and class_id over [batch, 5] scores (ties
+# included: top_k keeps the first of equal scores).
+ky = [labels((12, 5), 2).astype(np.float32), labels((10, 5), 2).astype(np.float32)]
+kp = [scores(ky[0]), scores(ky[1])]
+kp[0][0, :] = [0.4, 0.7, 0.7, 0.1, 0.7]
+topk = list(zip(ky, kp))
+case("precision_threshold_03", "Precision", {"thresholds": 0.3}, binary)
+case("recall_threshold_07", "Recall", {"thresholds": 0.7}, binary)
+case("precision_top_k2", "Precision", {"top_k": 2}, topk)
+case("recall_top_k2", "Recall", {"top_k": 2}, topk)
+case("precision_class_id3", "Precision", {"class_id": 3}, topk)
+case("recall_top_k1_class_id1", "Recall", {"top_k": 1, "class_id": 1}, topk)
+case("precision_top_k3_threshold_05", "Precision", {"top_k": 3, "thresholds": 0.5}, topk)
+
 # ---- AUC --------------------------------------------------------------------------------
 case("auc_default", "AUC", {}, binary)
 case("auc_pr", "AUC", {"curve": "PR"}, binary)

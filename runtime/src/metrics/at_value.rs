@@ -97,6 +97,7 @@ impl Core<'_> {
         self.validate()?;
         let how = Counting {
             name: self.name,
+            top_k: None,
             class_id: self.class_id,
             multi_label: None,
             label_weights: None,

@@ -35,6 +35,9 @@ impl Grid {
 pub(crate) struct Counting<'a> {
     /// The metric, for errors.
     pub name: &'a str,
+    /// Only the `k` largest predictions along the last axis can be positive (taken
+    /// before `class_id`, as Keras does).
+    pub top_k: Option<usize>,
     /// Count only this index of the last axis.
     pub class_id: Option<usize>,
     /// Keep labels (the last axis of `[batch, labels]` predictions) apart: counts
@@ -74,6 +77,9 @@ pub(crate) fn confusion(
     let y = g.reshape(y, pt.shape.clone())?;
     let y = g.convert(y, DType::F32)?;
     let (mut y, mut p) = (y, p);
+    if let Some(k) = how.top_k {
+        p = keep_top_k(g, p, k)?;
+    }
     if let Some(c) = how.class_id {
         let last = pt.rank() - 1;
         if pt.rank() < 2 || c >= pt.dims()[last] {
@@ -144,6 +150,40 @@ pub(crate) fn confusion(
         .zip(state)
         .map(|(&c, &s)| g.add(s, c))
         .collect()
+}
+
+/// Keras' value for predictions outside the top k, and the default threshold with `top_k`.
+const NEG_INF: f64 = -1e10;
+
+/// `p` with everything but the `k` largest along the last axis (the first on ties, as
+/// `top_k` orders them) replaced by [`NEG_INF`]. An element's place is the number of
+/// elements above it plus the equal ones before it.
+fn keep_top_k(g: &mut Graph, p: Value, k: usize) -> Result<Value> {
+    let dims = g.ty(p).dims().to_vec();
+    let r = dims.len();
+    let mut pair = dims.clone();
+    pair.push(dims[r - 1]);
+    let lead: Vec<usize> = (0..r - 1).collect();
+    let mut as_i = lead.clone();
+    as_i.push(r - 1);
+    let mut as_j = lead;
+    as_j.push(r);
+    let pi = g.broadcast_in_dim(p, pair.clone(), &as_i)?;
+    let pj = g.broadcast_in_dim(p, pair.clone(), &as_j)?;
+    let above = g.compare(Comparison::Gt, pj, pi)?;
+    let tie = g.compare(Comparison::Eq, pj, pi)?;
+    let it = crate::ir::TensorType::new(DType::F32, pair);
+    let ii = g.iota(it.clone(), r - 1)?;
+    let jj = g.iota(it, r)?;
+    let before = g.compare(Comparison::Lt, jj, ii)?;
+    let tie_before = g.binary(BinaryOp::And, tie, before)?;
+    let ahead = g.binary(BinaryOp::Or, above, tie_before)?;
+    let ahead = g.convert(ahead, DType::F32)?;
+    let place = g.sum(ahead, &[r])?;
+    let kk = g.full_like(k as f64, place)?;
+    let keep = g.compare(Comparison::Lt, place, kk)?;
+    let low = g.full_like(NEG_INF, p)?;
+    g.select(keep, p, low)
 }
 
 /// Counts by buckets, as Keras does for evenly spaced thresholds: each prediction's weight
@@ -267,42 +307,53 @@ fn compare_counts(
     ])
 }
 
-fn check_threshold(what: &str, t: f32) -> Result<()> {
-    if !(0.0..=1.0).contains(&t) {
-        return Err(Error::invalid(
-            what,
-            format!("threshold must be in [0, 1], got {t}"),
-        ));
-    }
-    Ok(())
+macro_rules! pr_struct {
+    ($(#[$doc:meta])* $ty:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default)]
+        pub struct $ty {
+            /// `pred > thresholds` is positive; `None`: 0.5, or with `top_k` any prediction
+            /// among the top k. (Keras also takes a list, giving one result per threshold;
+            /// here there is one.)
+            pub thresholds: Option<f32>,
+            /// Only the `k` largest predictions of each sample's last axis can be positive.
+            pub top_k: Option<usize>,
+            /// Count only this index of the predictions' last axis.
+            pub class_id: Option<usize>,
+        }
+    };
 }
 
-/// `tp / (tp + fp)` of `pred > threshold` (default 0.5) against 0/1 targets.
-#[derive(Clone, Debug)]
-pub struct Precision {
-    pub threshold: f32,
-}
-
-impl Default for Precision {
-    fn default() -> Self {
-        Precision { threshold: 0.5 }
-    }
-}
-
-/// `tp / (tp + fn)` of `pred > threshold` (default 0.5) against 0/1 targets.
-#[derive(Clone, Debug)]
-pub struct Recall {
-    pub threshold: f32,
-}
-
-impl Default for Recall {
-    fn default() -> Self {
-        Recall { threshold: 0.5 }
-    }
-}
+pr_struct!(
+    /// `tp / (tp + fp)` of `pred > threshold` against targets (non-zero is positive).
+    /// Keras' `Precision`.
+    Precision
+);
+pr_struct!(
+    /// `tp / (tp + fn)` of `pred > threshold` against targets (non-zero is positive).
+    /// Keras' `Recall`.
+    Recall
+);
 
 macro_rules! pr_metric {
     ($ty:ident, $name:literal, |$g:ident, $s:ident| $res:expr) => {
+        impl $ty {
+            fn validate(&self) -> Result<()> {
+                if let Some(t) = self.thresholds {
+                    if !(0.0..=1.0).contains(&t) {
+                        return Err(Error::invalid(
+                            $name,
+                            format!("thresholds must be in [0, 1], got {t}"),
+                        ));
+                    }
+                }
+                if self.top_k == Some(0) {
+                    return Err(Error::invalid($name, "top_k must be >= 1, got 0"));
+                }
+                Ok(())
+            }
+        }
+
         impl Metric for $ty {
             fn name(&self) -> String {
                 $name.into()
@@ -318,14 +369,16 @@ macro_rules! pr_metric {
                 p: Value,
                 sw: Value,
             ) -> Result<Vec<Value>> {
-                check_threshold($name, self.threshold)?;
+                self.validate()?;
+                let default = if self.top_k.is_some() { NEG_INF } else { 0.5 };
                 let grid = Grid {
-                    thresholds: vec![self.threshold],
+                    thresholds: vec![self.thresholds.map_or(default as f32, |t| t)],
                     buckets: None,
                 };
                 let how = Counting {
                     name: $name,
-                    class_id: None,
+                    top_k: self.top_k,
+                    class_id: self.class_id,
                     multi_label: None,
                     label_weights: None,
                 };
@@ -340,6 +393,9 @@ macro_rules! pr_metric {
             }
             fn clone_box(&self) -> Box<dyn Metric> {
                 Box::new(self.clone())
+            }
+            fn check_values(&self, _target: &Tensor, _pred_dims: &[usize]) -> Result<()> {
+                self.validate()
             }
         }
     };
@@ -519,6 +575,7 @@ impl Metric for AUC {
         };
         let how = Counting {
             name: "auc",
+            top_k: None,
             class_id: None,
             multi_label: if self.multi_label {
                 self.num_labels

@@ -157,7 +157,7 @@ impl Core<'_> {
         }
         // Each sample's weight, repeated over its elements (pixels, say).
         let batch = g.ty(sw).numel();
-        if batch == 0 || n % batch != 0 {
+        if batch == 0 || !n.is_multiple_of(batch) {
             return Err(Error::invalid(
                 self.name,
                 format!("{n} class ids do not split evenly over {batch} samples"),
@@ -249,7 +249,7 @@ impl Core<'_> {
         self.validate()?;
         let c = self.num_classes as f64;
         let ignored = |v: f64| self.ignore_class.is_some_and(|ic| ic as f64 == v);
-        let bad = |v: f64| !(v >= 0.0 && v < c) && !ignored(v);
+        let bad = |v: f64| !((0.0..c).contains(&v) || ignored(v));
         let found: Option<(usize, f64)> = if self.sparse_y_true {
             let first = |it: &mut dyn Iterator<Item = f64>| it.enumerate().find(|&(_, v)| bad(v));
             match target {
