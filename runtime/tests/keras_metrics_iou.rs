@@ -528,6 +528,16 @@ fn bad_arguments_are_typed_errors_naming_the_metric() {
         "recall",
         "top_k must be >= 1",
     );
+    // Class scores against MeanIoU's default sparse predictions: a hint, not a wrong count.
+    invalid(
+        update_err(
+            &MeanIoU::new(2),
+            y.clone(),
+            Tensor::from_vec(&[4, 2], vec![0.5f32; 8]).unwrap(),
+        ),
+        "mean_io_u",
+        "set sparse_y_pred to false",
+    );
     // Invalid arguments never size the state from themselves.
     assert_eq!(MeanIoU::new(usize::MAX).state(), vec![vec![0, 0]]);
 }

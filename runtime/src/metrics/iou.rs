@@ -145,10 +145,14 @@ impl Core<'_> {
         };
         let n = g.ty(yid).numel();
         if g.ty(pid).numel() != n {
+            let hint = match self.pred {
+                PredIds::Sparse => " (for class scores, set sparse_y_pred to false)",
+                _ => "",
+            };
             return Err(Error::invalid(
                 self.name,
                 format!(
-                    "targets {} give {n} class ids but predictions {} give {}; they must match one to one",
+                    "targets {} give {n} class ids but predictions {} give {}; they must match one to one{hint}",
                     g.ty(y),
                     g.ty(p),
                     g.ty(pid).numel()
