@@ -143,6 +143,9 @@ impl Metric for Renamed {
     fn build(&mut self, output: &[usize]) -> Result<()> {
         self.inner.build(output)
     }
+    fn check_values(&self, target: &crate::Tensor, pred_dims: &[usize]) -> Result<()> {
+        self.inner.check_values(target, pred_dims)
+    }
     fn resolve(self: Box<Self>, _loss: &dyn Loss) -> Box<dyn Metric> {
         self
     }

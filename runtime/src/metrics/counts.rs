@@ -1,7 +1,7 @@
 //! Keras' weighted confusion counts: `TruePositives`, `FalsePositives`, `TrueNegatives`,
 //! `FalseNegatives`, of `pred > threshold` against 0/1 targets, every element counted.
 
-use super::confusion::{check_threshold, confusion};
+use super::confusion::{confusion, Counting, Grid};
 use super::Metric;
 use crate::ir::{DType, Graph, Value};
 use crate::loss::Loss;
@@ -79,9 +79,13 @@ fn check_thresholds(keras: &str, thresholds: &[f32]) -> Result<()> {
             "thresholds must hold at least one value in [0, 1], got none",
         ));
     }
-    thresholds
-        .iter()
-        .try_for_each(|&t| check_threshold(keras, t))
+    match thresholds.iter().find(|t| !(0.0..=1.0).contains(*t)) {
+        Some(t) => Err(Error::invalid(
+            keras,
+            format!("thresholds must be in [0, 1], got {t}"),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn result_shape(thresholds: &[f32]) -> Vec<usize> {
@@ -123,7 +127,21 @@ fn count_update(
     };
     // `confusion` updates all four counts; this metric keeps one (the others are dead
     // code to the compiler).
-    let counts = confusion(g, &[acc; 4], y, p, sw, thresholds)?;
+    // Evenly spaced thresholds are counted by buckets, as Keras does (the results can
+    // differ from `p > t` where a prediction falls exactly on a threshold).
+    let even: Vec<f64> = thresholds.iter().map(|&t| t as f64).collect();
+    let grid = Grid {
+        thresholds: thresholds.to_vec(),
+        buckets: Grid::evenly_spaced(&even).then_some(false),
+    };
+    let how = Counting {
+        name: keras,
+        top_k: None,
+        class_id: None,
+        multi_label: None,
+        label_weights: None,
+    };
+    let counts = confusion(g, &[acc; 4], y, p, sw, &grid, &how)?;
     Ok(vec![counts[entry]])
 }
 

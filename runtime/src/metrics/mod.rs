@@ -2,9 +2,11 @@
 //! train (or evaluation) step updates in the same graph, and a result computed from them.
 
 mod accuracy;
+mod at_value;
 mod confusion;
 mod counts;
 mod f_score;
+mod iou;
 mod loss_means;
 mod regression;
 mod top_k;
@@ -12,9 +14,13 @@ mod top_k;
 pub use accuracy::{
     Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, TopKAccuracy,
 };
-pub use confusion::{Precision, Recall, AUC};
+pub use at_value::{
+    PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity, SpecificityAtSensitivity,
+};
+pub use confusion::{AucCurve, AucSummationMethod, Precision, Recall, AUC};
 pub use counts::{FalseNegatives, FalsePositives, TrueNegatives, TruePositives};
 pub use f_score::{Average, F1Score, FBetaScore};
+pub use iou::{BinaryIoU, IoU, MeanIoU, OneHotIoU, OneHotMeanIoU};
 pub use loss_means::{
     BinaryCrossentropy, CategoricalCrossentropy, CategoricalHinge, CosineSimilarity, Hinge,
     KLDivergence, LogCoshError, MeanAbsoluteError, MeanAbsolutePercentageError, MeanSquaredError,
@@ -68,6 +74,12 @@ pub trait Metric: Send + Sync + fmt::Debug {
     /// sparse categorical accuracy next to a sparse loss, as Keras does).
     fn resolve(self: Box<Self>, _loss: &dyn Loss) -> Box<dyn Metric>;
     fn clone_box(&self) -> Box<dyn Metric>;
+    /// Checks the targets' values on the host before a step sees them (a label the metric
+    /// cannot place, say), as [`Loss::check_values`] does; `pred_dims` are the predictions'
+    /// dims. Nothing by default.
+    fn check_values(&self, _target: &crate::Tensor, _pred_dims: &[usize]) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// `total / count` elementwise, 0 where nothing was counted.

@@ -44,7 +44,7 @@ impl<A: Architecture> Model<A> {
         Ok(())
     }
 
-    /// Checks targets against the loss and the model's predictions.
+    /// Checks targets against the loss, the metrics and the model's predictions.
     pub(crate) fn check_targets(&self, what: &str, y: &Tensor, n: usize) -> Result<()> {
         let t = self.compiled()?;
         let mut pred = vec![n];
@@ -59,7 +59,11 @@ impl<A: Architecture> Model<A> {
         }
         t.loss
             .check(&y.ty(), &TensorType::new(DType::F32, pred.clone()))?;
-        t.loss.check_values(y, &pred)
+        t.loss.check_values(y, &pred)?;
+        for m in &t.metrics {
+            m.check_values(y, &pred)?;
+        }
+        Ok(())
     }
 }
 
