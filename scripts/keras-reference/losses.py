@@ -13,6 +13,7 @@ Every case holds its float32 inputs (from a fixed numpy seed) and Keras' outputs
 
 import json
 import os
+import sys
 
 os.environ["KERAS_BACKEND"] = "jax"
 
@@ -20,7 +21,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 rng = np.random.default_rng(20)
-OUT = os.path.join(
+# The first argument, when given, is where to write (scripts/keras-reference/run --check).
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
     os.path.dirname(__file__), "..", "..", "runtime", "tests", "reference", "losses.json"
 )
 

@@ -17,6 +17,7 @@ while Strata keeps them (see runtime/src/metrics/iou.rs).
 
 import json
 import os
+import sys
 import re
 
 os.environ["KERAS_BACKEND"] = "jax"
@@ -24,7 +25,12 @@ os.environ["KERAS_BACKEND"] = "jax"
 import numpy as np  # noqa: E402
 import keras  # noqa: E402
 
-OUT = os.path.join("runtime", "tests", "reference", "metrics_iou.json")
+# The first argument, when given, is where to write (scripts/keras-reference/run --check).
+OUT = (
+    sys.argv[1]
+    if len(sys.argv) > 1
+    else os.path.join("runtime", "tests", "reference", "metrics_iou.json")
+)
 rng = np.random.default_rng(20)
 
 
@@ -245,7 +251,7 @@ outside = [tp_[0].copy(), tp_[1].copy()]
 outside[0][3, 0], outside[0][4, 0] = 1.3, -0.2
 case("auc_clipped", "AUC", {}, list(zip(ty, outside)))
 
-os.makedirs(os.path.dirname(OUT), exist_ok=True)
+os.makedirs(os.path.dirname(os.path.abspath(OUT)), exist_ok=True)
 with open(OUT, "w") as f:
     json.dump({"keras_version": keras.__version__, "cases": cases}, f, indent=1)
     f.write("\n")
