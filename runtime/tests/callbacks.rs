@@ -255,3 +255,43 @@ fn async_safe_callbacks_hear_of_every_call_with_the_epoch_end_fresh() {
     };
     assert_eq!(ends(&lagging), ends(&every));
 }
+
+/// `Monitor::auto` picks Keras' direction for each metric of the catalogue: up for the
+/// metrics Keras marks `_direction = "up"`, down for losses and errors.
+#[test]
+fn monitor_auto_follows_keras_directions() {
+    use strata_runtime::train::Monitor;
+    for up in [
+        "accuracy",
+        "val_sparse_top_k_categorical_accuracy",
+        "auc",
+        "precision_at_recall",
+        "recall",
+        "f1_score",
+        "val_fbeta_score",
+        "r2_score",
+        "true_positives",
+        "true_negatives",
+        "mean_io_u",
+        "binary_io_u",
+        "cosine_similarity",
+        "sensitivity_at_specificity",
+        "specificity_at_sensitivity",
+    ] {
+        assert!(Monitor::auto(up).maximize, "{up} should be maximised");
+    }
+    for down in [
+        "loss",
+        "val_loss",
+        "mean_squared_error",
+        "root_mean_squared_error",
+        "logcosh",
+        "false_positives",
+        "false_negatives",
+        "kl_divergence",
+        "squared_hinge",
+        "binary_crossentropy",
+    ] {
+        assert!(!Monitor::auto(down).maximize, "{down} should be minimised");
+    }
+}

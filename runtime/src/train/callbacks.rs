@@ -229,7 +229,8 @@ impl Callback for SwapEMAWeights {
 pub struct Monitor {
     pub key: String,
     /// `true` when larger is better. Keras' `auto`: accuracy-like names, and the metrics
-    /// Keras marks as growing with quality (F-scores, R², true counts), maximise.
+    /// Keras marks as growing with quality (F-scores, R², true counts, IoU, cosine
+    /// similarity, the at-value rates), maximise.
     pub maximize: bool,
 }
 
@@ -247,6 +248,10 @@ impl Monitor {
             "r2_score",
             "true_positives",
             "true_negatives",
+            "io_u",
+            "cosine_similarity",
+            "sensitivity",
+            "specificity",
         ]
         .iter()
         .any(|m| k.contains(m));
