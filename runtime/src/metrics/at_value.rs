@@ -96,11 +96,8 @@ impl Core<'_> {
     ) -> Result<Vec<Value>> {
         self.validate()?;
         let how = Counting {
-            name: self.name,
-            top_k: None,
             class_id: self.class_id,
-            multi_label: None,
-            label_weights: None,
+            ..Counting::new(self.name)
         };
         confusion(g, state, y, p, sw, &self.grid(), &how)
     }

@@ -47,6 +47,19 @@ pub(crate) struct Counting<'a> {
     pub label_weights: Option<&'a [f32]>,
 }
 
+impl<'a> Counting<'a> {
+    /// Every element counted, labels pooled: the plain counts most metrics want.
+    pub fn new(name: &'a str) -> Counting<'a> {
+        Counting {
+            name,
+            top_k: None,
+            class_id: None,
+            multi_label: None,
+            label_weights: None,
+        }
+    }
+}
+
 /// Weighted true/false positive/negative counts of predictions against targets (any
 /// non-zero target is positive), per threshold: `[tp, fp, tn, fn]`, each `[thresholds]`
 /// or `[thresholds, labels]`, added to `state`.
@@ -376,11 +389,9 @@ macro_rules! pr_metric {
                     buckets: None,
                 };
                 let how = Counting {
-                    name: $name,
                     top_k: self.top_k,
                     class_id: self.class_id,
-                    multi_label: None,
-                    label_weights: None,
+                    ..Counting::new($name)
                 };
                 confusion(g, state, y, p, sw, &grid, &how)
             }
@@ -574,9 +585,6 @@ impl Metric for AUC {
             p
         };
         let how = Counting {
-            name: "auc",
-            top_k: None,
-            class_id: None,
             multi_label: if self.multi_label {
                 self.num_labels
             } else {
@@ -587,6 +595,7 @@ impl Metric for AUC {
             } else {
                 self.label_weights.as_deref()
             },
+            ..Counting::new("auc")
         };
         confusion(g, state, y, p, sw, &self.grid(), &how)
     }

@@ -134,14 +134,7 @@ fn count_update(
         thresholds: thresholds.to_vec(),
         buckets: Grid::evenly_spaced(&even).then_some(false),
     };
-    let how = Counting {
-        name: keras,
-        top_k: None,
-        class_id: None,
-        multi_label: None,
-        label_weights: None,
-    };
-    let counts = confusion(g, &[acc; 4], y, p, sw, &grid, &how)?;
+    let counts = confusion(g, &[acc; 4], y, p, sw, &grid, &Counting::new(keras))?;
     Ok(vec![counts[entry]])
 }
 

@@ -51,7 +51,9 @@ impl<A: Architecture> Model<A> {
         }
         let n = x.dims()[0];
         self.runner_mut()?.reset_metrics()?;
-        let mut logs = Logs::default();
+        // The metric state accumulates on the device; only the last call's outputs,
+        // which hold the results over every batch, are read.
+        let mut outs = None;
         let mut start = 0;
         while start < n {
             let b = batch_size.min(n - start);
@@ -77,25 +79,28 @@ impl<A: Architecture> Model<A> {
             self.prepare(&key, |m, t, layout| {
                 eval_graph(m, t, layout, dist, &x_ty, &y_ty)
             })?;
-            let outs = self.runner_mut()?.run(
+            outs = Some(self.runner_mut()?.run(
                 &key,
                 &mut [&mut xb, &mut yb, &mut sw],
                 EVAL_INPUTS,
                 dist,
-            )?;
-            let (backend, t) = (self.placement.backend("evaluate")?, self.compiled()?);
-            let shapes = &t.runner()?.layout().result_shapes;
-            logs = Logs::default();
-            logs.insert("loss", backend.read_scalar(&outs[0])?);
-            for ((name, o), shape) in t.metric_names.iter().zip(&outs[1..]).zip(shapes) {
-                if shape.is_empty() {
-                    logs.insert(name.clone(), backend.read_scalar(o)?);
-                } else {
-                    let v = backend.download(o)?.to_vec::<f32>()?;
-                    logs.insert_vector(name.clone(), v.into_iter().map(f64::from).collect());
-                }
-            }
+            )?);
             start += b;
+        }
+        let mut logs = Logs::default();
+        let Some(outs) = outs else {
+            return Ok(logs);
+        };
+        let (backend, t) = (self.placement.backend("evaluate")?, self.compiled()?);
+        let shapes = &t.runner()?.layout().result_shapes;
+        logs.insert("loss", backend.read_scalar(&outs[0])?);
+        for ((name, o), shape) in t.metric_names.iter().zip(&outs[1..]).zip(shapes) {
+            if shape.is_empty() {
+                logs.insert(name.clone(), backend.read_scalar(o)?);
+            } else {
+                let v = backend.download(o)?.to_vec::<f32>()?;
+                logs.insert_vector(name.clone(), v.into_iter().map(f64::from).collect());
+            }
         }
         Ok(logs)
     }

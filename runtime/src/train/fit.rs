@@ -311,8 +311,8 @@ impl<A: Architecture> Model<A> {
         }
         let last = history.last();
         // Keras' `finalize_variable_values`: with `use_ema` the weights end as their
-        // moving averages (once a step has made the averages; before that they are the
-        // slots' zeros, which Keras would write too).
+        // moving averages. Before any step the averages are still their initial zeros,
+        // which would wipe the weights, so a fit that ran no step leaves them as they are.
         if self.uses_ema() && self.iterations() > 0 {
             self.copy_ema_weights("fit", true)?;
         }
