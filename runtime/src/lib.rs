@@ -6,6 +6,7 @@ pub mod backend;
 pub mod checkpoint;
 pub mod data;
 mod error;
+pub mod export;
 pub(crate) mod hlo;
 pub mod ir;
 pub(crate) mod kernel;

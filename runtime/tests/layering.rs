@@ -28,6 +28,7 @@ const LAYERS: &[&[&str]] = &[
     &["strategy"],
     &["train"],
     &["checkpoint"],
+    &["export"],
 ];
 
 /// Folders whose files must not name each other: the backends are peers.

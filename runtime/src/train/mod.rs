@@ -18,12 +18,14 @@ mod model;
 mod placement;
 #[cfg(test)]
 mod plan_tests;
+mod predict;
 mod progress;
 mod runner;
 mod spares;
 mod staging;
 mod step;
 mod tensorboard;
+mod weights;
 
 pub use backup::{BackupAndRestore, SaveFreq};
 pub(crate) use callbacks::Checkpointing;

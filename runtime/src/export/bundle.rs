@@ -1,0 +1,1 @@
+//! `Model::export` and `Exported` (filled in by the export work).

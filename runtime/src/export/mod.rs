@@ -1,0 +1,5 @@
+//! Models leaving Rust: the inference function as StableHLO with its weights and a
+//! manifest (read back by [`Exported`] on any backend), and as ONNX.
+
+mod bundle;
+mod onnx;

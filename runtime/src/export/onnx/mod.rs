@@ -1,0 +1,1 @@
+//! `Model::export_onnx` (filled in by the ONNX work).
