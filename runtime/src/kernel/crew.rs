@@ -210,6 +210,10 @@ fn claim_and_run(s: &Shared, generation: u64, ptr: JobPtr, me: usize) -> usize {
 
 fn work(w: &Worker, s: &Shared, me: usize) {
     IN_CREW.with(|c| c.set(true));
+    // A worker may take its first task of some kernel many steps into training (tasks go
+    // to whoever claims them first): its scratch space is made whole now instead.
+    super::sgemm::reserve_panels();
+    super::real::reserve_regs();
     let mut seen = 0u64;
     loop {
         let mut spins = 0u32;

@@ -10,6 +10,21 @@ pub(crate) trait Real: num_traits::Float + Elem + std::iter::Sum {
     fn with_regs<R>(f: impl FnOnce(&mut Vec<Self>) -> R) -> R;
 }
 
+/// The register space (elements) a thread makes room for at once: enough for the fused
+/// kernels of ordinary plans, so that none grows it in a steady state.
+pub(crate) const REGS_RESERVE: usize = 32 * 1024;
+
+/// Sizes this thread's f32 registers (the crew's workers call this when they start; see
+/// [`REGS_RESERVE`]).
+pub(crate) fn reserve_regs() {
+    REGS_F32.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.len() < REGS_RESERVE {
+            r.resize(REGS_RESERVE, 0.0);
+        }
+    });
+}
+
 thread_local! {
     static REGS_F32: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     static REGS_F64: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };

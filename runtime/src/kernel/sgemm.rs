@@ -34,6 +34,23 @@ thread_local! {
     };
 }
 
+/// Sizes this thread's packed panels for the largest block any product packs, so that a
+/// thread meeting a wider product for the first time, many steps into training, does not
+/// allocate then (the crew's workers call this when they start).
+pub(crate) fn reserve_panels() {
+    let (mr, nr) = (MR512.max(MR256), NR512.max(NR256));
+    PACK.with(|p| {
+        let mut p = p.borrow_mut();
+        let (need_a, need_b) = (MC.div_ceil(mr) * mr * KC, NC.div_ceil(nr) * nr * KC);
+        if p.a.len() < need_a {
+            p.a.resize(need_a, 0.0);
+        }
+        if p.b.len() < need_b {
+            p.b.resize(need_b, 0.0);
+        }
+    });
+}
+
 /// The instruction sets with a kernel here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Isa {

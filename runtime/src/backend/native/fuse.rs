@@ -506,7 +506,9 @@ fn run_range<T: Real>(
     regs: &mut Vec<T>,
     base: usize,
 ) -> Result<()> {
-    let need = k.nregs * CHUNK;
+    // Registers are per thread, and a thread may meet a plan's widest kernel for the first
+    // time many steps in: growing straight to the usual room keeps that from allocating.
+    let need = (k.nregs * CHUNK).max(crate::kernel::real::REGS_RESERVE);
     if regs.len() < need {
         regs.resize(need, T::zero());
     }
