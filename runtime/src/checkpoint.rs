@@ -340,7 +340,7 @@ impl<A: Architecture> Model<A> {
             }
         }
         // Everything checked: apply.
-        self.weights = weights;
+        self.weights = weights.into();
         let restored_optimizer = !restore.is_empty();
         if let Some(r) = self.train.as_mut().and_then(|t| t.runner.as_mut()) {
             r.upload_weights(&self.weights)?;

@@ -25,6 +25,7 @@ pub trait Element: Copy + Default + PartialEq + Send + Sync + std::fmt::Debug + 
     const DTYPE: DType;
     fn into_tensor(a: ArrayD<Self>) -> Tensor;
     fn view_tensor(t: &Tensor) -> Option<&ArrayD<Self>>;
+    fn take_tensor(t: Tensor) -> Option<ArrayD<Self>>;
 }
 
 macro_rules! element {
@@ -35,6 +36,12 @@ macro_rules! element {
                 Tensor::$variant(a)
             }
             fn view_tensor(t: &Tensor) -> Option<&ArrayD<Self>> {
+                match t {
+                    Tensor::$variant(a) => Some(a),
+                    _ => None,
+                }
+            }
+            fn take_tensor(t: Tensor) -> Option<ArrayD<Self>> {
                 match t {
                     Tensor::$variant(a) => Some(a),
                     _ => None,
@@ -140,6 +147,27 @@ impl Tensor {
             what: "Tensor::array".into(),
             expected: T::DTYPE,
             got: self.dtype(),
+        })
+    }
+
+    /// The array with its static dimension (`Ix2` for a batch of vectors), if the element
+    /// type is `T` and the rank is `D`'s: `let p: Array2<f32> = t.into_array()?`.
+    pub fn into_array<T: Element, D: ndarray::Dimension>(self) -> Result<ndarray::Array<T, D>> {
+        let (dtype, shape) = (self.dtype(), self.shape());
+        let a = T::take_tensor(self).ok_or(Error::DType {
+            what: "Tensor::into_array".into(),
+            expected: T::DTYPE,
+            got: dtype,
+        })?;
+        a.into_dimensionality::<D>().map_err(|_| {
+            Error::invalid(
+                "Tensor::into_array",
+                format!(
+                    "an array of rank {} was asked for, the tensor has shape {shape} (rank {})",
+                    D::NDIM.map_or("any".to_string(), |n| n.to_string()),
+                    shape.rank()
+                ),
+            )
         })
     }
 

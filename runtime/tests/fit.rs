@@ -342,7 +342,7 @@ fn bad_inputs_are_typed_errors() {
 #[test]
 fn predict_works_without_compile_and_in_batches() {
     let (x, _) = problem(70, 9);
-    let mut m = mlp(20, 3);
+    let m = mlp(20, 3);
     let a = m.predict(&x).unwrap();
     let b = m.predict_batched(&x, 7).unwrap();
     assert_eq!(a.dims(), &[70, 3]);

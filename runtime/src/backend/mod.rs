@@ -237,7 +237,7 @@ pub(crate) fn holds(ty: &TensorType, t: &Tensor) -> bool {
 }
 
 /// A compiled graph, ready to run many times.
-pub trait Executable: Send {
+pub trait Executable: Send + Sync {
     fn param_types(&self) -> &[TensorType];
     fn output_types(&self) -> &[TensorType];
 

@@ -51,7 +51,7 @@ pub trait ReplicaBackend: Backend {
 }
 
 /// A program compiled for several replicas.
-pub trait ReplicatedExecutable: Send {
+pub trait ReplicatedExecutable: Send + Sync {
     fn replicas(&self) -> usize;
     /// One replica's parameter types (every replica's are the same).
     fn param_types(&self) -> &[TensorType];

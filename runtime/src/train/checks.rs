@@ -20,12 +20,29 @@ pub(crate) fn take_rows(t: &Tensor, range: std::ops::Range<usize>) -> Result<Ten
 impl<A: Architecture> Model<A> {
     /// Checks inputs against the model (building it from their shape if needed).
     pub(crate) fn check_inputs(&mut self, what: &str, x: &Tensor) -> Result<()> {
-        let sample: Vec<usize> = x.dims().get(1..).unwrap_or(&[]).to_vec();
         if !self.is_built() {
-            self.build(&sample)?;
+            self.build(x.dims().get(1..).unwrap_or(&[]))?;
         }
+        self.check_built_inputs(what, x)
+    }
+
+    /// Checks inputs against a built model (`&self` calls cannot build one).
+    pub(crate) fn check_built_inputs(&self, what: &str, x: &Tensor) -> Result<()> {
+        if !self.is_built() {
+            return Err(Error::invalid(
+                what,
+                format!(
+                    "model `{}` is not built: its input shape is not declared (Input(...) or \
+                     input_shape) and no data has fixed it yet; call build(&{:?}) (the shape \
+                     of one sample of these inputs), compile and fit, or declare the input",
+                    self.name(),
+                    x.dims().get(1..).unwrap_or(&[])
+                ),
+            ));
+        }
+        let sample = x.dims().get(1..).unwrap_or(&[]);
         let want = self.input_shape().unwrap_or(&[]).to_vec();
-        if sample != want {
+        if sample != want.as_slice() {
             return Err(Error::InputShape {
                 what: what.into(),
                 expected: std::iter::once(None)

@@ -13,6 +13,7 @@ mod distribute;
 mod ema;
 mod evaluate;
 mod fit;
+mod inference;
 mod lambda;
 mod model;
 mod placement;

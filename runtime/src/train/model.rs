@@ -1,6 +1,7 @@
 //! A model: an architecture (its layers, in order) plus its weights, and once compiled
 //! its training state.
 
+use super::inference::{HostWeights, Inference};
 use super::placement::Placement;
 use super::TrainState;
 use crate::backend::Backend;
@@ -30,7 +31,9 @@ pub struct Model<A: Architecture> {
     pub(crate) built: Option<Built>,
     /// Host copies of every parameter (trainable and state), in `built.params` order.
     /// Current whenever no `fit`/`evaluate` call is running.
-    pub(crate) weights: Vec<Tensor>,
+    pub(crate) weights: HostWeights,
+    /// What the `&self` inference calls run on.
+    pub(crate) inference: Inference,
     /// Where graphs run (see [`Placement`]).
     pub(crate) placement: Placement,
     /// Optimizer, loss, metrics and their device buffers, after `compile`.
@@ -57,7 +60,8 @@ impl<A: Architecture> Model<A> {
             arch,
             seed: 0,
             built: None,
-            weights: Vec::new(),
+            weights: HostWeights::default(),
+            inference: Inference::default(),
             placement,
             train: None,
             strategy,
@@ -87,6 +91,7 @@ impl<A: Architecture> Model<A> {
         if let Some(t) = &mut self.train {
             t.drop_device();
         }
+        self.inference.clear();
         self.placement = Placement::chosen(backend);
         self.strategy = None;
     }
@@ -179,17 +184,19 @@ impl<A: Architecture> Model<A> {
         }
         let mut rng = Rng::new(self.seed);
         let name = self.arch.name();
-        self.weights = params
-            .iter()
-            .map(|p| {
-                let mut r = rng.fork();
-                let what = || format!("model `{name}`: parameter `{}` {}", p.name, p.ty());
-                let w = p
-                    .init
-                    .sample_named(what, &p.dims, p.fan_in, p.fan_out, &mut r)?;
-                Ok(Tensor::F32(w))
-            })
-            .collect::<Result<_>>()?;
+        self.weights = HostWeights::new(
+            params
+                .iter()
+                .map(|p| {
+                    let mut r = rng.fork();
+                    let what = || format!("model `{name}`: parameter `{}` {}", p.name, p.ty());
+                    let w = p
+                        .init
+                        .sample_named(what, &p.dims, p.fan_in, p.fan_out, &mut r)?;
+                    Ok(Tensor::F32(w))
+                })
+                .collect::<Result<_>>()?,
+        );
         self.built = Some(Built {
             input: input.to_vec(),
             outputs,

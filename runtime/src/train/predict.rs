@@ -1,28 +1,79 @@
 //! `predict`: the model's outputs in inference mode.
 
 use super::distribute;
-use super::runner::{bind_inputs, PREDICT_INPUTS};
-use super::spares::Spares;
+use super::runner::PREDICT_INPUTS;
 use super::staging::with_rows;
-use super::step::{predict_graph, StepKey};
-use crate::backend::{Buffer, CompileOptions};
+use super::step::predict_graph;
 use crate::data::{gather_rows, IntoTensor};
 use crate::ir::TensorType;
 use crate::memory::{element_count, vec_with_capacity};
 use crate::nn::Architecture;
 use crate::Model;
 use crate::{Error, Result, Tensor};
-use std::collections::hash_map::Entry;
 
 impl<A: Architecture> Model<A> {
-    /// The model's outputs for `x` in inference mode (no dropout, batch-norm moving
-    /// statistics), computed in batches of 32.
-    pub fn predict(&mut self, x: impl IntoTensor) -> Result<Tensor> {
+    /// The model's outputs for `x` (`[samples, input...]`) in inference mode (no dropout,
+    /// batch-norm moving statistics), computed in batches of 32.
+    ///
+    /// Takes `&self`: threads sharing a model (`Model` is `Send + Sync`) may predict at
+    /// once, each on weights and compiled graphs of its own (see
+    /// [`predict_batched`](Model::predict_batched)), with the results one thread gets.
+    pub fn predict(&self, x: impl IntoTensor) -> Result<Tensor> {
         self.predict_batched(x, 32)
     }
 
-    /// [`predict`](Model::predict) with a chosen batch size.
-    pub fn predict_batched(&mut self, x: impl IntoTensor, batch_size: usize) -> Result<Tensor> {
+    /// [`predict`](Model::predict) as an array of a static rank (the batch axis first):
+    /// `let p: Array2<f32> = model.predict_array(&x)?` for a model whose output is a
+    /// vector. A rank that is not the output's is a typed error.
+    pub fn predict_array<D: ndarray::Dimension>(
+        &self,
+        x: impl IntoTensor,
+    ) -> Result<ndarray::Array<f32, D>> {
+        self.predict(x)?.into_array()
+    }
+
+    /// The output for one sample (of the input shape, without a batch axis), without its
+    /// batch axis: `model.predict_one(image.view())` gives the 10 class probabilities.
+    pub fn predict_one(&self, sample: impl IntoTensor) -> Result<Tensor> {
+        let sample = sample.into_tensor();
+        let want = self.input_shape().ok_or_else(|| {
+            Error::invalid(
+                "predict_one",
+                format!(
+                    "model `{}` is not built (no input shape declared and none seen yet)",
+                    self.name()
+                ),
+            )
+        })?;
+        if sample.dims() != want {
+            return Err(Error::InputShape {
+                what: "predict_one (one sample, without a batch axis; predict takes batches)"
+                    .into(),
+                expected: want.iter().map(|&d| Some(d)).collect(),
+                got: sample.dims().to_vec(),
+            });
+        }
+        let out = self.predict_batched(
+            crate::with_tensor!(sample, a => Tensor::from(
+                a.insert_axis(ndarray::Axis(0))
+            )),
+            1,
+        )?;
+        Ok(crate::with_tensor!(out, a => Tensor::from(a.index_axis_move(ndarray::Axis(0), 0))))
+    }
+
+    /// The outputs for `x` computed as one batch (Keras' `predict_on_batch`): one graph
+    /// for all of `x`'s rows, where [`predict`](Model::predict) runs batches of 32.
+    pub fn predict_on_batch(&self, x: impl IntoTensor) -> Result<Tensor> {
+        let x = x.into_tensor();
+        let n = x.dims().first().copied().unwrap_or(0);
+        self.predict_batched(x, n.max(1))
+    }
+
+    /// [`predict`](Model::predict) with a chosen batch size. Each concurrent call holds
+    /// its own copy of the weights on the device (kept for the next call, and uploaded
+    /// again after the weights change) and compiles the graph once per batch shape.
+    pub fn predict_batched(&self, x: impl IntoTensor, batch_size: usize) -> Result<Tensor> {
         let x = x.into_tensor();
         if batch_size == 0 {
             return Err(Error::invalid("predict", "batch_size must be >= 1, got 0"));
@@ -36,24 +87,9 @@ impl<A: Architecture> Model<A> {
                 ))
             }
         };
-        self.check_inputs("predict", &x)?;
+        self.check_built_inputs("predict", &x)?;
         let backend = self.placement.backend("predict")?.clone();
-        let compiled = self.train.is_some();
-        if compiled {
-            self.ensure_device()?;
-        }
-        // Uncompiled models run a parameters-only graph on freshly uploaded weights.
-        let mut own_args: Vec<Buffer> = Vec::new();
-        let mut own_spare = Spares::default();
-        let mut own_exes: std::collections::HashMap<
-            TensorType,
-            Box<dyn crate::backend::Executable>,
-        > = Default::default();
-        if !compiled {
-            for w in &self.weights {
-                own_args.push(backend.upload(w)?);
-            }
-        }
+        let mut worker = self.inference.take(&backend, &self.weights)?;
         let mut parts: Vec<Tensor> = Vec::new();
         let mut start = 0;
         while start < n {
@@ -64,43 +100,17 @@ impl<A: Architecture> Model<A> {
             // Under data parallelism each replica predicts its share of the batch.
             let dist = self.dist("predict", b, true)?;
             let x_ty = with_rows(&x.ty(), dist.map_or(b, |d| d.local));
-            let out = if compiled {
-                let key = StepKey::Predict { x: x_ty.clone() };
-                self.prepare(&key, |m, _, layout| {
-                    Ok((
-                        predict_graph(m, &layout.types, &x_ty)?,
-                        CompileOptions::default(),
-                    ))
-                })?;
-                self.runner_mut()?
-                    .run(&key, &mut [&mut xb], PREDICT_INPUTS, dist)?
-            } else {
-                let exe = match own_exes.entry(x_ty.clone()) {
-                    Entry::Occupied(e) => e.into_mut(),
-                    Entry::Vacant(e) => {
-                        let types: Vec<TensorType> = self.params().iter().map(|p| p.ty()).collect();
-                        let g = predict_graph(self, &types, &x_ty)?;
-                        e.insert(backend.compile(&g, &CompileOptions::default())?)
-                    }
-                };
-                let base = self.weights.len();
-                bind_inputs(
-                    backend.as_ref(),
-                    &mut own_args,
-                    base,
-                    &mut [&mut xb],
-                    PREDICT_INPUTS,
-                    (1, dist),
-                    &mut own_spare,
-                )?;
-                exe.execute(&mut own_args)?
-            };
+            let types: Vec<TensorType> = self.params().iter().map(|p| p.ty()).collect();
+            let out = worker.run(&mut [&mut xb], PREDICT_INPUTS, dist, x_ty.clone(), || {
+                predict_graph(self, &types, &x_ty)
+            })?;
             parts.push(match dist {
                 Some(_) => distribute::gather_outputs(&backend.download_replicas(&out[0])?, b)?,
                 None => backend.download(&out[0])?,
             });
             start += b;
         }
+        self.inference.give_back(worker);
         concat_rows(&parts)
     }
 }
@@ -127,5 +137,14 @@ fn concat_rows(parts: &[Tensor]) -> Result<Tensor> {
             expected: crate::ir::DType::F32,
             got: t.dtype(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod sync_probe {
+    fn is_sync<T: Send + Sync>() {}
+    #[test]
+    fn model_is_send_sync() {
+        is_sync::<crate::Model<crate::nn::Sequential>>();
     }
 }

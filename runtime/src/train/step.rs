@@ -30,9 +30,6 @@ pub(crate) enum StepKey {
         y: TensorType,
         dist: Option<Dist>,
     },
-    Predict {
-        x: TensorType,
-    },
 }
 
 /// `x - x == 0`: false for NaN and ±∞.

@@ -43,7 +43,7 @@ impl<A: Architecture> Model<A> {
             }
             new[i] = t.clone();
         }
-        self.weights = new;
+        self.weights = new.into();
         if let Some(t) = &mut self.train {
             t.upload_weights(&self.weights)?;
         }

@@ -13,7 +13,7 @@ use crate::kernel::hub::{Hub, ABORTED};
 use crate::kernel::{ReplicaCtx, Storage};
 use crate::{Error, Result, Tensor};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// The native backend runs replicas as threads; more than this is surely a mistake.
@@ -102,7 +102,9 @@ type Done = (Vec<Buffer>, Result<Vec<Buffer>>);
 /// list it is sent.
 struct Worker {
     jobs: Option<mpsc::Sender<Job>>,
-    done: mpsc::Receiver<Done>,
+    /// Behind a mutex only so the executable is `Sync` (a receiver is not): it is read
+    /// through `&mut self`, which never locks.
+    done: Mutex<mpsc::Receiver<Done>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -210,7 +212,7 @@ fn spawn(id: usize, mut exe: NativeExecutable, hub: Arc<Hub>, serial: bool) -> R
         })?;
     Ok(Worker {
         jobs: Some(jobs),
-        done,
+        done: Mutex::new(done),
         thread: Some(thread),
     })
 }
@@ -291,13 +293,14 @@ impl ReplicatedExecutable for NativeReplicated {
             Ok(o) => outs.push(o),
             Err(e) => note(e, &mut first_error),
         }
-        for (i, w) in self.workers.iter().enumerate() {
+        for (i, w) in self.workers.iter_mut().enumerate() {
             let r = i + 1;
             if !sent[i] {
                 note(died(r), &mut first_error);
                 continue;
             }
-            match w.done.recv() {
+            let done = w.done.get_mut().unwrap_or_else(|e| e.into_inner());
+            match done.recv() {
                 Ok((a, result)) => {
                     theirs[i] = a;
                     match result {
