@@ -1,6 +1,7 @@
-//! Prediction through a shared model: `predict(&self)` from several threads at once (the
-//! results one thread gets), weights changed between calls (never a stale copy), typed
-//! outputs, one sample, one batch; on the native backend and on XLA CPU.
+//! Inference through a shared model: `predict(&self)` and `evaluate(&self)` from several
+//! threads at once (the results one thread gets, and fit's validation), weights changed
+//! between calls (never a stale copy), typed outputs, one sample, one batch; on the native
+//! backend and on XLA CPU.
 
 use ndarray::{Array1, Array2, Array3, ArrayD};
 use std::sync::Arc;
@@ -109,6 +110,64 @@ fn threads_predicting_at_once_get_what_one_thread_gets() {
                 }
             }
         });
+    }
+}
+
+#[test]
+fn threads_evaluating_at_once_get_what_fit_and_one_thread_get() {
+    for (name, backend) in backends() {
+        let mut m = mlp(backend);
+        m.compile(
+            Adam::new(0.01),
+            SparseCategoricalCrossentropy::default(),
+            [Accuracy],
+        )
+        .unwrap();
+        let (x, y) = data(200, 11);
+        let (xv, yv) = data(70, 12);
+        let h = m
+            .fit(
+                &x,
+                &y,
+                Fit::epochs(2)
+                    .verbose(0)
+                    .validation_data(Tensor::from(xv.clone()), Tensor::from(yv.clone())),
+            )
+            .unwrap();
+        // The shared evaluation is fit's validation on the same weights.
+        let alone = m.evaluate(&xv, &yv).unwrap();
+        for key in ["loss", "accuracy"] {
+            let val = *h.get(&format!("val_{key}")).unwrap().last().unwrap();
+            let got = alone.get(key).unwrap();
+            assert!(
+                (got - val).abs() <= 1e-6 * val.abs().max(1.0),
+                "{name}: {key} {got} vs {val}"
+            );
+        }
+        let shared = &m;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| shared.evaluate_batched(&xv, &yv, 16).unwrap()))
+                .collect();
+            for h in handles {
+                let got = h.join().unwrap();
+                for key in ["loss", "accuracy"] {
+                    let (a, b) = (got.get(key).unwrap(), alone.get(key).unwrap());
+                    assert!(
+                        (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                        "{name}: {key} {a} vs {b}"
+                    );
+                }
+            }
+        });
+        // Evaluating only reads the model.
+        let before = m.weights();
+        m.evaluate(&x, &y).unwrap();
+        assert_eq!(
+            format!("{:?}", m.weights()),
+            format!("{before:?}"),
+            "{name}: evaluate changed the weights"
+        );
     }
 }
 

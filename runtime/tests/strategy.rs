@@ -208,8 +208,8 @@ fn evaluate_and_predict_split_over_replicas_agree_with_one_device() {
         strategy(MirroredStrategy::with_replicas(Device::Native, 4)),
         strategy(MirroredStrategy::with_replicas(xla(4), 4)),
     ] {
-        let (mut a, _) = train(&one, 64, 16, 1, Fit::epochs(1));
-        let (mut b, _) = train(&s, 64, 16, 1, Fit::epochs(1));
+        let (a, _) = train(&one, 64, 16, 1, Fit::epochs(1));
+        let (b, _) = train(&s, 64, 16, 1, Fit::epochs(1));
         // 50 samples in batches of 32: the last batch of 18 does not split over 4, and
         // evaluate/predict pad it themselves.
         let la = a.evaluate(&x, &y).unwrap();

@@ -50,6 +50,26 @@ impl Layout {
         optimizer: &dyn Optimizer,
         metrics: &[Box<dyn Metric>],
     ) -> Layout {
+        let slots = crate::optim::state_slots(optimizer);
+        let globals = optimizer.globals().len();
+        let ema = optimizer.config().use_ema;
+        Layout::with(params, &slots, globals, ema, metrics)
+    }
+
+    /// The state an evaluation reads and accumulates with nothing of the optimizer's: the
+    /// parameters, the metric state (and the iteration count and random key, which no
+    /// evaluation reads, so that every step graph finds the entries where they are).
+    pub fn evaluation(params: &[ParamSpec], metrics: &[Box<dyn Metric>]) -> Layout {
+        Layout::with(params, &[], 0, false, metrics)
+    }
+
+    fn with(
+        params: &[ParamSpec],
+        slots: &[crate::optim::Slot],
+        globals: usize,
+        ema: bool,
+        metrics: &[Box<dyn Metric>],
+    ) -> Layout {
         let mut types: Vec<TensorType> = params.iter().map(|p| p.ty()).collect();
         let params_r = 0..types.len();
         let trainable: Vec<usize> = params
@@ -59,10 +79,9 @@ impl Layout {
             .map(|(i, _)| i)
             .collect();
         // Each slot has its own shape, derived from its parameter's (see `optim::Slot`).
-        let slots = crate::optim::state_slots(optimizer);
         let start = types.len();
         for &i in &trainable {
-            for slot in &slots {
+            for slot in slots {
                 types.push(TensorType::new(
                     params[i].ty().dtype,
                     slot.dims(&params[i].dims),
@@ -71,7 +90,7 @@ impl Layout {
         }
         let slots_r = start..types.len();
         let start = types.len();
-        for _ in optimizer.globals() {
+        for _ in 0..globals {
             types.push(TensorType::scalar(DType::F32));
         }
         let globals = start..types.len();
@@ -96,7 +115,7 @@ impl Layout {
             trainable,
             slots: slots_r,
             slots_per_param: slots.len(),
-            ema: optimizer.config().use_ema,
+            ema,
             globals,
             iterations,
             key,

@@ -1,9 +1,9 @@
-//! What the `&self` inference calls run on. `predict` may be called from several threads
-//! at once on one model, and a compiled executable runs through `&mut`, so each call takes
-//! a [`Worker`] of its own out of the model's [`Inference`] pool — its uploaded weights, its
-//! compiled graphs (one per input type), its input buffers — and puts it back when done.
-//! The pool grows to the number of calls that ever ran at once; a call never waits for
-//! another.
+//! What the `&self` calls (`predict`, `evaluate`) run on. They may be called from several
+//! threads at once on one model, and a compiled executable runs through `&mut`, so each
+//! call takes a [`Worker`] of its own out of the model's [`Inference`] pool — its uploaded
+//! weights, the call's own state (an evaluation's metric totals), its compiled graphs (one
+//! per input types), its input buffers — and puts it back when done. The pool grows to
+//! the number of calls that ever ran at once; a call never waits for another.
 //!
 //! A worker's weights are the model's host weights of one [`HostWeights::version`]; every
 //! write to the host weights makes a new version, so a worker uploaded before a `fit`,
@@ -82,32 +82,57 @@ impl DerefMut for HostWeights {
     }
 }
 
-/// The idle workers of one model.
-#[derive(Default)]
-pub(crate) struct Inference {
-    idle: Mutex<Vec<Worker>>,
+/// What a worker runs: its graphs take different state after the weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    Predict,
+    Evaluate,
 }
 
-/// One call's means to run the inference graph: the weights on `backend` (of `version`)
-/// followed by the call's input buffers, and the graphs compiled for them.
+/// The idle workers of one model, by purpose.
+#[derive(Default)]
+pub(crate) struct Inference {
+    predict: Mutex<Vec<Worker>>,
+    evaluate: Mutex<Vec<Worker>>,
+}
+
+/// One call's means to run its graphs: the weights on `backend` (of `version`), the call's
+/// own state, then its input buffers, and the graphs compiled for them.
 pub(crate) struct Worker {
+    purpose: Purpose,
     backend: Arc<dyn Backend>,
     version: u64,
-    /// The weights, then the input buffers of the last call.
+    /// The weights, the state, then the input buffers of the last call.
     args: Vec<Buffer>,
     weights: usize,
-    exes: HashMap<TensorType, Box<dyn Executable>>,
+    state: usize,
+    exes: HashMap<Vec<TensorType>, Box<dyn Executable>>,
     spare: Spares<Vec<Buffer>>,
 }
 
 impl Inference {
-    /// A worker holding `weights` on `backend`: an idle one that already does if there is
-    /// one, else an idle one made current, else a new one.
-    pub fn take(&self, backend: &Arc<dyn Backend>, weights: &HostWeights) -> Result<Worker> {
+    fn pool(&self, purpose: Purpose) -> std::sync::MutexGuard<'_, Vec<Worker>> {
+        let pool = match purpose {
+            Purpose::Predict => &self.predict,
+            Purpose::Evaluate => &self.evaluate,
+        };
+        // A poisoned pool only means a thread panicked while holding the lock; the workers
+        // in it are whole (none is used while in the pool).
+        pool.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A worker holding `weights` on `backend` followed by `state` (values of the same
+    /// types on every call of one purpose): an idle one that already holds these weights if
+    /// there is one, else an idle one made current, else a new one.
+    pub fn take(
+        &self,
+        purpose: Purpose,
+        backend: &Arc<dyn Backend>,
+        weights: &HostWeights,
+        state: &[Tensor],
+    ) -> Result<Worker> {
         let found = {
-            // A poisoned pool only means a thread panicked while holding the lock; the
-            // workers in it are whole (none is used while in the pool).
-            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            let mut idle = self.pool(purpose);
             let current =
                 |w: &Worker| Arc::ptr_eq(&w.backend, backend) && w.version == weights.version();
             match idle.iter().position(current) {
@@ -118,10 +143,12 @@ impl Inference {
         let mut w = match found {
             Some(w) if Arc::ptr_eq(&w.backend, backend) => w,
             _ => Worker {
+                purpose,
                 backend: backend.clone(),
                 version: 0,
                 args: Vec::new(),
                 weights: 0,
+                state: 0,
                 exes: HashMap::new(),
                 spare: Spares::default(),
             },
@@ -132,7 +159,19 @@ impl Inference {
                 w.args.push(backend.upload(t)?);
             }
             w.weights = weights.len();
+            w.state = 0;
             w.version = weights.version();
+        }
+        if w.state == state.len() {
+            for (t, b) in state.iter().zip(&mut w.args[w.weights..]) {
+                backend.upload_into(t, b)?;
+            }
+        } else {
+            w.args.truncate(w.weights);
+            for t in state {
+                w.args.push(backend.upload(t)?);
+            }
+            w.state = state.len();
         }
         Ok(w)
     }
@@ -140,40 +179,39 @@ impl Inference {
     /// Returns a worker to the pool after a call that succeeded. (A failed call drops its
     /// worker: its buffers may be half bound.)
     pub fn give_back(&self, w: Worker) {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(w);
+        self.pool(w.purpose).push(w);
     }
 
     /// Forgets every worker (their weights are on a backend the model no longer uses).
     pub fn clear(&mut self) {
-        self.idle
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        for pool in [&mut self.predict, &mut self.evaluate] {
+            pool.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
+        }
     }
 }
 
 impl Worker {
-    /// Runs the graph `build` makes for `inputs`' types (compiled on first use), `inputs`
-    /// bound after the weights as `binds` and `dist` say.
+    /// Runs the graph `build` makes for inputs of the types `key` names (compiled on first
+    /// use), `inputs` bound after the state as `binds` and `dist` say.
     pub fn run(
         &mut self,
         inputs: &mut [&mut Tensor],
         binds: &[Bind],
         dist: Option<super::distribute::Dist>,
-        key: TensorType,
-        build: impl FnOnce() -> Result<Graph>,
+        key: Vec<TensorType>,
+        build: impl FnOnce() -> Result<(Graph, CompileOptions)>,
     ) -> Result<Vec<Buffer>> {
         let exe = match self.exes.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(
-                self.backend
-                    .compile(&build()?, &CompileOptions::default())?,
-            ),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let (g, options) = build()?;
+                e.insert(self.backend.compile(&g, &options)?)
+            }
         };
         bind_inputs(
             self.backend.as_ref(),
             &mut self.args,
-            self.weights,
+            self.weights + self.state,
             inputs,
             binds,
             (1, dist),

@@ -147,6 +147,15 @@ impl<A: Architecture> Model<A> {
                 ),
             ));
         }
+        let (built, weights) = self.initial_state(input)?;
+        self.weights = weights;
+        self.built = Some(built);
+        Ok(())
+    }
+
+    /// What `build(input)` sets: every layer's shapes and parameters, and the weights
+    /// initialised from the seed.
+    pub(crate) fn initial_state(&self, input: &[usize]) -> Result<(Built, HostWeights)> {
         let mut shape = input.to_vec();
         let mut outputs = Vec::new();
         let mut params = Vec::new();
@@ -184,7 +193,7 @@ impl<A: Architecture> Model<A> {
         }
         let mut rng = Rng::new(self.seed);
         let name = self.arch.name();
-        self.weights = HostWeights::new(
+        let weights = HostWeights::new(
             params
                 .iter()
                 .map(|p| {
@@ -197,13 +206,13 @@ impl<A: Architecture> Model<A> {
                 })
                 .collect::<Result<_>>()?,
         );
-        self.built = Some(Built {
+        let built = Built {
             input: input.to_vec(),
             outputs,
             params,
             ranges,
-        });
-        Ok(())
+        };
+        Ok((built, weights))
     }
 
     pub fn is_built(&self) -> bool {

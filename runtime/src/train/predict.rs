@@ -1,9 +1,11 @@
 //! `predict`: the model's outputs in inference mode.
 
 use super::distribute;
+use super::inference::Purpose;
 use super::runner::PREDICT_INPUTS;
 use super::staging::with_rows;
 use super::step::predict_graph;
+use crate::backend::CompileOptions;
 use crate::data::{gather_rows, IntoTensor};
 use crate::ir::TensorType;
 use crate::memory::{element_count, vec_with_capacity};
@@ -89,7 +91,9 @@ impl<A: Architecture> Model<A> {
         };
         self.check_built_inputs("predict", &x)?;
         let backend = self.placement.backend("predict")?.clone();
-        let mut worker = self.inference.take(&backend, &self.weights)?;
+        let mut worker = self
+            .inference
+            .take(Purpose::Predict, &backend, &self.weights, &[])?;
         let mut parts: Vec<Tensor> = Vec::new();
         let mut start = 0;
         while start < n {
@@ -101,9 +105,18 @@ impl<A: Architecture> Model<A> {
             let dist = self.dist("predict", b, true)?;
             let x_ty = with_rows(&x.ty(), dist.map_or(b, |d| d.local));
             let types: Vec<TensorType> = self.params().iter().map(|p| p.ty()).collect();
-            let out = worker.run(&mut [&mut xb], PREDICT_INPUTS, dist, x_ty.clone(), || {
-                predict_graph(self, &types, &x_ty)
-            })?;
+            let out = worker.run(
+                &mut [&mut xb],
+                PREDICT_INPUTS,
+                dist,
+                vec![x_ty.clone()],
+                || {
+                    Ok((
+                        predict_graph(self, &types, &x_ty)?,
+                        CompileOptions::default(),
+                    ))
+                },
+            )?;
             parts.push(match dist {
                 Some(_) => distribute::gather_outputs(&backend.download_replicas(&out[0])?, b)?,
                 None => backend.download(&out[0])?,
