@@ -421,6 +421,38 @@ fn embeddings_layer_norm_and_reshape_match_predict() {
     assert_eq!(summary["inputs"][0]["elem_type"], "INT32");
 }
 
+/// Every catalogue layer the tests above export (each in a model checked against
+/// onnxruntime).
+const EXPORTED: &[&str] = &[
+    "Activation",
+    "AveragePooling2D",
+    "BatchNormalization",
+    "Conv2D",
+    "Dense",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GlobalAveragePooling2D",
+    "GlobalMaxPooling2D",
+    "LayerNormalization",
+    "MaxPooling2D",
+    "Reshape",
+];
+
+#[test]
+fn every_layer_of_the_catalogue_is_exported_by_a_test() {
+    let mut catalogue: Vec<&str> = strata_runtime::spec::LAYERS
+        .iter()
+        .filter(|d| !d.runtime.is_empty())
+        .map(|d| d.class)
+        .collect();
+    catalogue.sort();
+    assert_eq!(
+        catalogue, EXPORTED,
+        "a new layer needs Layer::onnx (beside its forward) and a model in these tests"
+    );
+}
+
 /// A layer outside the catalogue, with a forward pass but no ONNX mapping.
 #[derive(Debug)]
 struct Doubler;

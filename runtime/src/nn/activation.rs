@@ -127,7 +127,7 @@ impl Activation {
             Activation::Relu => cx.op("Relu", &[&x], vec![]),
             Activation::Sigmoid => cx.op("Sigmoid", &[&x], vec![]),
             Activation::Tanh => cx.op("Tanh", &[&x], vec![]),
-            // Over the last axis only (since opset 13), shifted by the max as `apply` is.
+            // Over the last axis alone: opset 13's definition (earlier ones flattened).
             Activation::Softmax => cx.op("Softmax", &[&x], vec![("axis", OnnxAttribute::Int(-1))]),
             Activation::Gelu => {
                 // Opset 17 has no Gelu: x/2 · (1 + erf(x/√2)), as `apply`.
@@ -159,8 +159,8 @@ impl Activation {
                 cx.op("Mul", &[&x, &s], vec![])
             }
             Activation::Softplus => {
-                // max(x, 0) + log(1 + e^-|x|): ONNX's Softplus is ln(e^x + 1), which
-                // overflows where this does not.
+                // max(x, 0) + log(1 + e^-|x|), as `apply`: ONNX defines Softplus as
+                // ln(e^x + 1), which overflows for large x where this does not.
                 let m = cx.op("Relu", &[&x], vec![]);
                 let a = cx.op("Abs", &[&x], vec![]);
                 let na = cx.op("Neg", &[&a], vec![]);
