@@ -147,6 +147,19 @@ pub enum Error {
     #[error("{what} is not supported yet: {message}")]
     Unsupported { what: String, message: String },
 
+    /// A layer `Model::export_onnx` cannot write as ONNX operators. `layer` is its name
+    /// and class (`my_layer (MyLayer)`); `op` the ONNX operator or part of the layer that
+    /// has no mapping (empty when the layer has none at all).
+    #[error(
+        "export_onnx: layer {layer} cannot be exported to ONNX{}: {message}",
+        if op.is_empty() { String::new() } else { format!(" ({op})") }
+    )]
+    OnnxUnsupported {
+        layer: String,
+        op: String,
+        message: String,
+    },
+
     /// No usable TPU: every place looked and what was found there.
     #[error("no TPU available: {}", tried.join("; "))]
     TpuNotFound { tried: Vec<String> },

@@ -3,3 +3,5 @@
 
 mod bundle;
 mod onnx;
+
+pub use onnx::ONNX_IR_VERSION;

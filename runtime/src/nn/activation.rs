@@ -1,5 +1,6 @@
 //! Activation functions, as compositions of primitives.
 
+use super::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::ir::{Comparison, Graph, ReduceOp, UnaryOp, Value};
 use crate::Result;
 use std::fmt;
@@ -91,10 +92,8 @@ impl Activation {
             }
             Activation::Elu => elu(g, x, 1.0),
             Activation::Selu => {
-                const ALPHA: f64 = 1.673_263_242_354_377_3;
-                const SCALE: f64 = 1.050_700_987_355_480_5;
-                let e = elu(g, x, ALPHA)?;
-                g.mul_scalar(e, SCALE)
+                let e = elu(g, x, SELU_ALPHA)?;
+                g.mul_scalar(e, SELU_SCALE)
             }
             Activation::LeakyRelu => {
                 let z = g.zeros_like(x)?;
@@ -118,7 +117,66 @@ impl Activation {
             }
         }
     }
+
+    /// Emits the ONNX operators of the activation of `x`: each computes the formula
+    /// [`apply`](Activation::apply) does (an operator of the same name where ONNX's
+    /// definition is that formula, a composition otherwise).
+    pub fn onnx(self, cx: &mut OnnxForward<'_>, x: OnnxValue) -> Result<OnnxValue> {
+        Ok(match self {
+            Activation::Linear => x,
+            Activation::Relu => cx.op("Relu", &[&x], vec![]),
+            Activation::Sigmoid => cx.op("Sigmoid", &[&x], vec![]),
+            Activation::Tanh => cx.op("Tanh", &[&x], vec![]),
+            // Over the last axis alone: opset 13's definition (earlier ones flattened).
+            Activation::Softmax => cx.op("Softmax", &[&x], vec![("axis", OnnxAttribute::Int(-1))]),
+            Activation::Gelu => {
+                // Opset 17 has no Gelu: x/2 · (1 + erf(x/√2)), as `apply`.
+                let r = cx.scalar(std::f64::consts::FRAC_1_SQRT_2);
+                let s = cx.op("Mul", &[&x, &r], vec![]);
+                let e = cx.op("Erf", &[&s], vec![]);
+                let one = cx.scalar(1.0);
+                let e1 = cx.op("Add", &[&e, &one], vec![]);
+                let h = cx.op("Mul", &[&x, &e1], vec![]);
+                let half = cx.scalar(0.5);
+                cx.op("Mul", &[&h, &half], vec![])
+            }
+            Activation::Elu => cx.op("Elu", &[&x], vec![("alpha", OnnxAttribute::Float(1.0))]),
+            Activation::Selu => cx.op(
+                "Selu",
+                &[&x],
+                vec![
+                    ("alpha", OnnxAttribute::Float(SELU_ALPHA as f32)),
+                    ("gamma", OnnxAttribute::Float(SELU_SCALE as f32)),
+                ],
+            ),
+            Activation::LeakyRelu => cx.op(
+                "LeakyRelu",
+                &[&x],
+                vec![("alpha", OnnxAttribute::Float(0.2))],
+            ),
+            Activation::Swish => {
+                let s = cx.op("Sigmoid", &[&x], vec![]);
+                cx.op("Mul", &[&x, &s], vec![])
+            }
+            Activation::Softplus => {
+                // max(x, 0) + log(1 + e^-|x|), as `apply`: ONNX defines Softplus as
+                // ln(e^x + 1), which overflows for large x where this does not.
+                let m = cx.op("Relu", &[&x], vec![]);
+                let a = cx.op("Abs", &[&x], vec![]);
+                let na = cx.op("Neg", &[&a], vec![]);
+                let e = cx.op("Exp", &[&na], vec![]);
+                let one = cx.scalar(1.0);
+                let e1 = cx.op("Add", &[&e, &one], vec![]);
+                let l = cx.op("Log", &[&e1], vec![]);
+                cx.op("Add", &[&m, &l], vec![])
+            }
+        })
+    }
 }
+
+/// Selu's self-normalising constants.
+const SELU_ALPHA: f64 = 1.673_263_242_354_377_3;
+const SELU_SCALE: f64 = 1.050_700_987_355_480_5;
 
 /// `x` if `x > 0`, else `α (e^x - 1)`.
 fn elu(g: &mut Graph, x: Value, alpha: f64) -> Result<Value> {

@@ -1,6 +1,7 @@
 //! An architecture: a model's layers and how their forward passes compose.
 
 use super::layer::{Forward, Layer, ParamDecl};
+use super::onnx::{OnnxForward, OnnxGraph, OnnxValue};
 use crate::ir::Value;
 use crate::Result;
 
@@ -38,6 +39,27 @@ pub trait Architecture: Send + Sync + 'static {
         let mut h = x;
         for (layer, p) in self.layers().into_iter().zip(params) {
             h = layer.forward(cx, h, p)?;
+        }
+        Ok(h)
+    }
+
+    /// Emits the ONNX operators of the inference pass of `x` (`[batch, input...]`):
+    /// each layer's [`Layer::onnx`] in turn, chained as the default `forward` chains
+    /// them, `params[i]` naming layer `i`'s weights. An architecture whose `forward` is
+    /// not that chain must override this as well, or its export would compute something
+    /// else.
+    fn onnx(
+        &self,
+        graph: &mut OnnxGraph,
+        x: OnnxValue,
+        input: &[usize],
+        params: &[&[OnnxValue]],
+    ) -> Result<OnnxValue> {
+        let mut h = x;
+        let mut shape = input.to_vec();
+        for (layer, p) in self.layers().into_iter().zip(params) {
+            h = layer.onnx(&mut OnnxForward::new(graph, layer, &shape), h, p)?;
+            shape = layer.output_shape(&shape)?;
         }
         Ok(h)
     }

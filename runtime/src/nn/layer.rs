@@ -2,6 +2,7 @@
 //! emits primitives. For the layers of the catalogue the first two come from their
 //! `strata_spec` entry (see `entry.rs`); a layer keeps its struct and its forward pass.
 
+use super::onnx::{OnnxForward, OnnxValue};
 use super::{entry, Activation, Initializer};
 use crate::ir::{DType, Graph, TensorType, Value};
 use crate::{Error, Result};
@@ -157,6 +158,23 @@ pub trait Layer: Send + Sync + fmt::Debug {
     /// Emits the layer's computation of `x` (`[batch, input...]`); `params` holds one value
     /// per entry of `params()`.
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value>;
+    /// Emits the ONNX operators computing what `forward` computes in inference, of `x`
+    /// (`[batch, input...]`, the batch size left open); `params` names one weight per
+    /// entry of `params()`. A layer without a mapping (the default) makes
+    /// `Model::export_onnx` fail with [`Error::OnnxUnsupported`] naming it.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let _ = (x, params);
+        Err(cx.unsupported(
+            "",
+            "it has no ONNX mapping (a layer outside the catalogue exports by implementing \
+             Layer::onnx)",
+        ))
+    }
 }
 
 /// A parameter as `model!` declares it at compile time: the expansion lists these in an

@@ -8,9 +8,11 @@ mod entry;
 mod initializer;
 pub mod layer;
 pub mod layers;
+pub mod onnx;
 
 pub use activation::{log_softmax, softmax, Activation};
 pub use architecture::{Architecture, Sequential};
 pub use initializer::Initializer;
 pub use layer::{Forward, Layer, ParamDecl, ParamSpec};
 pub use layers::*;
+pub use onnx::{OnnxForward, OnnxValue, ONNX_OPSET};

@@ -3,6 +3,7 @@
 use crate::ir::Value;
 use crate::nn::entry::{activation, args};
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::Activation;
 use crate::Result;
 use strata_spec::Args;
@@ -39,5 +40,15 @@ impl Layer for ActivationLayer {
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
         expect_params::<0>(self, params)?;
         cx.activate(self.activation, x)
+    }
+
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.activation.onnx(cx, x)
     }
 }

@@ -1,8 +1,9 @@
 //! `AveragePooling2D` (alias `AvgPool2D`): the mean of each window of an image.
 
-use super::spatial::{pool_args, pool_window, Padding};
+use super::spatial::{onnx_nchw, onnx_window, pool_args, pool_window, Padding};
 use crate::ir::{DType, ReduceOp, Value};
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::{Result, Tensor};
 use strata_spec::Args;
 
@@ -82,5 +83,29 @@ impl Layer for AveragePooling2D {
             counts = cx.g.convert(counts, dtype)?;
         }
         cx.g.div(sum, counts)
+    }
+
+    /// `AveragePool` between NHWC/NCHW transposes, with the same explicit padding and
+    /// `count_include_pad = 0`: each window divided by its count of real elements, as
+    /// `forward` does.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        let input = cx.input_shape().to_vec();
+        self.output_shape(&input)?;
+        let strides = self.strides.unwrap_or(self.pool_size);
+        let mut attributes = onnx_window(
+            &input,
+            self.pool_size,
+            self.pool_size,
+            strides,
+            self.padding,
+        );
+        attributes.push(("count_include_pad", OnnxAttribute::Int(0)));
+        Ok(onnx_nchw(cx, "AveragePool", &x, &[], attributes))
     }
 }

@@ -2,9 +2,11 @@
 //! (and folds them into moving averages), by the moving averages in inference.
 
 use super::axis::feature_axis;
+use super::axis::onnx_along;
 use crate::ir::{Graph, Value};
 use crate::nn::entry::{args, axis, initializer};
 use crate::nn::layer::{bad_config, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::Initializer;
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -156,6 +158,50 @@ impl Layer for BatchNormalization {
         let new_var = averaged(moving_var, var)?;
         cx.update(moving_mean, new_mean);
         cx.update(moving_var, new_var);
+        Ok(y)
+    }
+
+    /// The inference branch of `forward`, operator by operator: `(x - mean) · (gamma /
+    /// sqrt(var + epsilon)) + beta` with the moving statistics, each per-feature vector
+    /// reshaped to broadcast along the feature axis. (ONNX's BatchNormalization would need
+    /// the features on axis 1, so transposes around it, for no gain.)
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let input = cx.input_shape().to_vec();
+        self.output_shape(&input)?;
+        let rank = input.len() + 1;
+        let axis = feature_axis(self.axis, rank);
+        let (gamma, beta, mean, var) = match (self.scale, self.center, params) {
+            (true, true, [g, b, m, v]) => (Some(g), Some(b), m, v),
+            (true, false, [g, m, v]) => (Some(g), None, m, v),
+            (false, true, [b, m, v]) => (None, Some(b), m, v),
+            (false, false, [m, v]) => (None, None, m, v),
+            _ => {
+                return Err(bad_config(
+                    self,
+                    format!("the ONNX mapping got {} weight(s)", params.len()),
+                ))
+            }
+        };
+        let eps = cx.scalar(self.epsilon);
+        let ve = cx.op("Add", &[var, &eps], vec![]);
+        let sd = cx.op("Sqrt", &[&ve], vec![]);
+        let mut inv = cx.op("Reciprocal", &[&sd], vec![]);
+        if let Some(gamma) = gamma {
+            inv = cx.op("Mul", &[&inv, gamma], vec![]);
+        }
+        let m = onnx_along(cx, mean, axis, rank);
+        let centered = cx.op("Sub", &[&x, &m], vec![]);
+        let inv = onnx_along(cx, &inv, axis, rank);
+        let mut y = cx.op("Mul", &[&centered, &inv], vec![]);
+        if let Some(beta) = beta {
+            let b = onnx_along(cx, beta, axis, rank);
+            y = cx.op("Add", &[&y, &b], vec![]);
+        }
         Ok(y)
     }
 }

@@ -1,10 +1,11 @@
 //! `Conv2D`: a 2-D convolution over `(height, width, channels)` inputs (channels_last),
 //! plus bias and activation, with Keras' arguments and defaults.
 
-use super::spatial::{pads, Padding};
+use super::spatial::{onnx_dilations, onnx_nchw, onnx_window, pads, Padding};
 use crate::ir::{ConvParams, Value};
 use crate::nn::entry::{activation, args, initializer, padding};
 use crate::nn::layer::{kernel_and_bias, Forward, Layer};
+use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -103,5 +104,34 @@ impl Layer for Conv2D {
             y = cx.g.add(y, b)?;
         }
         cx.activate(self.activation, y)
+    }
+
+    /// `Conv` between transposes (NHWC to NCHW and back), its weight the kernel
+    /// transposed from `[kh, kw, in / groups, out]` to ONNX's `[out, in / groups, kh, kw]`
+    /// (a node on the initializer, which keeps the name and layout `weights()` gives), the
+    /// bias as `Conv`'s third input; then the activation.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let (kernel, bias) = cx.kernel_and_bias(self.use_bias, params)?;
+        let input = cx.input_shape().to_vec();
+        self.output_shape(&input)?;
+        let w = cx.transpose(kernel, &[3, 2, 0, 1]);
+        let mut attributes = onnx_window(
+            &input,
+            self.kernel_size,
+            self.dilated_kernel(),
+            self.strides,
+            self.padding,
+        );
+        attributes.push(onnx_dilations(self.dilation_rate));
+        attributes.push(("group", OnnxAttribute::Int(self.groups as i64)));
+        let mut rest = vec![&w];
+        rest.extend(bias);
+        let y = onnx_nchw(cx, "Conv", &x, &rest, attributes);
+        self.activation.onnx(cx, y)
     }
 }

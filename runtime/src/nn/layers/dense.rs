@@ -3,6 +3,7 @@
 use crate::ir::{DotDims, Value};
 use crate::nn::entry::{activation, args, initializer};
 use crate::nn::layer::{kernel_and_bias, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -68,5 +69,20 @@ impl Layer for Dense {
             y = g.add(y, b)?;
         }
         cx.activate(self.activation, y)
+    }
+
+    /// `MatMul` (numpy's, so any input rank as `forward`), `Add` of the bias, the activation.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let (kernel, bias) = cx.kernel_and_bias(self.use_bias, params)?;
+        let mut y = cx.op("MatMul", &[&x, kernel], vec![]);
+        if let Some(b) = bias {
+            y = cx.op("Add", &[&y, b], vec![]);
+        }
+        self.activation.onnx(cx, y)
     }
 }

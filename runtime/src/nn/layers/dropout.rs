@@ -4,6 +4,7 @@
 use crate::ir::{Comparison, Value};
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -50,5 +51,17 @@ impl Layer for Dropout {
         let scaled = cx.g.mul_scalar(x, 1.0 / (1.0 - self.rate))?;
         let zero = cx.g.zeros_like(x)?;
         cx.g.select(keep, scaled, zero)
+    }
+
+    /// Inference is the identity: an `Identity` node.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        Ok(cx.op("Identity", &[&x], vec![]))
     }
 }

@@ -3,6 +3,7 @@
 use crate::ir::Value;
 use crate::nn::entry::{args, initializer};
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::nn::Initializer;
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -54,5 +55,20 @@ impl Layer for Embedding {
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
         let [embeddings] = expect_params(self, params)?;
         cx.g.gather(embeddings, x, 0, 0)
+    }
+
+    /// `Gather` of the ids' rows (ONNX takes the int32 ids as they are).
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let [embeddings] = cx.params(params)?;
+        Ok(cx.op(
+            "Gather",
+            &[embeddings, &x],
+            vec![("axis", OnnxAttribute::Int(0))],
+        ))
     }
 }

@@ -3,6 +3,7 @@
 use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::Args;
 
@@ -37,5 +38,18 @@ impl Layer for Flatten {
         let mut shape = vec![*batch];
         shape.extend(self.output_shape(rest)?);
         cx.g.reshape(x, shape)
+    }
+
+    /// `Flatten` from axis 1: the values are NHWC in the exported graph too, so the
+    /// elements come in the order `forward`'s reshape gives them.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        Ok(cx.op("Flatten", &[&x], vec![("axis", OnnxAttribute::Int(1))]))
     }
 }

@@ -4,6 +4,7 @@
 use crate::ir::{ReduceOp, Value};
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -47,5 +48,24 @@ impl Layer for GlobalMaxPooling2D {
             return cx.g.reshape(m, shape);
         }
         Ok(m)
+    }
+
+    /// `ReduceMax` over the two image axes (opset 17 takes them as an attribute).
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        Ok(cx.op(
+            "ReduceMax",
+            &[&x],
+            vec![
+                ("axes", OnnxAttribute::Ints(vec![1, 2])),
+                ("keepdims", OnnxAttribute::Int(self.keepdims as i64)),
+            ],
+        ))
     }
 }

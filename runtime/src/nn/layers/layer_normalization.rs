@@ -2,9 +2,11 @@
 //! offsets per feature; the same in training and inference.
 
 use super::axis::feature_axis;
+use super::axis::onnx_along;
 use crate::ir::{UnaryOp, Value};
 use crate::nn::entry::{args, axis, initializer};
 use crate::nn::layer::{bad_config, Forward, Layer};
+use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::nn::Initializer;
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -93,6 +95,56 @@ impl Layer for LayerNormalization {
         if let Some(beta) = beta {
             let bb = g.broadcast_in_dim(beta, shape, &[axis])?;
             y = g.add(y, bb)?;
+        }
+        Ok(y)
+    }
+
+    /// `forward`'s formula operator by operator (ONNX's LayerNormalization normalises
+    /// over every axis from `axis` on, and computes the variance another way).
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let input = cx.input_shape().to_vec();
+        self.output_shape(&input)?;
+        let rank = input.len() + 1;
+        let axis = feature_axis(self.axis, rank);
+        let (gamma, beta) = match (self.scale, self.center, params) {
+            (true, true, [g, b]) => (Some(g), Some(b)),
+            (true, false, [g]) => (Some(g), None),
+            (false, true, [b]) => (None, Some(b)),
+            (false, false, []) => (None, None),
+            _ => {
+                return Err(bad_config(
+                    self,
+                    format!("the ONNX mapping got {} weight(s)", params.len()),
+                ))
+            }
+        };
+        let over_axis = || {
+            vec![
+                ("axes", OnnxAttribute::Ints(vec![axis as i64])),
+                ("keepdims", OnnxAttribute::Int(1)),
+            ]
+        };
+        let mean = cx.op("ReduceMean", &[&x], over_axis());
+        let centered = cx.op("Sub", &[&x, &mean], vec![]);
+        let sq = cx.op("Mul", &[&centered, &centered], vec![]);
+        let var = cx.op("ReduceMean", &[&sq], over_axis());
+        let eps = cx.scalar(self.epsilon);
+        let ve = cx.op("Add", &[&var, &eps], vec![]);
+        let sd = cx.op("Sqrt", &[&ve], vec![]);
+        let inv = cx.op("Reciprocal", &[&sd], vec![]);
+        let mut y = cx.op("Mul", &[&centered, &inv], vec![]);
+        if let Some(gamma) = gamma {
+            let g = onnx_along(cx, gamma, axis, rank);
+            y = cx.op("Mul", &[&y, &g], vec![]);
+        }
+        if let Some(beta) = beta {
+            let b = onnx_along(cx, beta, axis, rank);
+            y = cx.op("Add", &[&y, &b], vec![]);
         }
         Ok(y)
     }

@@ -1,8 +1,9 @@
 //! `MaxPooling2D` (alias `MaxPool2D`): the maximum of each window of an image.
 
-use super::spatial::{pool_args, pool_window, Padding};
+use super::spatial::{onnx_nchw, onnx_window, pool_args, pool_window, Padding};
 use crate::ir::{ReduceOp, Value};
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::Args;
 
@@ -48,5 +49,27 @@ impl Layer for MaxPooling2D {
         // Same-padding positions hold the reduction's identity (-inf), so they never win.
         let window = pool_window(input, self.pool_size, self.strides, self.padding);
         cx.g.reduce_window(ReduceOp::Max, x, window)
+    }
+
+    /// `MaxPool` between NHWC/NCHW transposes, with the same explicit padding (which
+    /// never wins a max in ONNX either).
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        let input = cx.input_shape().to_vec();
+        self.output_shape(&input)?;
+        let strides = self.strides.unwrap_or(self.pool_size);
+        let attributes = onnx_window(
+            &input,
+            self.pool_size,
+            self.pool_size,
+            strides,
+            self.padding,
+        );
+        Ok(onnx_nchw(cx, "MaxPool", &x, &[], attributes))
     }
 }

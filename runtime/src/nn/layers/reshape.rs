@@ -4,6 +4,7 @@
 use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -44,5 +45,30 @@ impl Layer for Reshape {
         let mut shape = vec![*batch];
         shape.extend(self.output_shape(rest)?);
         cx.g.reshape(x, shape)
+    }
+
+    /// `Reshape` to `[batch, target...]`, the batch copied from the input (a `0`) and the
+    /// rest resolved as `forward` resolves them (no `-1` left).
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        let out = self.output_shape(cx.input_shape())?;
+        if out.contains(&0) {
+            // ONNX reads a 0 in the shape as "copy the input's axis" unless allowzero is
+            // set, which onnxruntime does not take with a copied batch axis.
+            return Err(cx.unsupported(
+                "Reshape",
+                format!("a target shape with an axis of size 0 ({out:?})"),
+            ));
+        }
+        let shape: Vec<i64> = std::iter::once(0)
+            .chain(out.iter().map(|&d| d as i64))
+            .collect();
+        let shape = cx.ints(&shape);
+        Ok(cx.op("Reshape", &[&x, &shape], vec![]))
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::ir::Window;
 use crate::nn::entry::{self, args};
+use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use std::fmt;
 use strata_spec::{Args, Val};
 
@@ -108,4 +109,51 @@ pub(crate) fn pool_args(
         ("strides", Val::OptionalPair(strides)),
         ("padding", entry::padding(padding)),
     ])
+}
+
+/// ONNX's `pads` of a 2-D operator: every axis's low padding, then every axis's high.
+fn onnx_pads([(h_lo, h_hi), (w_lo, w_hi)]: [Pads; 2]) -> OnnxAttribute {
+    OnnxAttribute::Ints(vec![h_lo as i64, w_lo as i64, h_hi as i64, w_hi as i64])
+}
+
+fn onnx_pair(p: [usize; 2]) -> OnnxAttribute {
+    OnnxAttribute::Ints(p.iter().map(|&v| v as i64).collect())
+}
+
+/// `op` (an ONNX operator on NCHW images: `Conv`, the pools) applied to the NHWC image
+/// `x`: transposed to NCHW, `op(x, rest...)`, transposed back.
+pub(crate) fn onnx_nchw(
+    cx: &mut OnnxForward<'_>,
+    op: &'static str,
+    x: &OnnxValue,
+    rest: &[&OnnxValue],
+    attributes: Vec<(&'static str, OnnxAttribute)>,
+) -> OnnxValue {
+    let t = cx.transpose(x, &[0, 3, 1, 2]);
+    let mut inputs = vec![&t];
+    inputs.extend_from_slice(rest);
+    let y = cx.op(op, &inputs, attributes);
+    cx.transpose(&y, &[0, 2, 3, 1])
+}
+
+/// The attributes placing a window of `window` (already dilated: the padding is
+/// computed from it) with `kernel_shape` and `strides` as the layer's `forward` does:
+/// explicit pads, so `same`'s odd element goes at the end as in TensorFlow.
+pub(crate) fn onnx_window(
+    input: &[usize],
+    kernel_shape: [usize; 2],
+    window: [usize; 2],
+    strides: [usize; 2],
+    padding: Padding,
+) -> Vec<(&'static str, OnnxAttribute)> {
+    vec![
+        ("kernel_shape", onnx_pair(kernel_shape)),
+        ("strides", onnx_pair(strides)),
+        ("pads", onnx_pads(pads(input, window, strides, padding))),
+    ]
+}
+
+/// The dilation attribute of `Conv`.
+pub(crate) fn onnx_dilations(d: [usize; 2]) -> (&'static str, OnnxAttribute) {
+    ("dilations", onnx_pair(d))
 }
