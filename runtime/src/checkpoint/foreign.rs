@@ -321,7 +321,7 @@ impl<A: Architecture> Model<A> {
             let permuted: Vec<usize> = axes.iter().map(|&a| dims[a]).collect();
             if permuted != params[i].dims {
                 return Err(Error::WeightType {
-                    what: format!("{what}: `{theirs}` {dims:?} as {:?}", m.layout),
+                    what: format!("{what}: `{theirs}` {dims:?} with layout {:?}", m.layout),
                     name: params[i].name.clone(),
                     expected: params[i].ty(),
                     got: TensorType::new(DType::F32, permuted),
