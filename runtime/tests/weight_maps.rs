@@ -111,7 +111,7 @@ fn safetensors_bytes(tensors: &[Raw]) -> Vec<u8> {
 fn header_and_data(header: &str, data: &[u8]) -> Vec<u8> {
     let mut header = header.as_bytes().to_vec();
     // The format pads the header with spaces to a multiple of 8 bytes.
-    while header.len() % 8 != 0 {
+    while !header.len().is_multiple_of(8) {
         header.push(b' ');
     }
     let mut out = (header.len() as u64).to_le_bytes().to_vec();
