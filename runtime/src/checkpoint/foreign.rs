@@ -62,7 +62,9 @@ impl Layout {
 /// [`Model::weights`] gives it, e.g. `dense/kernel`) and the layout to undo.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Mapping {
+    /// The model's parameter, e.g. `dense/kernel`.
     pub param: String,
+    /// How the file's tensor is laid out relative to it.
     pub layout: Layout,
 }
 
@@ -88,6 +90,7 @@ impl Mapping {
         Mapping::new(param, Layout::Permute(axes.to_vec()))
     }
 
+    /// Into `param` from a tensor laid out as `layout`.
     pub fn new(param: impl Into<String>, layout: Layout) -> Mapping {
         Mapping {
             param: param.into(),
