@@ -14,7 +14,10 @@ use std::path::Path;
 
 mod checkpointing;
 mod directory;
+mod foreign;
 mod learning_rate;
+
+pub use foreign::{Layout, LoadReport, Mapping, WeightMap};
 
 const FORMAT: &str = "strata.checkpoint";
 const VERSION: &str = "1";

@@ -86,6 +86,40 @@ pub enum Error {
     #[error("checkpoint {path}: {message}")]
     Checkpoint { path: String, message: String },
 
+    /// A weight given for a parameter whose shape or element type it does not have.
+    #[error("{what}: parameter `{name}` is {expected}, got {got}")]
+    WeightType {
+        what: String,
+        /// The parameter's name, as `Model::weights` gives it.
+        name: String,
+        expected: TensorType,
+        got: TensorType,
+    },
+
+    /// A list of weights (given by position) whose length is not the parameter count.
+    #[error(
+        "{what}: the model has {expected} parameters ({}), got {got} values",
+        names_text(names)
+    )]
+    WeightCount {
+        what: String,
+        expected: usize,
+        got: usize,
+        /// The parameters' names in order, to line the list up against.
+        names: Vec<String>,
+    },
+
+    /// Weight names that do not line up with the model's parameters: `unknown` were given
+    /// but the model has no such parameter; `missing` are parameters left unset.
+    #[error("{what}: {}", weight_names_text(unknown, missing, known))]
+    WeightNames {
+        what: String,
+        unknown: Vec<String>,
+        missing: Vec<String>,
+        /// Every parameter's name, for the message.
+        known: Vec<String>,
+    },
+
     /// Data that cannot be read (a truncated or foreign file, …).
     #[error("{path}: {message}")]
     Data { path: String, message: String },
@@ -257,6 +291,31 @@ fn non_finite_text(step: u64, cause: NonFiniteCause, value: Option<f64>) -> Stri
     format!(
         "{what} was {was}; training stopped and kept the weights from after step {}",
         step.saturating_sub(1)
+    )
+}
+
+/// `` `a`, `b`, `c` `` — at most a dozen names, then how many more.
+fn names_text(names: &[String]) -> String {
+    const SHOWN: usize = 12;
+    let mut s: Vec<String> = names.iter().take(SHOWN).map(|n| format!("`{n}`")).collect();
+    if names.len() > SHOWN {
+        s.push(format!("and {} more", names.len() - SHOWN));
+    }
+    s.join(", ")
+}
+
+fn weight_names_text(unknown: &[String], missing: &[String], known: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !unknown.is_empty() {
+        parts.push(format!("no parameter named {}", names_text(unknown)));
+    }
+    if !missing.is_empty() {
+        parts.push(format!("parameters left unset: {}", names_text(missing)));
+    }
+    format!(
+        "{} (the model's parameters: {})",
+        parts.join("; "),
+        names_text(known)
     )
 }
 
