@@ -6,12 +6,14 @@
 //! scalars the progress bar shows come back to the host.
 
 mod backup;
+mod batch;
 mod callbacks;
 mod checks;
 mod compile;
 mod distribute;
 mod ema;
 mod evaluate;
+mod grad;
 mod fit;
 mod inference;
 mod lambda;
