@@ -53,9 +53,9 @@ impl<A: Architecture> Model<A> {
         })?;
         let (mut x, mut y) = (x, y);
         let mut sw = Tensor::F32(ndarray::ArrayD::ones(ndarray::IxDyn(&[n])));
-        let outs = self
-            .runner_mut()?
-            .run(&key, &mut [&mut x, &mut y, &mut sw], EVAL_INPUTS, dist)?;
+        let outs =
+            self.runner_mut()?
+                .run(&key, &mut [&mut x, &mut y, &mut sw], EVAL_INPUTS, dist)?;
         let backend = self.placement.backend(what)?;
         let loss = backend.read_scalar(&outs[0])?;
         let trainable = self.runner()?.layout().trainable.clone();
