@@ -15,6 +15,7 @@ use strata_runtime::loss::SparseCategoricalCrossentropy;
 use strata_runtime::metrics::Accuracy;
 use strata_runtime::nn::{Activation, Dense, Dropout, Sequential};
 use strata_runtime::optim::{Adam, SGD};
+use strata_runtime::strategy::MirroredStrategy;
 use strata_runtime::train::{Fit, Logs};
 use strata_runtime::{random, Error, Model, Tensor};
 
@@ -40,15 +41,20 @@ fn backends() -> Vec<(&'static str, Arc<dyn Backend>)> {
 
 /// 12 inputs, 4 classes; with `dropout`, a Dropout layer between the two Dense ones.
 fn mlp(backend: &Arc<dyn Backend>, dropout: bool) -> Model<Sequential> {
+    let mut m = layers(dropout);
+    m.set_backend(backend.clone());
+    m
+}
+
+/// `mlp` on whatever device the model is created for (a strategy's scope).
+fn layers(dropout: bool) -> Model<Sequential> {
     let mut layers: Vec<Box<dyn strata_runtime::nn::Layer>> =
         vec![Box::new(Dense::new("dense", 16, Activation::Tanh))];
     if dropout {
         layers.push(Box::new(Dropout::new("dropout", 0.5)));
     }
     layers.push(Box::new(Dense::new("dense_1", 4, Activation::Softmax)));
-    let mut m = Model::new(Sequential::new(Some(vec![12]), layers));
-    m.set_backend(backend.clone());
-    m
+    Model::new(Sequential::new(Some(vec![12]), layers))
 }
 
 fn compiled(backend: &Arc<dyn Backend>, dropout: bool) -> Model<Sequential> {
@@ -354,6 +360,57 @@ fn batch_calls_refuse_bad_input_with_typed_errors() {
             all_weights(&mlp(&backend, false)),
             "{name}"
         );
+    }
+}
+
+#[test]
+fn batch_calls_over_two_replicas_agree_with_one_device() {
+    // The global batch split over two replicas: the same loss and gradients (an odd batch
+    // padded with samples that weigh nothing), and train_on_batch the same step; an odd
+    // batch there is refused, as fit refuses it without pad_to_replicas.
+    for (name, device) in [
+        ("native", Device::Native),
+        ("xla-cpu", Device::XlaCpu { devices: Some(2) }),
+    ] {
+        let s = MirroredStrategy::with_replicas(device, 2)
+            .unwrap_or_else(|e| panic!("{name}: the strategy is needed for this test: {e}"));
+        let compile = |m: &mut Model<Sequential>| {
+            m.compile(
+                SGD::new(0.1),
+                SparseCategoricalCrossentropy::default(),
+                [Accuracy],
+            )
+            .unwrap()
+        };
+        let mut one = layers(false);
+        one.set_backend(Arc::new(NativeBackend::new()));
+        let mut two = s.scope(|| layers(false));
+        compile(&mut one);
+        compile(&mut two);
+        for n in [10, 9] {
+            let (x, y) = data(n, 10 + n as u64);
+            let (l1, g1) = one.value_and_grad(&x, &y).unwrap();
+            let (l2, g2) = two.value_and_grad(&x, &y).unwrap();
+            assert_close(&format!("{name} {n} loss"), l2, l1, 1e-5);
+            for ((gn, a), (_, b)) in g1.iter().zip(&g2) {
+                for (a, b) in values(a).iter().zip(values(b)) {
+                    assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs()), "{name} {n} {gn}");
+                }
+            }
+        }
+        let (x, y) = data(9, 20);
+        assert_invalid("train_on_batch", two.train_on_batch(&x, &y));
+        let (x, y) = data(10, 21);
+        let (a, b) = (
+            one.train_on_batch(&x, &y).unwrap(),
+            two.train_on_batch(&x, &y).unwrap(),
+        );
+        assert_logs_close(name, &b, &a, 1e-5);
+        for ((wn, a), (_, b)) in all_weights(&one).iter().zip(all_weights(&two)) {
+            for (a, b) in a.iter().zip(&b) {
+                assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs()), "{name} {wn}");
+            }
+        }
     }
 }
 
