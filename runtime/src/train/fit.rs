@@ -334,7 +334,12 @@ impl<A: Architecture> Model<A> {
     /// Launches one train call over `batches` (equal-sized; one step each), chained to
     /// the previous call's status. Under a data-parallel strategy each batch is the
     /// global one, split over the replicas (padded when `pad`).
-    fn train_call(&mut self, batches: &mut [Batch], stage: &mut Staging, pad: bool) -> Result<()> {
+    pub(super) fn train_call(
+        &mut self,
+        batches: &mut [Batch],
+        stage: &mut Staging,
+        pad: bool,
+    ) -> Result<()> {
         let k = batches.len();
         let batch = batches[0].x.dims()[0];
         stage.fill(batches)?;

@@ -6,6 +6,7 @@
 //! scalars the progress bar shows come back to the host.
 
 mod backup;
+mod batch;
 mod callbacks;
 mod checks;
 mod compile;
@@ -13,6 +14,7 @@ mod distribute;
 mod ema;
 mod evaluate;
 mod fit;
+mod grad;
 mod inference;
 mod lambda;
 mod model;

@@ -30,6 +30,12 @@ pub(crate) enum StepKey {
         y: TensorType,
         dist: Option<Dist>,
     },
+    /// `value_and_grad`'s graph (see `grad::grad_graph`).
+    Grad {
+        x: TensorType,
+        y: TensorType,
+        dist: Option<Dist>,
+    },
 }
 
 /// `x - x == 0`: false for NaN and ±∞.
@@ -144,6 +150,80 @@ fn accumulate(
     Ok(loss)
 }
 
+/// What a training step computes before its update: the loss, the gradients of the
+/// trainable parameters (in [`Layout::trainable`] order) and the layers' state updates
+/// (BatchNormalization's moving statistics).
+pub(crate) struct LossGrads {
+    pub loss: Value,
+    pub grads: Vec<Value>,
+    pub updates: Vec<(Value, Value)>,
+}
+
+/// The one definition of the training loss and its gradients, shared by the train step
+/// and `value_and_grad`: the forward pass over `x` in training mode (dropout drawing from
+/// `key`, made distinct per replica under `dist`), the loss as Keras'
+/// `sum_over_batch_size` scales it (`Σ per-sample loss · weight / batch`; under `dist`
+/// each replica's share of the global batch's, all-reduced), the loss tracker and
+/// metrics in `new` advanced by the batch, and the gradients of that loss with respect to
+/// the trainable entries of `params`. `what` names the call in the output-activation
+/// warning. The model adds no regularization losses, so this loss is all the step
+/// differentiates.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn loss_and_grads<A: Architecture>(
+    g: &mut Graph,
+    model: &Model<A>,
+    t: &TrainState,
+    layout: &Layout,
+    new: &mut [Value],
+    params: &[Value],
+    (x, y, sw): (Value, Value, Value),
+    key: Value,
+    (batch, dist): (usize, Option<Dist>),
+    what: &str,
+) -> Result<LossGrads> {
+    let key = match dist {
+        Some(_) => distribute::replica_key(g, key)?,
+        None => key,
+    };
+    let (pred, logits, activation, state_updates) = {
+        let mut cx = Forward::new(g, true, Some(key));
+        let pred = model.forward(&mut cx, x, params)?;
+        let (logits, activation) = (cx.logits_of(pred), cx.activation_of(pred));
+        (pred, logits, activation, cx.updates().to_vec())
+    };
+    t.check_prediction(what, g.ty(y), g.ty(pred), activation)?;
+    let trainable: Vec<Value> = layout.trainable.iter().map(|&i| params[i]).collect();
+    match dist {
+        None => {
+            let loss = accumulate(g, t, layout, new, y, pred, logits, sw, batch)?;
+            let one = g.scalar(1.0, DType::F32);
+            let grads = autodiff::vjp(g, &[loss], &[one], &trainable)?;
+            Ok(LossGrads {
+                loss,
+                grads,
+                updates: state_updates,
+            })
+        }
+        Some(d) => {
+            let r = distribute::reduce_train_step(
+                g,
+                t,
+                layout,
+                new,
+                (y, pred, logits, sw),
+                &trainable,
+                &state_updates,
+                d,
+            )?;
+            Ok(LossGrads {
+                loss: r.loss,
+                grads: r.grads,
+                updates: r.updates,
+            })
+        }
+    }
+}
+
 /// The loss and each metric's result from the current state.
 fn results(
     g: &mut Graph,
@@ -186,7 +266,7 @@ fn pack_f32(g: &mut Graph, values: &[Value]) -> Result<Value> {
     g.concatenate(&parts, 0)
 }
 
-fn declare_state(g: &mut Graph, layout: &Layout) -> Vec<Value> {
+pub(super) fn declare_state(g: &mut Graph, layout: &Layout) -> Vec<Value> {
     layout
         .types
         .iter()
@@ -269,42 +349,26 @@ pub(crate) fn train_graph<A: Architecture>(
         };
         let lrk = g.reshape(lrk, [])?;
         let offset = g.constant(crate::Tensor::from_vec(&[2], vec![step as i32, 0])?);
-        let mut key = g.add(state[layout.key], offset)?;
-        if dist.is_some() {
-            key = distribute::replica_key(&mut g, key)?;
-        }
+        let key = g.add(state[layout.key], offset)?;
 
         let params: Vec<Value> = cur[layout.params.clone()].to_vec();
-        let (pred, logits, activation, state_updates) = {
-            let mut cx = Forward::new(&mut g, true, Some(key));
-            let pred = model.forward(&mut cx, xk, &params)?;
-            let (logits, activation) = (cx.logits_of(pred), cx.activation_of(pred));
-            (pred, logits, activation, cx.updates().to_vec())
-        };
-        t.check_prediction("fit", g.ty(yk), g.ty(pred), activation)?;
         let mut new = cur.clone();
-        let trainable: Vec<Value> = layout.trainable.iter().map(|&i| params[i]).collect();
-        let (loss, grads, state_updates) = match dist {
-            None => {
-                let loss = accumulate(&mut g, t, layout, &mut new, yk, pred, logits, swk, batch)?;
-                let one = g.scalar(1.0, DType::F32);
-                let grads = autodiff::vjp(&mut g, &[loss], &[one], &trainable)?;
-                (loss, grads, state_updates)
-            }
-            Some(d) => {
-                let r = distribute::reduce_train_step(
-                    &mut g,
-                    t,
-                    layout,
-                    &mut new,
-                    (yk, pred, logits, swk),
-                    &trainable,
-                    &state_updates,
-                    d,
-                )?;
-                (r.loss, r.grads, r.updates)
-            }
-        };
+        let LossGrads {
+            loss,
+            grads,
+            updates: state_updates,
+        } = loss_and_grads(
+            &mut g,
+            model,
+            t,
+            layout,
+            &mut new,
+            &params,
+            (xk, yk, swk),
+            key,
+            (batch, dist),
+            "fit",
+        )?;
         let grads_ok = all_finite(&mut g, &grads)?;
         let grads = clip_gradients(&mut g, cfg, &grads)?;
         let it = cur[layout.iterations];
