@@ -47,6 +47,15 @@ pub enum Error {
         message: String,
     },
 
+    /// IR text ([`Graph::parse`](crate::ir::Graph::parse)) that cannot be read: where
+    /// (counted from 1) and why.
+    #[error("IR text, line {line}, column {column}: {message}")]
+    IrText {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+
     /// Differentiating through something that has no gradient rule.
     #[error("autodiff: {message}")]
     Autodiff { message: String },
