@@ -95,6 +95,11 @@ pub enum Error {
     #[error("checkpoint {path}: {message}")]
     Checkpoint { path: String, message: String },
 
+    /// An exported model directory that cannot be written or read back (`path` names the
+    /// directory or the file at fault).
+    #[error("export {path}: {message}")]
+    Export { path: String, message: String },
+
     /// Data that cannot be read (a truncated or foreign file, …).
     #[error("{path}: {message}")]
     Data { path: String, message: String },

@@ -3,3 +3,5 @@
 
 mod bundle;
 mod onnx;
+
+pub use bundle::{Exported, FORMAT, MLIR_BATCH, VERSION};

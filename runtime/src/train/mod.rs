@@ -35,6 +35,8 @@ pub use callbacks::{
     ReduceLROnPlateau, SwapEMAWeights, TerminateOnNaN,
 };
 pub(crate) use compile::TrainState;
+pub(crate) use predict::concat_rows;
+pub(crate) use step::predict_graph;
 pub use lambda::LambdaCallback;
 pub use model::Model;
 pub use tensorboard::{TensorBoard, UpdateFreq};
