@@ -127,8 +127,7 @@ impl<A: Architecture> Model<A> {
             }
         }
         let mlir_graph = graph_at(MLIR_BATCH)?;
-        let mlir =
-            crate::backend::pjrt::stablehlo_text(&mlir_graph, &CompileOptions::default())?;
+        let mlir = crate::backend::pjrt::stablehlo_text(&mlir_graph, &CompileOptions::default())?;
         let output = mlir_graph.output_types();
         let [out_ty] = output.as_slice() else {
             return Err(unsupported(format!("{} outputs", output.len())));
@@ -453,7 +452,11 @@ impl Fields<'_> {
             list
         };
         list.iter()
-            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()).ok_or_else(bad))
+            .map(|d| {
+                d.as_u64()
+                    .and_then(|d| usize::try_from(d).ok())
+                    .ok_or_else(bad)
+            })
             .collect()
     }
 
@@ -470,7 +473,10 @@ impl Fields<'_> {
         }
         let path = dir.join(name);
         if !path.is_file() {
-            return Err(export_error(&path, format!("missing (the manifest lists it as `{key}`)")));
+            return Err(export_error(
+                &path,
+                format!("missing (the manifest lists it as `{key}`)"),
+            ));
         }
         Ok(path)
     }
@@ -514,7 +520,10 @@ impl Exported {
             return Err(export_error(dir, "not a directory"));
         }
         if !manifest_path.is_file() {
-            return Err(export_error(&manifest_path, "missing: not an export directory"));
+            return Err(export_error(
+                &manifest_path,
+                "missing: not an export directory",
+            ));
         }
         let m = read_manifest(&manifest_path)?;
         let f = Fields {
@@ -530,7 +539,9 @@ impl Exported {
         if version != VERSION {
             return Err(f.err(format!(
                 "version {version}: this Strata reads version {VERSION} (written by Strata {})",
-                m.get("strata_version").and_then(Json::as_str).unwrap_or("?")
+                m.get("strata_version")
+                    .and_then(Json::as_str)
+                    .unwrap_or("?")
             )));
         }
         let name = f.str(&m, "name")?.to_string();
@@ -579,9 +590,9 @@ impl Exported {
         }
         let mut weights = Vec::with_capacity(params.len());
         for (pname, ty) in &params {
-            let v = st.tensor(pname).map_err(|_| {
-                export_error(&weights_path, format!("missing tensor `{pname}`"))
-            })?;
+            let v = st
+                .tensor(pname)
+                .map_err(|_| export_error(&weights_path, format!("missing tensor `{pname}`")))?;
             let t = from_view(&weights_path, pname, &v).map_err(|e| match e {
                 Error::Checkpoint { message, .. } => export_error(&weights_path, message),
                 e => e,
@@ -599,8 +610,7 @@ impl Exported {
 
         // The graph, checked at batch size 1 against the manifest.
         let ir = fs::read(&ir_path).map_err(|e| io_error(&ir_path, e))?;
-        let ir = String::from_utf8(ir)
-            .map_err(|_| export_error(&ir_path, "not UTF-8 text"))?;
+        let ir = String::from_utf8(ir).map_err(|_| export_error(&ir_path, "not UTF-8 text"))?;
         let exported = Exported {
             name,
             input,
@@ -615,9 +625,11 @@ impl Exported {
                 exes: HashMap::new(),
             }),
         };
-        exported
-            .graph(1)
-            .map_err(|e| export_error(&ir_path, e.to_string()))?;
+        exported.graph(1).map_err(|e| match e {
+            // Where in the text, or which node: typed as they are.
+            Error::IrText { .. } | Error::Verify { .. } => e,
+            e => export_error(&ir_path, e.to_string()),
+        })?;
         Ok(exported)
     }
 

@@ -18,8 +18,8 @@
 //! how an exported model's graph is stored once for every batch size.
 
 use crate::ir::{
-    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, Node, Op, ReduceOp, Shape,
-    TensorType, UnaryOp, Value, Window,
+    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, Node, Op, ReduceOp, Shape, TensorType,
+    UnaryOp, Value, Window,
 };
 use crate::{Error, Result, Tensor};
 use half::bf16;
@@ -83,8 +83,9 @@ pub(crate) fn read_field<T: Field>(
     slots: &OperandSlots<'_>,
 ) -> Result<T> {
     match T::ROLE {
-        Role::Name => T::from_name(printed)
-            .ok_or_else(|| r.error_at_start(format!("unknown op `{printed}`"))),
+        Role::Name => {
+            T::from_name(printed).ok_or_else(|| r.error_at_start(format!("unknown op `{printed}`")))
+        }
         Role::Operand | Role::Operands => T::from_operands(slots.get(key))
             .ok_or_else(|| r.error_at_start(format!("`{printed}`: bad operands for `{key}`"))),
         Role::Attribute { bare } => {
@@ -142,7 +143,11 @@ impl<'a> OperandSlots<'a> {
         let ranges = order
             .iter()
             .map(|&n| {
-                let len = if role(n) == Role::Operand { 1 } else { list_len };
+                let len = if role(n) == Role::Operand {
+                    1
+                } else {
+                    list_len
+                };
                 let range = start..start + len;
                 start += len;
                 (n, range)
@@ -370,13 +375,14 @@ impl Field for Tensor {
         out.push(']');
     }
     fn read(r: &mut Reader<'_>) -> Result<Self> {
-        let ty = r
-            .ty
-            .clone()
-            .ok_or_else(|| r.error("internal: a constant read without its type"))?;
+        let ty =
+            r.ty.clone()
+                .ok_or_else(|| r.error("internal: a constant read without its type"))?;
         let at = r.pos;
         let numel = ty.shape.checked_numel().ok_or_else(|| {
-            r.error(format!("constant type {ty} has more elements than can exist"))
+            r.error(format!(
+                "constant type {ty} has more elements than can exist"
+            ))
         })?;
         let made = match ty.dtype {
             DType::F32 => Tensor::from_vec(ty.dims(), r.elements::<f32>(numel)?),
@@ -400,7 +406,13 @@ trait Element: Sized {
 }
 
 /// `NaN` for the usual quiet NaN, `NaN(0x…)` with the bits of any other.
-fn write_float(out: &mut String, v: f64, bits: u64, canonical_nan: u64, debug: &dyn std::fmt::Debug) {
+fn write_float(
+    out: &mut String,
+    v: f64,
+    bits: u64,
+    canonical_nan: u64,
+    debug: &dyn std::fmt::Debug,
+) {
     if v.is_nan() && bits != canonical_nan {
         let _ = write!(out, "NaN(0x{bits:x})");
     } else {
@@ -414,7 +426,10 @@ impl Element for f32 {
         write_float(out, *self as f64, self.to_bits() as u64, canonical, self);
     }
     fn read(r: &mut Reader<'_>) -> Result<Self> {
-        r.float(|s| s.parse().ok(), |b| u32::try_from(b).ok().map(f32::from_bits))
+        r.float(
+            |s| s.parse().ok(),
+            |b| u32::try_from(b).ok().map(f32::from_bits),
+        )
     }
 }
 
@@ -737,10 +752,7 @@ impl<'a> Reader<'a> {
             T::read(r)
         })?;
         if v.len() != numel {
-            return Err(self.error_at(
-                at,
-                format!("{} elements for a type of {numel}", v.len()),
-            ));
+            return Err(self.error_at(at, format!("{} elements for a type of {numel}", v.len())));
         }
         Ok(v)
     }
@@ -984,15 +996,18 @@ fn parse(text: &str, batch: Option<usize>) -> Result<Graph> {
     let total = params.len() + body.len();
     let mut nodes: Vec<Option<Node>> = vec![None; total];
     for (k, (v, ty)) in params.iter().enumerate() {
-        let slot = nodes.get_mut(v.index()).filter(|s| s.is_none()).ok_or_else(|| {
-            eof(
-                line_no,
-                &format!(
-                    "parameter {k} is {v}: values must be numbered %0 to %{} once each",
-                    total.saturating_sub(1)
-                ),
-            )
-        })?;
+        let slot = nodes
+            .get_mut(v.index())
+            .filter(|s| s.is_none())
+            .ok_or_else(|| {
+                eof(
+                    line_no,
+                    &format!(
+                        "parameter {k} is {v}: values must be numbered %0 to %{} once each",
+                        total.saturating_sub(1)
+                    ),
+                )
+            })?;
         *slot = Some(Node {
             op: Op::Parameter { index: k },
             ty: ty.clone(),
@@ -1006,7 +1021,9 @@ fn parse(text: &str, batch: Option<usize>) -> Result<Graph> {
             message: m,
         };
         if last.is_some_and(|l| v <= l) {
-            return Err(bad(format!("{v} is out of order: nodes are numbered upwards")));
+            return Err(bad(format!(
+                "{v} is out of order: nodes are numbered upwards"
+            )));
         }
         last = Some(v);
         let slot = nodes

@@ -35,10 +35,10 @@ pub use callbacks::{
     ReduceLROnPlateau, SwapEMAWeights, TerminateOnNaN,
 };
 pub(crate) use compile::TrainState;
-pub(crate) use predict::concat_rows;
-pub(crate) use step::predict_graph;
 pub use lambda::LambdaCallback;
 pub use model::Model;
+pub(crate) use predict::concat_rows;
+pub(crate) use step::predict_graph;
 pub use tensorboard::{TensorBoard, UpdateFreq};
 
 use crate::Tensor;
