@@ -95,7 +95,7 @@ fn inputs(n: usize, sample: &[usize], seed: u64) -> ArrayD<f32> {
 fn same_bits_everywhere(name: &str, mut model: Model<Sequential>, sample: &[usize]) {
     let dir = scratch(name).join("model");
     let x = inputs(40, sample, 1);
-    let y: Array1<i32> = (0..40).map(|i| (i % 5) as i32).collect();
+    let y: Array1<i32> = (0..40).map(|i| i % 5).collect();
     model
         .compile(
             Adam::new(0.01),
@@ -233,15 +233,15 @@ fn predict_checks_its_input() {
     mlp().export(&dir).unwrap();
     let e = Exported::load(&dir).unwrap();
     assert!(matches!(
-        e.predict(&inputs(3, &[783], 0)),
+        e.predict(inputs(3, &[783], 0)),
         Err(Error::InputShape { .. })
     ));
     assert!(matches!(
         e.predict(ndarray::Array2::<i32>::zeros((2, 784))),
         Err(Error::DType { .. })
     ));
-    assert!(e.predict(&inputs(0, &[784], 0)).is_err());
-    assert!(e.predict_batched(&inputs(2, &[784], 0), 0).is_err());
+    assert!(e.predict(inputs(0, &[784], 0)).is_err());
+    assert!(e.predict_batched(inputs(2, &[784], 0), 0).is_err());
 }
 
 /// An export in a fresh directory, for damaging.
@@ -484,7 +484,7 @@ fn every_graph_a_model_compiles_reads_back_from_its_text() {
             )
             .unwrap();
         let x = inputs(20, &sample, 3);
-        let y: Array1<i32> = (0..20).map(|i| (i % 5) as i32).collect();
+        let y: Array1<i32> = (0..20).map(|i| i % 5).collect();
         model.fit(&x, &y, Fit::epochs(1).verbose(0)).unwrap();
         model.evaluate(&x, &y).unwrap();
         model.predict(&x).unwrap();
