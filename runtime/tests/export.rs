@@ -492,3 +492,9 @@ fn every_graph_a_model_compiles_reads_back_from_its_text() {
         assert!(compiled >= 3, "{name}: {compiled} graphs");
     }
 }
+
+#[test]
+fn an_exported_model_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Exported>();
+}
