@@ -37,7 +37,7 @@ pub struct CheckpointInfo {
     pub learning_rate: Option<f32>,
 }
 
-struct Bytes {
+pub(crate) struct Bytes {
     dtype: Dtype,
     shape: Vec<usize>,
     data: Vec<u8>,
@@ -58,7 +58,7 @@ impl View for &Bytes {
     }
 }
 
-fn to_bytes(t: &Tensor) -> Result<Bytes> {
+pub(crate) fn to_bytes(t: &Tensor) -> Result<Bytes> {
     let (dtype, data) = match t {
         Tensor::F32(a) => (Dtype::F32, a.iter().flat_map(|v| v.to_le_bytes()).collect()),
         Tensor::I32(a) => (Dtype::I32, a.iter().flat_map(|v| v.to_le_bytes()).collect()),
@@ -153,7 +153,7 @@ pub(crate) fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<Contents<'a>> {
 
 /// Why a file is not the size its own header gives, when that is why safetensors refused
 /// it: its messages for a cut-off file ("incomplete metadata") do not say so.
-fn size_mismatch(bytes: &[u8]) -> Option<String> {
+pub(crate) fn size_mismatch(bytes: &[u8]) -> Option<String> {
     const LEN: usize = std::mem::size_of::<u64>();
     let Some((n, rest)) = bytes.split_first_chunk::<LEN>() else {
         return Some(format!(

@@ -47,6 +47,15 @@ pub enum Error {
         message: String,
     },
 
+    /// IR text ([`Graph::parse`](crate::ir::Graph::parse)) that cannot be read: where
+    /// (counted from 1) and why.
+    #[error("IR text, line {line}, column {column}: {message}")]
+    IrText {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+
     /// Differentiating through something that has no gradient rule.
     #[error("autodiff: {message}")]
     Autodiff { message: String },
@@ -119,6 +128,11 @@ pub enum Error {
         /// Every parameter's name, for the message.
         known: Vec<String>,
     },
+
+    /// An exported model directory that cannot be written or read back (`path` names the
+    /// directory or the file at fault).
+    #[error("export {path}: {message}")]
+    Export { path: String, message: String },
 
     /// Data that cannot be read (a truncated or foreign file, …).
     #[error("{path}: {message}")]

@@ -23,6 +23,7 @@ pub mod train;
 mod types;
 
 pub use error::{Error, NonFiniteCause, Result};
+pub use export::Exported;
 /// The layer catalogue: every layer's arguments, shape rule and parameters, which
 /// `model!` checks at compile time and [`nn::Layer`] applies at build time.
 pub use strata_spec as spec;

@@ -4,4 +4,5 @@
 mod bundle;
 mod onnx;
 
+pub use bundle::{Exported, FORMAT, MLIR_BATCH, VERSION};
 pub use onnx::ONNX_IR_VERSION;

@@ -1,5 +1,5 @@
 //! The graph IR: element types, shapes, primitive ops, the graph builder, the verifier
-//! and the text printer.
+//! and the text form (printed and parsed).
 
 mod compose;
 mod cse;
@@ -7,6 +7,7 @@ mod fusion;
 mod graph;
 mod op;
 mod print;
+mod text;
 mod verify;
 
 pub use crate::types::{strides_of, DType, Shape, TensorType, MAX_RANK};

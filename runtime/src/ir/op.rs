@@ -7,6 +7,7 @@
 //! operands, fusion class) is declared once, in the `primitives!` list below.
 
 use super::fusion::{Elementwise, FusionClass, Source};
+use super::text::{self, Field, Role};
 use crate::ir::{DType, Shape};
 use crate::Tensor;
 use std::fmt;
@@ -215,15 +216,27 @@ impl ConvParams {
 /// apart (`distinct`). The rules (shape, gradient, kernel, lowering) live in `crate::ops`,
 /// whose matches over `Op` are exhaustive: a new entry here makes the compiler list them.
 ///
-/// `name` and `fusion` are expressions over the entry's fields (bound by reference).
+/// `name` is a literal, or the field whose own name is the op's (`Unary`'s `op`: the
+/// printed name says which function). `fusion` is an expression over the entry's fields
+/// (bound by reference). The IR text form of each op (printing and parsing, in
+/// [`super::text`]) comes from the same entry: the name, the operands in order, then every
+/// other field in declaration order, each written by its type's [`Field`] impl.
 macro_rules! primitives {
     // An optional flag: its value, or false.
     (@flag) => { false };
     (@flag $value:expr) => { $value };
+    // The printed name of an entry, its fields bound by reference.
+    (@name $name:literal) => { $name };
+    (@name $field:ident) => { $field.name() };
+    // Whether `printed` is the name of an entry whose fields have these types.
+    (@named $printed:ident, $name:literal $(, $ty:ty)*) => { $printed == $name };
+    (@named $printed:ident, $field:ident $(, $ty:ty)*) => {
+        false $(|| <$ty as Field>::from_name($printed).is_some())*
+    };
     ($(
         $(#[$doc:meta])*
         $variant:ident $({ $($field:ident: $ty:ty),* $(,)? })? => {
-            name: $name:expr,
+            name: $name:tt,
             operands: [$($operand:ident),*],
             fusion: $fusion:expr,
             $(distinct: $distinct:expr,)?
@@ -259,7 +272,7 @@ macro_rules! primitives {
             /// The op's name as printed (snake case, as in StableHLO where one exists).
             pub fn name(&self) -> &'static str {
                 match self {
-                    $(Op::$variant $({ $($field),* })? => $name,)*
+                    $(Op::$variant $({ $($field),* })? => primitives!(@name $name),)*
                 }
             }
 
@@ -299,6 +312,41 @@ macro_rules! primitives {
                 match self {
                     $(Op::$variant { .. } => primitives!(@flag $($distinct)?),)*
                 }
+            }
+
+            /// Appends the op's attributes (the fields that are neither operands nor its
+            /// name) in the IR text form, each preceded by a space.
+            pub(crate) fn write_attributes(&self, out: &mut String) {
+                match self {
+                    $(Op::$variant $({ $($field),* })? => {
+                        $($(text::write_field($field, stringify!($field), out);)*)?
+                    })*
+                }
+            }
+
+            /// The op printed as `printed` with `operands`, its attributes read from `r`
+            /// (the inverse of [`Op::name`], [`Op::operands`] and [`Op::write_attributes`]).
+            pub(crate) fn parse_text(
+                printed: &str,
+                operands: &[Value],
+                r: &mut text::Reader<'_>,
+            ) -> crate::Result<Op> {
+                $(
+                    if primitives!(@named printed, $name $($(, $ty)*)?) {
+                        let fields: &[(&str, Role)] =
+                            &[$($((stringify!($field), <$ty as Field>::ROLE)),*)?];
+                        let slots = text::OperandSlots::new(
+                            fields,
+                            &[$(stringify!($operand)),*],
+                            operands,
+                            r,
+                        )?;
+                        return Ok(Op::$variant $({ $(
+                            $field: text::read_field::<$ty>(r, printed, stringify!($field), &slots)?
+                        ),* })?);
+                    }
+                )*
+                Err(r.error_at_start(format!("unknown op `{printed}`")))
             }
         }
     };
@@ -350,7 +398,7 @@ primitives! {
     },
     /// An elementwise function of one operand.
     Unary { op: UnaryOp, x: Value } => {
-        name: op.name(),
+        name: op,
         operands: [x],
         fusion: FusionClass::Elementwise(Elementwise::Unary(*op)),
     },
@@ -360,7 +408,7 @@ primitives! {
         lhs: Value,
         rhs: Value,
     } => {
-        name: op.name(),
+        name: op,
         operands: [lhs, rhs],
         fusion: FusionClass::Elementwise(Elementwise::Binary(*op)),
     },

@@ -39,6 +39,8 @@ pub use callbacks::{
 pub(crate) use compile::TrainState;
 pub use lambda::LambdaCallback;
 pub use model::Model;
+pub(crate) use predict::concat_rows;
+pub(crate) use step::predict_graph;
 pub use tensorboard::{TensorBoard, UpdateFreq};
 
 use crate::Tensor;

@@ -129,7 +129,7 @@ impl<A: Architecture> Model<A> {
 }
 
 /// Joins batches of outputs along the first axis.
-fn concat_rows(parts: &[Tensor]) -> Result<Tensor> {
+pub(crate) fn concat_rows(parts: &[Tensor]) -> Result<Tensor> {
     let first = parts
         .first()
         .ok_or_else(|| Error::invalid("predict", "no batches"))?;
