@@ -5,11 +5,13 @@
 //! differences and JAX (`tests/reference/value_and_grad.json`) give; bad input is a typed
 //! error. Every test runs on the native backend and on XLA CPU.
 
+mod backends;
+
+use backends::backends;
 use ndarray::{Array1, Array2, ArrayD};
 use serde_json::Value as Json;
 use std::sync::Arc;
 use strata_runtime::backend::native::NativeBackend;
-use strata_runtime::backend::pjrt::{CacheDir, PjrtBackend, PjrtOptions};
 use strata_runtime::backend::{Backend, Device};
 use strata_runtime::loss::SparseCategoricalCrossentropy;
 use strata_runtime::metrics::Accuracy;
@@ -18,26 +20,6 @@ use strata_runtime::optim::{Adam, SGD};
 use strata_runtime::strategy::MirroredStrategy;
 use strata_runtime::train::{Fit, Logs};
 use strata_runtime::{random, Error, Model, Tensor};
-
-fn xla_cpu() -> Arc<dyn Backend> {
-    match PjrtBackend::with_options(
-        &Device::XlaCpu { devices: Some(1) },
-        PjrtOptions {
-            cache: CacheDir::Disabled,
-            ..PjrtOptions::default()
-        },
-    ) {
-        Ok(b) => Arc::new(b),
-        Err(e) => panic!("the XLA CPU plugin is needed for this test: {e}"),
-    }
-}
-
-fn backends() -> Vec<(&'static str, Arc<dyn Backend>)> {
-    vec![
-        ("native", Arc::new(NativeBackend::new())),
-        ("xla-cpu", xla_cpu()),
-    ]
-}
 
 /// 12 inputs, 4 classes; with `dropout`, a Dropout layer between the two Dense ones.
 fn mlp(backend: &Arc<dyn Backend>, dropout: bool) -> Model<Sequential> {

@@ -5,12 +5,14 @@
 
 mod common;
 
+mod backends;
+
+use backends::backends;
 use ndarray::{Array1, ArrayD};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use strata_runtime::backend::native::NativeBackend;
-use strata_runtime::backend::pjrt::{CacheDir, PjrtBackend, PjrtOptions};
-use strata_runtime::backend::{Backend, Buffer, CompileOptions, Device, Executable};
+use strata_runtime::backend::{Backend, Buffer, CompileOptions, Executable};
 use strata_runtime::ir::{DType, Graph, Value};
 use strata_runtime::loss::SparseCategoricalCrossentropy;
 use strata_runtime::metrics::Accuracy;
@@ -20,26 +22,6 @@ use strata_runtime::nn::{
 use strata_runtime::optim::Adam;
 use strata_runtime::train::Fit;
 use strata_runtime::{random, Error, Exported, Model, Result, Tensor};
-
-fn xla_cpu() -> Arc<dyn Backend> {
-    match PjrtBackend::with_options(
-        &Device::XlaCpu { devices: Some(1) },
-        PjrtOptions {
-            cache: CacheDir::Disabled,
-            ..PjrtOptions::default()
-        },
-    ) {
-        Ok(b) => Arc::new(b),
-        Err(e) => panic!("the XLA CPU plugin is needed for this test: {e}"),
-    }
-}
-
-fn backends() -> Vec<(&'static str, Arc<dyn Backend>)> {
-    vec![
-        ("native", Arc::new(NativeBackend::new())),
-        ("xla-cpu", xla_cpu()),
-    ]
-}
 
 /// The tutorial's model.
 fn mlp() -> Model<Sequential> {

@@ -3,11 +3,12 @@
 //! between calls (never a stale copy), typed outputs, one sample, one batch; on the native
 //! backend and on XLA CPU.
 
+mod backends;
+
+use backends::backends;
 use ndarray::{Array1, Array2, Array3, ArrayD};
 use std::sync::Arc;
-use strata_runtime::backend::native::NativeBackend;
-use strata_runtime::backend::pjrt::{CacheDir, PjrtBackend, PjrtOptions};
-use strata_runtime::backend::{Backend, Device};
+use strata_runtime::backend::Backend;
 use strata_runtime::loss::SparseCategoricalCrossentropy;
 use strata_runtime::metrics::Accuracy;
 use strata_runtime::nn::{Activation, Dense, Dropout, Sequential};
@@ -20,26 +21,6 @@ fn assert_send_sync<T: Send + Sync>() {}
 #[test]
 fn a_model_is_send_and_sync() {
     assert_send_sync::<Model<Sequential>>();
-}
-
-fn xla_cpu() -> Arc<dyn Backend> {
-    match PjrtBackend::with_options(
-        &Device::XlaCpu { devices: Some(1) },
-        PjrtOptions {
-            cache: CacheDir::Disabled,
-            ..PjrtOptions::default()
-        },
-    ) {
-        Ok(b) => Arc::new(b),
-        Err(e) => panic!("the XLA CPU plugin is needed for this test: {e}"),
-    }
-}
-
-fn backends() -> Vec<(&'static str, Arc<dyn Backend>)> {
-    vec![
-        ("native", Arc::new(NativeBackend::new())),
-        ("xla-cpu", xla_cpu()),
-    ]
 }
 
 fn mlp(backend: Arc<dyn Backend>) -> Model<Sequential> {

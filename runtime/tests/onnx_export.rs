@@ -6,13 +6,15 @@
 //! within 1e-5 absolute plus 1e-5 relative (`|onnx - strata| <= 1e-5 + 1e-5 |strata|`,
 //! numpy's `allclose` rule), both with onnxruntime's graph optimizations and without.
 
+mod backends;
+
+use backends::xla_cpu;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use strata_runtime::backend::native::NativeBackend;
-use strata_runtime::backend::pjrt::{CacheDir, PjrtBackend, PjrtOptions};
-use strata_runtime::backend::{Backend, Device};
+use strata_runtime::backend::Backend;
 use strata_runtime::ir::Value;
 use strata_runtime::loss::MeanSquaredError;
 use strata_runtime::nn::*;
@@ -119,19 +121,6 @@ fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
         g[worst.0],
         w[worst.0]
     );
-}
-
-fn xla_cpu() -> Arc<dyn Backend> {
-    match PjrtBackend::with_options(
-        &Device::XlaCpu { devices: Some(1) },
-        PjrtOptions {
-            cache: CacheDir::Disabled,
-            ..PjrtOptions::default()
-        },
-    ) {
-        Ok(b) => Arc::new(b),
-        Err(e) => panic!("the XLA CPU plugin is needed for this test: {e}"),
-    }
 }
 
 /// A model of `layers` on inputs of `input` (f32 normal samples), trained two epochs
