@@ -16,6 +16,7 @@ pub(crate) mod dot_general;
 mod emitter;
 pub(crate) mod gather;
 pub(crate) mod pad;
+pub(crate) mod pool2d;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod reduce_window;

@@ -1,6 +1,7 @@
 //! `reduce_window` (pooling) and `select_and_scatter_add` (its max/min gradient): shape
 //! rules, gradients, native kernels.
 
+use super::pool2d::Pool2d;
 use super::In;
 use crate::ir::{Graph, ReduceOp, TensorType, Value, Window, MAX_RANK};
 use crate::kernel::data::{Data, DataMut};
@@ -178,6 +179,71 @@ fn for_each_window(xd: &[usize], od: &[usize], w: &Window, mut f: impl FnMut(Vis
     }
 }
 
+/// `*acc = combine(*acc, v)` for max/min/sum pooling, as the generic kernel and the fast
+/// path both apply it: a NaN accumulator is replaced by the next element, a NaN element
+/// wins over the accumulator.
+pub(super) fn combine<T: Copy + PartialOrd + std::ops::Add<Output = T>>(
+    op: ReduceOp,
+) -> impl Fn(T, T) -> T {
+    move |acc, v| match op {
+        ReduceOp::Sum => acc + v,
+        ReduceOp::Max => {
+            if acc >= v {
+                acc
+            } else {
+                v
+            }
+        }
+        ReduceOp::Min => {
+            if acc <= v {
+                acc
+            } else {
+                v
+            }
+        }
+    }
+}
+
+/// Any pooling, by walking every window.
+pub(super) fn pool_generic<T: Copy + PartialOrd + std::ops::Add<Output = T>>(
+    op: ReduceOp,
+    a: &[T],
+    xd: &[usize],
+    od: &[usize],
+    w: &Window,
+    init: T,
+    o: &mut [T],
+) {
+    let f = combine(op);
+    o.fill(init);
+    for_each_window(xd, od, w, |e| {
+        if let Visit::Elem { out: oi, input: xi } = e {
+            o[oi] = f(o[oi], a[xi]);
+        }
+    });
+}
+
+/// One pooling: the NHWC 2-D fast path where it applies, else the generic walk.
+fn pool<T: Copy + PartialOrd + std::ops::Add<Output = T> + Default + Send + Sync>(
+    op: ReduceOp,
+    a: &[T],
+    xd: &[usize],
+    od: &[usize],
+    w: &Window,
+    (lo, hi): (T, T),
+    o: &mut [T],
+) {
+    let init = match op {
+        ReduceOp::Sum => T::default(),
+        ReduceOp::Max => lo,
+        ReduceOp::Min => hi,
+    };
+    match Pool2d::of(xd, od, w) {
+        Some(p) => p.reduce(a, o, init, combine(op)),
+        None => pool_generic(op, a, xd, od, w, init, o),
+    }
+}
+
 pub(crate) fn native(
     op: ReduceOp,
     x: In<'_>,
@@ -185,51 +251,32 @@ pub(crate) fn native(
     out_ty: &TensorType,
     out: DataMut<'_>,
 ) -> Result<()> {
-    macro_rules! pool {
-        ($a:expr, $o:expr, $lo:expr, $hi:expr) => {{
-            let (a, o) = ($a, $o);
-            let init = match op {
-                ReduceOp::Sum => Default::default(),
-                ReduceOp::Max => $lo,
-                ReduceOp::Min => $hi,
-            };
-            o.fill(init);
-            for_each_window(x.ty.dims(), out_ty.dims(), w, |e| {
-                if let Visit::Elem { out: oi, input: xi } = e {
-                    let v = a[xi];
-                    let acc = &mut o[oi];
-                    *acc = match op {
-                        ReduceOp::Sum => *acc + v,
-                        ReduceOp::Max => {
-                            if *acc >= v {
-                                *acc
-                            } else {
-                                v
-                            }
-                        }
-                        ReduceOp::Min => {
-                            if *acc <= v {
-                                *acc
-                            } else {
-                                v
-                            }
-                        }
-                    };
-                }
-            });
-        }};
-    }
+    let (xd, od) = (x.ty.dims(), out_ty.dims());
     match (x.data, out) {
-        (Data::F32(a), DataMut::F32(o)) => pool!(a, o, f32::NEG_INFINITY, f32::INFINITY),
-        (Data::F64(a), DataMut::F64(o)) => pool!(a, o, f64::NEG_INFINITY, f64::INFINITY),
-        (Data::I32(a), DataMut::I32(o)) => pool!(a, o, i32::MIN, i32::MAX),
-        (Data::I64(a), DataMut::I64(o)) => pool!(a, o, i64::MIN, i64::MAX),
+        (Data::F32(a), DataMut::F32(o)) => {
+            pool(op, a, xd, od, w, (f32::NEG_INFINITY, f32::INFINITY), o)
+        }
+        (Data::F64(a), DataMut::F64(o)) => {
+            pool(op, a, xd, od, w, (f64::NEG_INFINITY, f64::INFINITY), o)
+        }
+        (Data::I32(a), DataMut::I32(o)) => pool(op, a, xd, od, w, (i32::MIN, i32::MAX), o),
+        (Data::I64(a), DataMut::I64(o)) => pool(op, a, xd, od, w, (i64::MIN, i64::MAX), o),
         (a, _) => return Err(super::unsupported("reduce_window", a.dtype())),
     }
     Ok(())
 }
 
-fn scatter<T: Real>(
+/// Whether `cand` replaces the selected `cur` (strictly better: ties keep the first, a
+/// NaN is never better, and a NaN selected first stays).
+pub(super) fn better<T: Real>(op: ReduceOp) -> impl Fn(T, T) -> bool + Sync {
+    move |cand: T, cur: T| match op {
+        ReduceOp::Min => cand < cur,
+        ReduceOp::Max | ReduceOp::Sum => cand > cur,
+    }
+}
+
+/// The max/min-pooling gradient by walking every window.
+pub(super) fn scatter_generic<T: Real>(
     op: ReduceOp,
     src: &[T],
     x: &[T],
@@ -241,10 +288,7 @@ fn scatter<T: Real>(
     out.fill(T::zero());
     // Per window: the first in-range element strictly better than every earlier one, so
     // ties go to the first (as StableHLO's select with `ge`/`le`).
-    let better = |cand: T, cur: T| match op {
-        ReduceOp::Min => cand < cur,
-        ReduceOp::Max | ReduceOp::Sum => cand > cur,
-    };
+    let better = better::<T>(op);
     let mut best: Option<usize> = None;
     for_each_window(xd, sd, w, |e| match e {
         Visit::Elem { input, .. } => match best {
@@ -257,6 +301,21 @@ fn scatter<T: Real>(
             }
         }
     });
+}
+
+fn scatter<T: Real>(
+    op: ReduceOp,
+    src: &[T],
+    x: &[T],
+    xd: &[usize],
+    sd: &[usize],
+    w: &Window,
+    out: &mut [T],
+) {
+    match Pool2d::of(xd, sd, w) {
+        Some(p) => p.scatter(src, x, out, better::<T>(op)),
+        None => scatter_generic(op, src, x, xd, sd, w, out),
+    }
 }
 
 pub(crate) fn native_select_and_scatter(
