@@ -293,6 +293,23 @@ fn table() -> Vec<Check> {
         },
     ));
     t.push(check(
+        "reduce_window max, 3x3/2 same (overlapping windows)",
+        OpKind::ReduceWindow,
+        vec![rand(&[2, 7, 5, 3], -1.0, 1.0, 31)],
+        &[0],
+        |g, p| {
+            g.reduce_window(
+                ReduceOp::Max,
+                p[0],
+                win(
+                    &[1, 3, 3, 1],
+                    &[1, 2, 2, 1],
+                    &[(0, 0), (1, 1), (1, 1), (0, 0)],
+                ),
+            )
+        },
+    ));
+    t.push(check(
         "reduce_window min",
         OpKind::ReduceWindow,
         vec![rand(&[8], -1.0, 1.0, 30)],

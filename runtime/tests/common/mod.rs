@@ -664,6 +664,63 @@ pub fn cases() -> Vec<Case> {
             ])
         },
     ));
+    // NHWC 2-D windows, which the native backend runs on its own fast path: 2x2/2 valid
+    // max, 3x3/2 same (padded) sum and max, with ties inside windows.
+    let nhwc = || {
+        f32t(
+            &[1, 3, 4, 2],
+            &[
+                1.0, 0.0, 5.0, -1.0, 2.0, 3.0, 2.0, 3.0, //
+                5.0, 2.0, 3.0, 2.0, 2.0, -4.0, 0.0, 1.0, //
+                4.0, 6.0, 1.0, -2.0, 7.0, 0.0, 7.0, 8.0,
+            ],
+        )
+    };
+    c.push(case(
+        "reduce_window NHWC 2x2/2 valid max, 3x3/2 same sum and max",
+        vec![nhwc()],
+        vec![
+            f32t(&[1, 1, 2, 2], &[5.0, 2.0, 2.0, 3.0]),
+            f32t(&[1, 2, 2, 2], &[18.0, 2.0, 6.0, 3.0, 22.0, 4.0, 16.0, 5.0]),
+            f32t(&[1, 2, 2, 2], &[5.0, 3.0, 2.0, 3.0, 7.0, 6.0, 7.0, 8.0]),
+        ],
+        |g, p| {
+            let same = window(
+                &[1, 3, 3, 1],
+                &[1, 2, 2, 1],
+                &[(0, 0), (1, 1), (0, 1), (0, 0)],
+            );
+            Ok(vec![
+                g.reduce_window(
+                    ReduceOp::Max,
+                    p[0],
+                    window(&[1, 2, 2, 1], &[1, 2, 2, 1], &[(0, 0); 4]),
+                )?,
+                g.reduce_window(ReduceOp::Sum, p[0], same.clone())?,
+                g.reduce_window(ReduceOp::Max, p[0], same)?,
+            ])
+        },
+    ));
+    c.push(case(
+        "select_and_scatter_add NHWC 2x2/2 valid, ties go to the first",
+        vec![nhwc(), f32t(&[1, 1, 2, 2], &[10.0, 20.0, 30.0, 40.0])],
+        vec![f32t(
+            &[1, 3, 4, 2],
+            &[
+                0.0, 0.0, 10.0, 0.0, 30.0, 40.0, 0.0, 0.0, //
+                0.0, 20.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, //
+                0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+            ],
+        )],
+        |g, p| {
+            Ok(vec![g.select_and_scatter_add(
+                ReduceOp::Max,
+                p[1],
+                p[0],
+                window(&[1, 2, 2, 1], &[1, 2, 2, 1], &[(0, 0); 4]),
+            )?])
+        },
+    ));
     c.push(case(
         "select_and_scatter_add",
         vec![
