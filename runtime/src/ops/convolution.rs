@@ -1,13 +1,12 @@
-//! `convolution`: shape rule, gradients, native kernel (im2col + gemm).
+//! `convolution`: shape rule, gradients, the native kernel's entry (the kernels are in
+//! `conv_native`), StableHLO lowering.
 //!
 //! Layout: input `[batch, spatial…, features]`, kernel `[spatial…, in_features/groups,
 //! out_features]`, output `[batch, spatial…, out_features]` (TensorFlow/Keras' NHWC/HWIO).
 
-use super::In;
+use super::{conv_native, In};
 use crate::ir::{ConvParams, Graph, TensorType, Value, MAX_RANK};
 use crate::kernel::data::{Data, DataMut};
-use crate::kernel::gemm::{matmul, Mat};
-use crate::kernel::real::Real;
 use crate::kernel::KernelCtx;
 use crate::{Error, Result};
 
@@ -189,131 +188,6 @@ pub(crate) fn vjp(
     Ok((dx, dw))
 }
 
-/// Geometry of one convolution, precomputed from the types.
-struct Geometry {
-    n: usize,
-    batch: usize,
-    in_sp: [usize; MAX_RANK],
-    k_sp: [usize; MAX_RANK],
-    out_sp: [usize; MAX_RANK],
-    cin: usize,
-    cig: usize,
-    cout: usize,
-    groups: usize,
-}
-
-/// Fills `patches` (`[batch · out positions, kernel positions · cig]`) for group `grp`.
-fn im2col<T: Real>(x: &[T], geo: &Geometry, p: &ConvParams, grp: usize, patches: &mut [T]) {
-    let n = geo.n;
-    let kprod: usize = geo.k_sp[..n].iter().product();
-    let row_len = kprod * geo.cig;
-    let mut in_strides = [0usize; MAX_RANK];
-    let mut acc = geo.cin;
-    for d in (0..n).rev() {
-        in_strides[d] = acc;
-        acc *= geo.in_sp[d];
-    }
-    let image = acc;
-    let nout: usize = geo.out_sp[..n].iter().product();
-    let mut row = 0;
-    for b in 0..geo.batch {
-        let mut o = [0usize; MAX_RANK];
-        for _ in 0..nout {
-            let dst = &mut patches[row * row_len..(row + 1) * row_len];
-            let mut k = [0usize; MAX_RANK];
-            for kp in 0..kprod {
-                let cell = &mut dst[kp * geo.cig..(kp + 1) * geo.cig];
-                let mut off = b * image + grp * geo.cig;
-                let mut inside = true;
-                for d in 0..n {
-                    let pos =
-                        (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64 - p.padding[d].0;
-                    let ld = p.lhs_dilation[d] as i64;
-                    if pos < 0 || pos % ld != 0 || pos / ld >= geo.in_sp[d] as i64 {
-                        inside = false;
-                        break;
-                    }
-                    off += (pos / ld) as usize * in_strides[d];
-                }
-                if inside {
-                    cell.copy_from_slice(&x[off..off + geo.cig]);
-                } else {
-                    cell.fill(T::zero());
-                }
-                step(&mut k, &geo.k_sp[..n]);
-            }
-            step(&mut o, &geo.out_sp[..n]);
-            row += 1;
-        }
-    }
-}
-
-/// Advances a row-major multi-index.
-fn step(idx: &mut [usize; MAX_RANK], dims: &[usize]) {
-    let mut d = dims.len();
-    while d > 0 {
-        d -= 1;
-        idx[d] += 1;
-        if idx[d] < dims[d] {
-            return;
-        }
-        idx[d] = 0;
-    }
-}
-
-fn run<T: Real>(
-    x: &[T],
-    w: &[T],
-    geo: &Geometry,
-    p: &ConvParams,
-    out: &mut [T],
-    scratch: &mut Vec<T>,
-) -> Result<()> {
-    let n = geo.n;
-    let kprod: usize = geo.k_sp[..n].iter().product();
-    let rows = geo.batch * geo.out_sp[..n].iter().product::<usize>();
-    let depth = kprod * geo.cig;
-    let cog = geo.cout / geo.groups;
-    // A 1x1, stride-1, unpadded, ungrouped convolution is a plain matmul on the input.
-    let pointwise = kprod == 1
-        && geo.groups == 1
-        && p.strides.iter().all(|&s| s == 1)
-        && p.lhs_dilation.iter().all(|&s| s == 1)
-        && p.padding.iter().all(|&q| q == (0, 0));
-    for grp in 0..geo.groups {
-        let a: &[T] = if pointwise {
-            x
-        } else {
-            if scratch.len() < rows * depth {
-                scratch.resize(rows * depth, T::zero());
-            }
-            im2col(x, geo, p, grp, &mut scratch[..rows * depth]);
-            &scratch[..rows * depth]
-        };
-        matmul(
-            rows,
-            cog,
-            depth,
-            Mat {
-                data: a,
-                off: 0,
-                rs: depth as isize,
-                cs: 1,
-            },
-            Mat {
-                data: w,
-                off: grp * cog,
-                rs: geo.cout as isize,
-                cs: 1,
-            },
-            &mut out[grp * cog..],
-            geo.cout,
-            false,
-        )?;
-    }
-    Ok(())
-}
-
 pub(crate) fn native(
     lhs: In<'_>,
     rhs: In<'_>,
@@ -324,7 +198,7 @@ pub(crate) fn native(
 ) -> Result<()> {
     let (xd, wd, od) = (lhs.ty.dims(), rhs.ty.dims(), out_ty.dims());
     let n = xd.len() - 2;
-    let mut geo = Geometry {
+    let mut geo = conv_native::Geometry {
         n,
         batch: xd[0],
         in_sp: [0; MAX_RANK],
@@ -338,12 +212,13 @@ pub(crate) fn native(
     geo.in_sp[..n].copy_from_slice(&xd[1..=n]);
     geo.k_sp[..n].copy_from_slice(&wd[..n]);
     geo.out_sp[..n].copy_from_slice(&od[1..=n]);
+    let method = conv_native::choose(&geo, p);
     match (lhs.data, rhs.data, out) {
         (Data::F32(x), Data::F32(w), DataMut::F32(o)) => {
-            run(x, w, &geo, p, o, &mut ctx.scratch_f32[0])
+            conv_native::run(method, x, w, &geo, p, o, &mut ctx.scratch_f32[0])
         }
         (Data::F64(x), Data::F64(w), DataMut::F64(o)) => {
-            run(x, w, &geo, p, o, &mut ctx.scratch_f64[0])
+            conv_native::run(method, x, w, &geo, p, o, &mut ctx.scratch_f64[0])
         }
         (a, _, _) => Err(super::unsupported("convolution", a.dtype())),
     }

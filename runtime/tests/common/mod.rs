@@ -771,6 +771,23 @@ pub fn cases() -> Vec<Case> {
             ])
         },
     ));
+    // More output pixels than input pixels (an input gradient's form): the native kernel
+    // multiplies each input pixel once and gathers (`conv_native`'s gather form).
+    c.push(case(
+        "convolution 1d, input-dilated and padded",
+        vec![
+            f32t(&[1, 2, 1], &[1.0, 2.0]),
+            f32t(&[2, 1, 1], &[1.0, 10.0]),
+        ],
+        vec![f32t(&[1, 4, 1], &[10.0, 1.0, 20.0, 2.0])],
+        move |g, p| {
+            Ok(vec![g.convolution(
+                p[0],
+                p[1],
+                conv(&[1], &[(1, 1)], &[2], &[1], 1),
+            )?])
+        },
+    ));
     c.push(case(
         "convolution 2d",
         vec![

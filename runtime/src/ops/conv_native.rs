@@ -1,0 +1,854 @@
+//! The native kernels of `convolution` (NHWC input, HWIO kernel), three ways onto the
+//! matrix product:
+//!
+//! - **pointwise**: a 1×1, stride-1, unpadded, ungrouped convolution is the product of the
+//!   input (as `[pixels, features]`) with the kernel;
+//! - **im2col**: each output pixel's receptive field is copied into a row of patches and the
+//!   patches are multiplied by the kernel (`[kernel positions · in, out]`). The rows are
+//!   made and multiplied a cache-sized block at a time on each core, so the patches never
+//!   leave the core's cache; only a deep product (a kernel gradient, whose depth is the
+//!   batch times the output pixels) builds all patches first, for the product to split;
+//! - **gather**: a convolution with more output pixels than input pixels (the input
+//!   gradient of a `valid` or strided convolution: a padded and/or input-dilated form)
+//!   multiplies each real input pixel by every kernel position once (`[pixels, in] ·
+//!   [in, kernel positions · out]`) and sums those products into the outputs they reach.
+//!   im2col would multiply the padding and the inserted zeros too.
+//!
+//! Which one runs depends only on the shapes of one image, never on the batch size, so a
+//! sample's result does not depend on the batch it came in.
+
+use crate::ir::{ConvParams, MAX_RANK};
+use crate::kernel::crew;
+use crate::kernel::gemm::{matmul, Mat};
+use crate::kernel::real::Real;
+use crate::Result;
+
+/// Patches per im2col block (elements): the block and its slice of the output stay in a
+/// core's L2 cache between being written and being multiplied.
+const BLOCK_ELEMS: usize = 1 << 16;
+/// Rows of patches a block needs at least for the product to run at speed; a deeper
+/// product builds all its patches first (see the module comment).
+const MIN_BLOCK_ROWS: usize = 32;
+/// Largest per-image product of the gather form (elements) a core keeps as scratch.
+const MAX_GATHER_ELEMS: usize = 1 << 20;
+/// Tasks per core, so a core that finishes early takes work from one that started late.
+const TASKS_PER_CORE: usize = 4;
+
+/// Geometry of one convolution, from its types.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Geometry {
+    pub n: usize,
+    pub batch: usize,
+    pub in_sp: [usize; MAX_RANK],
+    pub k_sp: [usize; MAX_RANK],
+    pub out_sp: [usize; MAX_RANK],
+    pub cin: usize,
+    pub cig: usize,
+    pub cout: usize,
+    pub groups: usize,
+}
+
+impl Geometry {
+    fn nin(&self) -> usize {
+        self.in_sp[..self.n].iter().product()
+    }
+    fn nout(&self) -> usize {
+        self.out_sp[..self.n].iter().product()
+    }
+    fn kprod(&self) -> usize {
+        self.k_sp[..self.n].iter().product()
+    }
+    fn cog(&self) -> usize {
+        self.cout / self.groups
+    }
+}
+
+/// How a convolution is computed (see the module comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Method {
+    Pointwise,
+    Im2colBlocks,
+    Im2colSplit,
+    Im2colWhole,
+    Gather,
+}
+
+/// The fastest method for this geometry.
+pub(super) fn choose(geo: &Geometry, p: &ConvParams) -> Method {
+    if pointwise(geo, p) {
+        return Method::Pointwise;
+    }
+    if geo.nin() < geo.nout() && geo.nin() * geo.kprod() * geo.cog() <= MAX_GATHER_ELEMS {
+        return Method::Gather;
+    }
+    let rows = geo.batch * geo.nout();
+    if geo.kprod() * geo.cig * MIN_BLOCK_ROWS <= BLOCK_ELEMS {
+        Method::Im2colBlocks
+    } else if rows * geo.cig <= BLOCK_ELEMS && geo.kprod() >= 2 {
+        Method::Im2colSplit
+    } else {
+        Method::Im2colWhole
+    }
+}
+
+/// Whether the convolution is a product of the input's pixels with the kernel.
+fn pointwise(geo: &Geometry, p: &ConvParams) -> bool {
+    geo.kprod() == 1
+        && geo.groups == 1
+        && p.strides.iter().all(|&s| s == 1)
+        && p.lhs_dilation.iter().all(|&s| s == 1)
+        && p.padding.iter().all(|&q| q == (0, 0))
+}
+
+/// `out = conv(x, w)` by `method` (any method computes any convolution; `choose` picks).
+pub(super) fn run<T: Real>(
+    method: Method,
+    x: &[T],
+    w: &[T],
+    geo: &Geometry,
+    p: &ConvParams,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    match method {
+        Method::Pointwise if pointwise(geo, p) => {
+            let rows = geo.batch * geo.nout();
+            let a = Mat {
+                data: x,
+                off: 0,
+                rs: geo.cin as isize,
+                cs: 1,
+            };
+            let b = Mat {
+                data: w,
+                off: 0,
+                rs: geo.cout as isize,
+                cs: 1,
+            };
+            matmul(rows, geo.cout, geo.cin, a, b, out, geo.cout, false)
+        }
+        Method::Pointwise | Method::Im2colWhole => im2col_whole(x, w, geo, p, out, scratch),
+        Method::Im2colBlocks => im2col_blocks(x, w, geo, p, out, scratch),
+        Method::Im2colSplit => im2col_split(x, w, geo, p, out, scratch),
+        Method::Gather => gather(x, w, geo, p, out, scratch),
+    }
+}
+
+/// Grows `scratch` to at least `len` elements (once; later calls of the same shapes find
+/// it large enough).
+fn grow<T: Real>(scratch: &mut Vec<T>, len: usize) {
+    if scratch.len() < len {
+        scratch.resize(len, T::zero());
+    }
+}
+
+/// The kernel of group `grp` as a `[kernel positions · cig, cog]` matrix.
+fn kernel_mat<'a, T>(w: &'a [T], geo: &Geometry, grp: usize) -> Mat<'a, T> {
+    Mat {
+        data: w,
+        off: grp * geo.cog(),
+        rs: geo.cout as isize,
+        cs: 1,
+    }
+}
+
+/// All patches of group `grp` built at once (rows split over the cores), then one product.
+fn im2col_whole<T: Real>(
+    x: &[T],
+    w: &[T],
+    geo: &Geometry,
+    p: &ConvParams,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let rows = geo.batch * geo.nout();
+    let depth = geo.kprod() * geo.cig;
+    grow(scratch, rows * depth);
+    let patches = &mut scratch[..rows * depth];
+    for grp in 0..geo.groups {
+        let tasks = (crew::width() * TASKS_PER_CORE).min(rows).max(1);
+        crew::run_chunks(patches, tasks, depth, &|start, chunk| {
+            let r0 = start / depth;
+            im2col_rows(x, geo, p, grp, r0..r0 + chunk.len() / depth, chunk);
+        });
+        let a = Mat {
+            data: &*patches,
+            off: 0,
+            rs: depth as isize,
+            cs: 1,
+        };
+        matmul(
+            rows,
+            geo.cog(),
+            depth,
+            a,
+            kernel_mat(w, geo, grp),
+            &mut out[grp * geo.cog()..],
+            geo.cout,
+            false,
+        )?;
+    }
+    Ok(())
+}
+
+/// Blocks of patch rows, each built and multiplied on one core while it is in cache.
+fn im2col_blocks<T: Real>(
+    x: &[T],
+    w: &[T],
+    geo: &Geometry,
+    p: &ConvParams,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let rows = geo.batch * geo.nout();
+    let depth = geo.kprod() * geo.cig;
+    let block = (BLOCK_ELEMS / depth).max(MIN_BLOCK_ROWS).min(rows.max(1));
+    let blocks = rows.div_ceil(block);
+    let tasks = (crew::width() * TASKS_PER_CORE).min(blocks).max(1);
+    grow(scratch, tasks * block * depth);
+    let (cout, cog) = (geo.cout, geo.cog());
+    // Addresses, so the task closure may be shared between threads.
+    let (patches_at, out_at, out_len) = (
+        scratch.as_mut_ptr() as usize,
+        out.as_mut_ptr() as usize,
+        out.len(),
+    );
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    crew::run(tasks, &|t| {
+        // SAFETY: task `t` alone uses patch slot `t` (the scratch holds `tasks` slots).
+        let slot = unsafe {
+            std::slice::from_raw_parts_mut(
+                (patches_at as *mut T).add(t * block * depth),
+                block * depth,
+            )
+        };
+        for b in crew::part(blocks, tasks, t) {
+            let r = b * block..((b + 1) * block).min(rows);
+            let m = r.len();
+            for grp in 0..geo.groups {
+                im2col_rows(x, geo, p, grp, r.clone(), &mut slot[..m * depth]);
+                let at = r.start * cout + grp * cog;
+                let len = (m - 1) * cout + cog;
+                if at + len > out_len {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                // SAFETY: rows `r` of the output (in bounds, checked just above) belong to
+                // this block alone; `out` stays borrowed until `run` returns.
+                let c = unsafe { std::slice::from_raw_parts_mut((out_at as *mut T).add(at), len) };
+                let a = Mat {
+                    data: &slot[..m * depth],
+                    off: 0,
+                    rs: depth as isize,
+                    cs: 1,
+                };
+                if matmul(m, cog, depth, a, kernel_mat(w, geo, grp), c, cout, false).is_err() {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    if failed.into_inner() {
+        return Err(crate::Error::Backend {
+            backend: "native",
+            message: "internal: convolution block out of bounds".into(),
+        });
+    }
+    Ok(())
+}
+
+/// A deep product with few rows (a kernel gradient: the rows are the kernel's positions
+/// and input features, the depth the cotangent's pixels times the batch) split along the
+/// depth: each core takes a share of the kernel positions, builds their patches a
+/// cache-sized chunk at a time and adds their product into a partial result of its own;
+/// the partials are added in task order, so the result does not depend on which thread
+/// ran which share.
+fn im2col_split<T: Real>(
+    x: &[T],
+    w: &[T],
+    geo: &Geometry,
+    p: &ConvParams,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let rows = geo.batch * geo.nout();
+    let (kprod, cig, cog, cout) = (geo.kprod(), geo.cig, geo.cog(), geo.cout);
+    // Kernel positions per chunk.
+    let per = (BLOCK_ELEMS / (rows * cig).max(1)).clamp(1, kprod);
+    let chunks = kprod.div_ceil(per);
+    let tasks = crew::width().min(chunks).max(1);
+    let (slot, partial) = (rows * per * cig, rows * cout);
+    grow(scratch, tasks * slot + (tasks - 1) * partial);
+    let (slots, partials) = scratch.split_at_mut(tasks * slot);
+    let partials = &mut partials[..(tasks - 1) * partial];
+    if out.len() < partial {
+        return Err(crate::Error::Backend {
+            backend: "native",
+            message: "internal: convolution output smaller than its type".into(),
+        });
+    }
+    let (slots_at, partials_at, out_at) = (
+        slots.as_mut_ptr() as usize,
+        partials.as_mut_ptr() as usize,
+        out.as_mut_ptr() as usize,
+    );
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    crew::run(tasks, &|t| {
+        // SAFETY: task `t` alone uses patch slot `t` and partial `t - 1` (task 0 writes
+        // the output, which stays borrowed until `run` returns).
+        let (patches, dst) = unsafe {
+            let dst = if t == 0 {
+                out_at as *mut T
+            } else {
+                (partials_at as *mut T).add((t - 1) * partial)
+            };
+            (
+                std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot),
+                std::slice::from_raw_parts_mut(dst, partial),
+            )
+        };
+        for (i, c) in crew::part(chunks, tasks, t).enumerate() {
+            let kps = c * per..((c + 1) * per).min(kprod);
+            let depth = kps.len() * cig;
+            for grp in 0..geo.groups {
+                im2col_taps(x, geo, p, grp, kps.clone(), &mut patches[..rows * depth]);
+                let a = Mat {
+                    data: &patches[..rows * depth],
+                    off: 0,
+                    rs: depth as isize,
+                    cs: 1,
+                };
+                let b = Mat {
+                    data: w,
+                    off: kps.start * cig * cout + grp * cog,
+                    rs: cout as isize,
+                    cs: 1,
+                };
+                if matmul(rows, cog, depth, a, b, &mut dst[grp * cog..], cout, i > 0).is_err() {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    });
+    if failed.into_inner() {
+        return Err(crate::Error::Backend {
+            backend: "native",
+            message: "internal: convolution product out of bounds".into(),
+        });
+    }
+    for part in partials.chunks_exact(partial) {
+        for (o, &v) in out[..partial].iter_mut().zip(part) {
+            *o = *o + v;
+        }
+    }
+    Ok(())
+}
+
+/// Fills `dst` with the patches of rows `rows` for kernel positions `kps` only (one run of
+/// `cig` features per position), for group `grp`.
+fn im2col_taps<T: Real>(
+    x: &[T],
+    geo: &Geometry,
+    p: &ConvParams,
+    grp: usize,
+    kps: std::ops::Range<usize>,
+    dst: &mut [T],
+) {
+    let n = geo.n;
+    let (cin, cig) = (geo.cin, geo.cig);
+    let depth = kps.len() * cig;
+    let nout = geo.nout();
+    let mut in_strides = [0usize; MAX_RANK];
+    let mut acc = cin;
+    for d in (0..n).rev() {
+        in_strides[d] = acc;
+        acc *= geo.in_sp[d];
+    }
+    let image = acc;
+    let k0 = unflatten(kps.start, &geo.k_sp[..n]);
+    let mut o = [0usize; MAX_RANK];
+    for row in 0..geo.batch * nout {
+        let b = row / nout;
+        let dst_row = &mut dst[row * depth..(row + 1) * depth];
+        let mut k = k0;
+        for j in 0..kps.len() {
+            let cell = &mut dst_row[j * cig..(j + 1) * cig];
+            let mut off = b * image + grp * cig;
+            let mut inside = true;
+            for d in 0..n {
+                let pos = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64 - p.padding[d].0;
+                let ld = p.lhs_dilation[d] as i64;
+                if pos < 0 || pos % ld != 0 || pos / ld >= geo.in_sp[d] as i64 {
+                    inside = false;
+                    break;
+                }
+                off += (pos / ld) as usize * in_strides[d];
+            }
+            if inside {
+                cell.copy_from_slice(&x[off..off + cig]);
+            } else {
+                cell.fill(T::zero());
+            }
+            step(&mut k, &geo.k_sp[..n]);
+        }
+        step(&mut o, &geo.out_sp[..n]);
+    }
+}
+
+/// Fills `dst` with the patch rows `rows` of group `grp`: row `b · out pixels + o` holds
+/// the input under the kernel at output pixel `o` of image `b`, kernel position major,
+/// features minor (zeros where the kernel lies on padding or an inserted zero).
+fn im2col_rows<T: Real>(
+    x: &[T],
+    geo: &Geometry,
+    p: &ConvParams,
+    grp: usize,
+    rows: std::ops::Range<usize>,
+    dst: &mut [T],
+) {
+    let n = geo.n;
+    let last = n - 1;
+    let (cin, cig) = (geo.cin, geo.cig);
+    let depth = geo.kprod() * cig;
+    let mut in_strides = [0usize; MAX_RANK];
+    let mut acc = cin;
+    for d in (0..n).rev() {
+        in_strides[d] = acc;
+        acc *= geo.in_sp[d];
+    }
+    let image = acc;
+    let nout = geo.nout();
+    let kl = geo.k_sp[last];
+    let outer = geo.kprod() / kl;
+    let (sl, rdl, ldl, lol) = (
+        p.strides[last] as i64,
+        p.rhs_dilation[last] as i64,
+        p.lhs_dilation[last] as i64,
+        p.padding[last].0,
+    );
+    let in_l = geo.in_sp[last] as i64;
+    // With no dilation on the last axis and one group, the kernel's taps along it read one
+    // contiguous run of the input row.
+    let contiguous = rdl == 1 && ldl == 1 && geo.groups == 1;
+    let mut o = unflatten(rows.start % nout.max(1), &geo.out_sp[..n]);
+    for (i, row) in rows.enumerate() {
+        let b = row / nout;
+        let dst_row = &mut dst[i * depth..(i + 1) * depth];
+        let mut k = [0usize; MAX_RANK];
+        for ko in 0..outer {
+            let seg = &mut dst_row[ko * kl * cig..(ko + 1) * kl * cig];
+            let mut off = b * image + grp * cig;
+            let mut inside = true;
+            for d in 0..last {
+                let pos = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64 - p.padding[d].0;
+                let ld = p.lhs_dilation[d] as i64;
+                if pos < 0 || pos % ld != 0 || pos / ld >= geo.in_sp[d] as i64 {
+                    inside = false;
+                    break;
+                }
+                off += (pos / ld) as usize * in_strides[d];
+            }
+            if !inside {
+                seg.fill(T::zero());
+            } else if contiguous {
+                let base = o[last] as i64 * sl - lol;
+                let t0 = (-base).clamp(0, kl as i64) as usize;
+                let t1 = (in_l - base).clamp(t0 as i64, kl as i64) as usize;
+                seg[..t0 * cig].fill(T::zero());
+                if t1 > t0 {
+                    let from = off + (base + t0 as i64) as usize * cin;
+                    seg[t0 * cig..t1 * cig].copy_from_slice(&x[from..from + (t1 - t0) * cin]);
+                }
+                seg[t1 * cig..].fill(T::zero());
+            } else {
+                for t in 0..kl {
+                    let cell = &mut seg[t * cig..(t + 1) * cig];
+                    let pos = o[last] as i64 * sl + t as i64 * rdl - lol;
+                    if pos < 0 || pos % ldl != 0 || pos / ldl >= in_l {
+                        cell.fill(T::zero());
+                    } else {
+                        let from = off + (pos / ldl) as usize * cin;
+                        cell.copy_from_slice(&x[from..from + cig]);
+                    }
+                }
+            }
+            step(&mut k, &geo.k_sp[..last]);
+        }
+        step(&mut o, &geo.out_sp[..n]);
+    }
+}
+
+/// The gather form: per image and group, `G = x_image · W` (`[input pixels, kernel
+/// positions · cog]`), then each output pixel sums the rows of `G` its kernel positions
+/// reach. Images are split over the cores; each core keeps its `G` in cache.
+fn gather<T: Real>(
+    x: &[T],
+    w: &[T],
+    geo: &Geometry,
+    p: &ConvParams,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let (nin, nout, kprod, cog, cig) = (geo.nin(), geo.nout(), geo.kprod(), geo.cog(), geo.cig);
+    let kc = kprod * cog;
+    let tasks = (crew::width() * TASKS_PER_CORE).min(geo.batch).max(1);
+    // The kernel rearranged per group to `[cig, kernel positions, cog]`, then one product
+    // slot per task.
+    let wlen = geo.groups * cig * kc;
+    grow(scratch, wlen + tasks * nin * kc);
+    let (wr, slots) = scratch.split_at_mut(wlen);
+    for grp in 0..geo.groups {
+        for ci in 0..cig {
+            for kp in 0..kprod {
+                let src = &w[(kp * cig + ci) * geo.cout + grp * cog..][..cog];
+                wr[(grp * cig + ci) * kc + kp * cog..][..cog].copy_from_slice(src);
+            }
+        }
+    }
+    let wr = &*wr;
+    let (slots_at, out_at) = (slots.as_mut_ptr() as usize, out.as_mut_ptr() as usize);
+    if out.len() < geo.batch * nout * geo.cout || x.len() < geo.batch * nin * geo.cin {
+        return Err(crate::Error::Backend {
+            backend: "native",
+            message: "internal: convolution operands smaller than their types".into(),
+        });
+    }
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    crew::run(tasks, &|t| {
+        // SAFETY: task `t` alone uses slot `t` (the scratch holds `tasks` slots after the
+        // rearranged kernel).
+        let g = unsafe {
+            std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * nin * kc), nin * kc)
+        };
+        for b in crew::part(geo.batch, tasks, t) {
+            // SAFETY: image `b` of the output (in bounds, checked above) is this task's
+            // alone; `out` stays borrowed until `run` returns.
+            let out_img = unsafe {
+                std::slice::from_raw_parts_mut(
+                    (out_at as *mut T).add(b * nout * geo.cout),
+                    nout * geo.cout,
+                )
+            };
+            for grp in 0..geo.groups {
+                let a = Mat {
+                    data: x,
+                    off: b * nin * geo.cin + grp * cig,
+                    rs: geo.cin as isize,
+                    cs: 1,
+                };
+                let wm = Mat {
+                    data: wr,
+                    off: grp * cig * kc,
+                    rs: kc as isize,
+                    cs: 1,
+                };
+                if matmul(nin, kc, cig, a, wm, g, kc, false).is_err() {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                gather_image(g, geo, p, grp, out_img);
+            }
+        }
+    });
+    if failed.into_inner() {
+        return Err(crate::Error::Backend {
+            backend: "native",
+            message: "internal: convolution product out of bounds".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Sums, for each output pixel of one image, the rows of `g` (`[input pixels, kernel
+/// positions · cog]`) that its kernel positions reach, into the group's output features.
+fn gather_image<T: Real>(g: &[T], geo: &Geometry, p: &ConvParams, grp: usize, out: &mut [T]) {
+    let n = geo.n;
+    let (kprod, cog, cout) = (geo.kprod(), geo.cog(), geo.cout);
+    let kc = kprod * cog;
+    let mut o = [0usize; MAX_RANK];
+    for op in 0..geo.nout() {
+        let dst = &mut out[op * cout + grp * cog..op * cout + (grp + 1) * cog];
+        dst.fill(T::zero());
+        let mut k = [0usize; MAX_RANK];
+        for kp in 0..kprod {
+            let mut at = 0usize;
+            let mut inside = true;
+            for d in 0..n {
+                let q = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64 - p.padding[d].0;
+                let ld = p.lhs_dilation[d] as i64;
+                if q < 0 || q % ld != 0 || q / ld >= geo.in_sp[d] as i64 {
+                    inside = false;
+                    break;
+                }
+                at = at * geo.in_sp[d] + (q / ld) as usize;
+            }
+            if inside {
+                let src = &g[at * kc + kp * cog..at * kc + (kp + 1) * cog];
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d = *d + s;
+                }
+            }
+            step(&mut k, &geo.k_sp[..n]);
+        }
+        step(&mut o, &geo.out_sp[..n]);
+    }
+}
+
+/// The row-major multi-index of flat position `flat` in `dims`.
+fn unflatten(mut flat: usize, dims: &[usize]) -> [usize; MAX_RANK] {
+    let mut idx = [0usize; MAX_RANK];
+    for d in (0..dims.len()).rev() {
+        idx[d] = flat % dims[d];
+        flat /= dims[d];
+    }
+    idx
+}
+
+/// Advances a row-major multi-index.
+fn step(idx: &mut [usize; MAX_RANK], dims: &[usize]) {
+    let mut d = dims.len();
+    while d > 0 {
+        d -= 1;
+        idx[d] += 1;
+        if idx[d] < dims[d] {
+            return;
+        }
+        idx[d] = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The convolution by its definition, in f64.
+    fn reference(x: &[f64], w: &[f64], geo: &Geometry, p: &ConvParams) -> Vec<f64> {
+        let n = geo.n;
+        let (nout, kprod, cog) = (geo.nout(), geo.kprod(), geo.cog());
+        let mut out = vec![0.0; geo.batch * nout * geo.cout];
+        for b in 0..geo.batch {
+            let mut o = [0usize; MAX_RANK];
+            for op in 0..nout {
+                let mut k = [0usize; MAX_RANK];
+                for kp in 0..kprod {
+                    let mut at = Some(0usize);
+                    for d in 0..n {
+                        let q = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64
+                            - p.padding[d].0;
+                        let ld = p.lhs_dilation[d] as i64;
+                        at = match at {
+                            Some(a) if q >= 0 && q % ld == 0 && q / ld < geo.in_sp[d] as i64 => {
+                                Some(a * geo.in_sp[d] + (q / ld) as usize)
+                            }
+                            _ => None,
+                        };
+                    }
+                    if let Some(at) = at {
+                        for co in 0..geo.cout {
+                            let grp = co / cog;
+                            for ci in 0..geo.cig {
+                                let xv = x[(b * geo.nin() + at) * geo.cin + grp * geo.cig + ci];
+                                let wv = w[(kp * geo.cig + ci) * geo.cout + co];
+                                out[(b * nout + op) * geo.cout + co] += xv * wv;
+                            }
+                        }
+                    }
+                    step(&mut k, &geo.k_sp[..n]);
+                }
+                step(&mut o, &geo.out_sp[..n]);
+            }
+        }
+        out
+    }
+
+    /// A small deterministic generator (no dependency for a test's numbers).
+    fn numbers(len: usize, seed: u64) -> Vec<f64> {
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..len)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 33) as f64 / (1u64 << 31) as f64) - 0.5
+            })
+            .collect()
+    }
+
+    struct Case {
+        batch: usize,
+        input: Vec<usize>,
+        kernel: Vec<usize>,
+        cin: usize,
+        cout: usize,
+        groups: usize,
+        strides: Vec<usize>,
+        padding: Vec<(i64, i64)>,
+        lhs_dilation: Vec<usize>,
+        rhs_dilation: Vec<usize>,
+    }
+
+    fn geometry(c: &Case) -> Option<(Geometry, ConvParams)> {
+        let n = c.input.len();
+        let p = ConvParams {
+            strides: c.strides.clone(),
+            padding: c.padding.clone(),
+            lhs_dilation: c.lhs_dilation.clone(),
+            rhs_dilation: c.rhs_dilation.clone(),
+            feature_groups: c.groups,
+        };
+        let mut geo = Geometry {
+            n,
+            batch: c.batch,
+            in_sp: [0; MAX_RANK],
+            k_sp: [0; MAX_RANK],
+            out_sp: [0; MAX_RANK],
+            cin: c.cin,
+            cig: c.cin / c.groups,
+            cout: c.cout,
+            groups: c.groups,
+        };
+        for d in 0..n {
+            let dil = |len: usize, by: usize| ((len - 1) * by + 1) as i64;
+            let input = dil(c.input[d], c.lhs_dilation[d]) + c.padding[d].0 + c.padding[d].1;
+            let k = dil(c.kernel[d], c.rhs_dilation[d]);
+            if input < k {
+                return None;
+            }
+            geo.in_sp[d] = c.input[d];
+            geo.k_sp[d] = c.kernel[d];
+            geo.out_sp[d] = ((input - k) / c.strides[d] as i64 + 1) as usize;
+        }
+        Some((geo, p))
+    }
+
+    /// Every method on every case agrees with the definition, in f64 and f32.
+    #[test]
+    fn every_method_matches_the_definition() {
+        let mut cases = Vec::new();
+        let mut seed = 1u64;
+        for (input, kernel) in [
+            (vec![7, 6], vec![3, 3]),
+            (vec![5, 9], vec![2, 3]),
+            (vec![4, 4], vec![1, 1]),
+            (vec![11], vec![3]),
+            (vec![3, 4, 5], vec![2, 2, 2]),
+        ] {
+            for &(cin, cout, groups) in &[(1, 3, 1), (3, 4, 1), (4, 6, 2), (6, 6, 3)] {
+                for variant in 0..6 {
+                    seed += 1;
+                    let n = input.len();
+                    let pick = |a: usize, b: usize| {
+                        if (seed as usize + variant).is_multiple_of(2) {
+                            a
+                        } else {
+                            b
+                        }
+                    };
+                    let (strides, padding, ld, rd) = match variant {
+                        0 => (vec![1; n], vec![(0, 0); n], vec![1; n], vec![1; n]),
+                        1 => (vec![1; n], vec![(1, 1); n], vec![1; n], vec![1; n]),
+                        2 => (vec![2; n], vec![(1, 0); n], vec![1; n], vec![1; n]),
+                        3 => (vec![1; n], vec![(2, 2); n], vec![1; n], vec![pick(2, 1); n]),
+                        // an input gradient's form: full padding, input dilated
+                        4 => (vec![1; n], vec![(2, 3); n], vec![2; n], vec![1; n]),
+                        _ => (
+                            vec![pick(1, 3); n],
+                            vec![(0, 2); n],
+                            vec![pick(2, 1); n],
+                            vec![2; n],
+                        ),
+                    };
+                    cases.push(Case {
+                        batch: 3,
+                        input: input.clone(),
+                        kernel: kernel.clone(),
+                        cin,
+                        cout,
+                        groups,
+                        strides,
+                        padding,
+                        lhs_dilation: ld,
+                        rhs_dilation: rd,
+                    });
+                }
+            }
+        }
+        let mut checked = 0;
+        for (i, c) in cases.iter().enumerate() {
+            let Some((geo, p)) = geometry(c) else {
+                continue;
+            };
+            let kn: usize = c.kernel.iter().product();
+            let x = numbers(c.batch * geo.nin() * c.cin, i as u64 * 2 + 1);
+            let w = numbers(kn * geo.cig * c.cout, i as u64 * 2 + 2);
+            let want = reference(&x, &w, &geo, &p);
+            for method in [
+                Method::Pointwise,
+                Method::Im2colBlocks,
+                Method::Im2colWhole,
+                Method::Gather,
+            ] {
+                let mut got = vec![f64::NAN; want.len()];
+                run(method, &x, &w, &geo, &p, &mut got, &mut Vec::new()).unwrap();
+                for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-12,
+                        "case {i} {method:?} element {j}: {a} vs {b}"
+                    );
+                }
+                let (x32, w32): (Vec<f32>, Vec<f32>) = (
+                    x.iter().map(|&v| v as f32).collect(),
+                    w.iter().map(|&v| v as f32).collect(),
+                );
+                let mut got = vec![f32::NAN; want.len()];
+                run(method, &x32, &w32, &geo, &p, &mut got, &mut Vec::new()).unwrap();
+                for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (*a as f64 - b).abs() <= 1e-5,
+                        "case {i} {method:?} f32 element {j}: {a} vs {b}"
+                    );
+                }
+            }
+            checked += 1;
+        }
+        assert!(checked > 100, "only {checked} cases had a valid geometry");
+    }
+
+    #[test]
+    fn the_choice_follows_the_shapes() {
+        let case = |input: usize, kernel: usize, pad: i64, cin: usize, cout: usize| {
+            geometry(&Case {
+                batch: 128,
+                input: vec![input; 2],
+                kernel: vec![kernel; 2],
+                cin,
+                cout,
+                groups: 1,
+                strides: vec![1; 2],
+                padding: vec![(pad, pad); 2],
+                lhs_dilation: vec![1; 2],
+                rhs_dilation: vec![1; 2],
+            })
+            .unwrap()
+        };
+        // a forward `valid` convolution: blocks of patches
+        let (g, p) = case(13, 3, 0, 32, 64);
+        assert_eq!(choose(&g, &p), Method::Im2colBlocks);
+        // its input gradient (full padding): the gather form
+        let (g, p) = case(11, 3, 2, 64, 32);
+        assert_eq!(choose(&g, &p), Method::Gather);
+        // its kernel gradient (batch as features, the cotangent as kernel, the input's
+        // features as batch): split along the depth
+        let (mut g, p) = case(13, 11, 0, 128, 64);
+        g.batch = 32;
+        assert_eq!(choose(&g, &p), Method::Im2colSplit);
+        // the same with a batch too large for a chunk: all patches first
+        g.batch = 256;
+        assert_eq!(choose(&g, &p), Method::Im2colWhole);
+        let (g, p) = case(13, 1, 0, 32, 64);
+        assert_eq!(choose(&g, &p), Method::Pointwise);
+    }
+}
