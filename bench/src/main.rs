@@ -33,7 +33,8 @@ usage: strata-bench seed [options]     the seed workload on each backend, beside
                                        one configuration, one process (what `seed` spawns;
                                        more epochs give a profiler a longer steady state)
        strata-bench cnn [options]      the convnet on Fashion-MNIST on each backend, beside the peers
-       strata-bench cnn-one --backend B [--batch N] [--train-size N] [--epochs E] [--cache-dir DIR]
+       strata-bench cnn-one --backend B [--batch N] [--train-size N] [--epochs E] [--data DIR]
+                            [--cache-dir DIR]
                                        one convnet configuration, one process (what `cnn` spawns)
        strata-bench soak [--minutes M] [--backend B] [--batch N] [--sample-seconds S]
                          [--max-growth PCT] [--json PATH]
@@ -73,6 +74,7 @@ MaxPooling2D(2) Flatten Dropout(0.5) Dense(10,softmax), Adam, on the first N Fas
   --peers-python PATH         its interpreter (default $STRATA_PEERS_VENV or ~/.cache/strata-peers, bin/python)
   --peer-frameworks LIST      keras-tf,keras-jax,jax (default)
   --conv auto|none            the convolution line: each of the step's convolutions timed alone (default auto)
+  --data DIR                  the MNIST-format data, for Strata and the peers (default /usr/share/datasets/fashion-mnist)
   --timeout SECONDS           per child process (default 600)
   --quick                     one repeat, 1024 images, 2 epochs, no peers, a short convolution line";
 
@@ -142,6 +144,8 @@ pub struct CnnOpts {
     pub conv: bool,
     pub timeout: Duration,
     pub quick: bool,
+    /// The MNIST-format directory (Debian's Fashion-MNIST by default).
+    pub data: PathBuf,
 }
 
 fn peers_mode(value: &str) -> Result<String, String> {
@@ -178,6 +182,7 @@ fn parse_cnn(args: &[String]) -> Result<CnnOpts, String> {
         conv: true,
         timeout: Duration::from_secs(600),
         quick: false,
+        data: strata::data::FASHION_MNIST_DIR.into(),
     };
     let (mut repeats, mut peers, mut size, mut epochs) = (None, None, None, None);
     let mut it = args.iter();
@@ -225,6 +230,7 @@ fn parse_cnn(args: &[String]) -> Result<CnnOpts, String> {
                 }
             }
             "--conv" => o.conv = auto_none(flag, value()?)?,
+            "--data" => o.data = value()?.into(),
             "--timeout" => o.timeout = Duration::from_secs(number(flag, value()?)? as u64),
             _ => return Err(format!("unknown option `{flag}`")),
         }
@@ -316,6 +322,7 @@ fn parse_one(args: &[String], cnn: bool) -> Result<workload::Config, String> {
     let (mut backend, mut batch, mut cache_dir, mut spe) = (None, None, None, 1);
     let mut epochs = if cnn { 4 } else { workload::EPOCHS };
     let mut size = 5000;
+    let mut data = PathBuf::from(strata::data::FASHION_MNIST_DIR);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -326,6 +333,7 @@ fn parse_one(args: &[String], cnn: bool) -> Result<workload::Config, String> {
             "--steps-per-execution" => spe = number(flag, value)?,
             "--epochs" => epochs = number(flag, value)?,
             "--train-size" if cnn => size = train_size(flag, value)?,
+            "--data" if cnn => data = PathBuf::from(value),
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -345,7 +353,10 @@ fn parse_one(args: &[String], cnn: bool) -> Result<workload::Config, String> {
         steps_per_execution: spe,
         epochs,
         workload: if cnn {
-            workload::Workload::Cnn { train_size: size }
+            workload::Workload::Cnn {
+                train_size: size,
+                data,
+            }
         } else {
             workload::Workload::Seed
         },
@@ -520,6 +531,8 @@ mod tests {
         assert_eq!(o.peer_frameworks, ["jax"]);
         let o = parse_cnn(&args("--train-size 60000 --backends xla-cpu --conv none")).unwrap();
         assert_eq!((o.train_size, o.backends.len(), o.conv), (60000, 1, false));
+        let o = parse_cnn(&args("--data /tmp/fmnist")).unwrap();
+        assert_eq!(o.data, std::path::Path::new("/tmp/fmnist"));
     }
 
     #[test]
@@ -545,12 +558,19 @@ mod tests {
     #[test]
     fn one_and_cnn_one_parse_their_own_flags() {
         let c = parse_one(&args("--backend native --train-size 512"), true).unwrap();
-        assert_eq!(c.workload, workload::Workload::Cnn { train_size: 512 });
+        assert_eq!(
+            c.workload,
+            workload::Workload::Cnn {
+                train_size: 512,
+                data: strata::data::FASHION_MNIST_DIR.into()
+            }
+        );
         assert_eq!((c.batch, c.epochs), (128, 4));
         let c = parse_one(&args("--backend native --batch 32"), false).unwrap();
         assert_eq!((c.workload, c.epochs), (workload::Workload::Seed, 5));
         for (bad, cnn) in [
             ("--backend native --train-size 512", false),
+            ("--backend native --data /tmp", false),
             ("--backend native", false),
             ("--batch 32", true),
             ("--backend gpu9", true),

@@ -879,7 +879,7 @@ fn targets(
 pub fn cnn_table(ours: &[Value], peers: &[Value]) -> String {
     let mut s = String::from(
         "| backend | batch | train size | runs | steady epoch s (min / med) | cold epoch s (epoch 1, compile incl.) \
-         | compile s | µs/step (med) | conv GFLOP/s over the step (med) | peak RSS MiB | train accuracy | × best peer (median steady) |\n\
+         | compile s | ms/step (med) | conv GFLOP/s over the step (med) | peak RSS MiB | train accuracy | × best peer (median steady) |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in ours.iter().chain(peers) {
@@ -900,7 +900,10 @@ pub fn cnn_table(ours: &[Value], peers: &[Value]) -> String {
             pair(r, "steady_epoch_s_min", "steady_epoch_s_median", 3),
             f(r, "cold_epoch_s", 2),
             f(r, "compile_s", 2),
-            f(r, "us_per_step_median", 0),
+            match num(r, "us_per_step_median") {
+                Some(us) => format!("{:.1}", us * 1e-3),
+                None => "—".into(),
+            },
             f(r, "train_gflops_median", 1),
             f(r, "peak_rss_mib", 0),
             f(r, "accuracy", 3),
@@ -932,7 +935,7 @@ fn conv_table(rows: &[Value], gemm_rows: &[Value], native: Option<&Value>) -> St
         let _ = writeln!(
             s,
             "| all of the step's convolutions | {mflop:.1} | {:.1} | {us:.0} |",
-            mflop / us * 1e-3
+            mflop / us * 1e3
         );
     }
     for g in gemm_rows {
@@ -947,8 +950,10 @@ fn conv_table(rows: &[Value], gemm_rows: &[Value], native: Option<&Value>) -> St
     if let Some(step) = native.and_then(|r| num(r, "us_per_step_median")) {
         let _ = writeln!(
             s,
-            "\nnative's median steady step: {step:.0} µs, of which the convolutions timed alone would take \
-             {us:.0} µs ({:.0}%); the rest is pooling, the dense layer, dropout, the optimizer and the fit loop.",
+            "\nnative's median steady step: {:.1} ms, of which the convolutions timed alone would take \
+             {:.1} ms ({:.0}%); the rest is pooling, the dense layer, dropout, the optimizer and the fit loop.",
+            step * 1e-3,
+            us * 1e-3,
             100.0 * us / step
         );
     }
@@ -998,7 +1003,17 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
         o.train_size.to_string(),
         o.epochs.to_string(),
     );
-    let config = ["--batch", &b, "--train-size", &n, "--epochs", &e];
+    let data = o.data.display().to_string();
+    let config = [
+        "--batch",
+        &b,
+        "--train-size",
+        &n,
+        "--epochs",
+        &e,
+        "--data",
+        &data,
+    ];
     let mut ours: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut theirs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut failures: Vec<String> = Vec::new();
@@ -1111,7 +1126,7 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
             "machine": machine_json(load_start),
             "workload": {
                 "model": "Conv2D(32,3,relu) MaxPool(2) Conv2D(64,3,relu) MaxPool(2) Flatten Dropout(0.5) Dense(10,softmax)",
-                "data": "Fashion-MNIST train, first train_size images",
+                "data": format!("{}: the first train_size training images", o.data.display()),
                 "optimizer": "adam", "loss": "sparse_categorical_crossentropy",
                 "batch": o.batch, "train_size": o.train_size, "epochs": o.epochs,
                 "conv_flop_per_step": conv::step_flop(o.batch),
@@ -1172,6 +1187,22 @@ mod tests {
         // 313 steps of batch 32 make the 10,000 samples.
         let us = num(&r, "us_per_step").unwrap();
         assert!((us - 0.1 / 313.0 * 1e6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_conv_line_sums_the_steps_convolutions() {
+        let rows = [
+            json!({"shape": "a", "mflop": 100.0, "us_per_call": 1000.0}),
+            json!({"shape": "b", "mflop": 300.0, "us_per_call": 1000.0}),
+        ];
+        let native = json!({"us_per_step_median": 4000.0});
+        let t = conv_table(&rows, &[], Some(&native));
+        // 400 MFLOP in 2 ms: 200 GFLOP/s, half of a 4 ms step.
+        assert!(
+            t.contains("| all of the step's convolutions | 400.0 | 200.0 | 2000 |"),
+            "{t}"
+        );
+        assert!(t.contains("would take 2.0 ms (50%)"), "{t}");
     }
 
     #[test]

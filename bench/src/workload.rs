@@ -36,10 +36,14 @@ pub fn steps_per_epoch(samples: usize, batch: usize) -> usize {
 
 /// What is trained: the seed tutorial's MLP on random data, or Keras' "simple MNIST
 /// convnet" on the first `train_size` images of Fashion-MNIST.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Workload {
     Seed,
-    Cnn { train_size: usize },
+    /// `data`: an MNIST-format directory (Debian's Fashion-MNIST by default).
+    Cnn {
+        train_size: usize,
+        data: PathBuf,
+    },
 }
 
 /// A backend as `Model::set_backend` takes it.
@@ -334,10 +338,10 @@ pub(crate) fn cnn_model(
     Ok(m)
 }
 
-/// The first `n` Fashion-MNIST training images as `(n, 28, 28, 1)` in [0, 1], and their
-/// labels.
-pub fn fashion_mnist(n: usize) -> Result<(ArrayD<f32>, ArrayD<i32>)> {
-    let d = strata::data::load_mnist(strata::data::FASHION_MNIST_DIR)?;
+/// The first `n` training images of the MNIST-format directory `dir` (Fashion-MNIST) as
+/// `(n, 28, 28, 1)` in [0, 1], and their labels.
+pub fn fashion_mnist(dir: &std::path::Path, n: usize) -> Result<(ArrayD<f32>, ArrayD<i32>)> {
+    let d = strata::data::load_mnist(dir)?;
     let have = d.x_train.shape()[0];
     if n == 0 || n > have {
         return Err(strata::Error::InvalidArgument {
@@ -375,15 +379,15 @@ fn median(v: &mut [f64]) -> f64 {
 pub fn run(cfg: &Config) -> Result<Value> {
     let spe = cfg.steps_per_execution;
     let t = Instant::now();
-    match cfg.workload {
+    match &cfg.workload {
         Workload::Seed => {
             let x = strata::random::normal(&[SAMPLES, FEATURES], 0.0, 1.0, 0)?.into_dyn();
             let y = strata::random::uniform_int(&[SAMPLES], 0, CLASSES, 1)?.into_dyn();
             let data_s = t.elapsed().as_secs_f64();
             measure(cfg, x, y, data_s, |b| tutorial_model(b, spe))
         }
-        Workload::Cnn { train_size } => {
-            let (x, y) = fashion_mnist(train_size)?;
+        Workload::Cnn { train_size, data } => {
+            let (x, y) = fashion_mnist(data, *train_size)?;
             let data_s = t.elapsed().as_secs_f64();
             measure(cfg, x, y, data_s, |b| cnn_model(b, spe))
         }
