@@ -1,7 +1,8 @@
 //! One measured configuration, run in its own process (`strata-bench one ...` for the
 //! seed workload, `strata-bench cnn-one ...` for the convnet): the workload's model and
-//! data, a cold `fit` through the public API, and what each epoch cost. The process boundary makes peak RSS, thread pools and the allocator's state
-//! belong to this configuration alone, as each peer runs in its own process too.
+//! data, a cold `fit` through the public API, and what each epoch cost. The process
+//! boundary makes peak RSS, thread pools and the allocator's state belong to this
+//! configuration alone, as each peer runs in its own process too.
 
 use crate::alloc;
 use crate::sys;
