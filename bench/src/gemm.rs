@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 use std::time::Instant;
 use strata::backend::native::NativeBackend;
-use strata::backend::{Backend, CompileOptions};
+use strata::backend::{Backend, Buffer, CompileOptions, Executable};
 use strata::ir::{DType, DotDims, Graph, TensorType};
 use strata::{Result, Tensor};
 
@@ -125,29 +125,36 @@ fn time_shape(s: &Shape, budget_s: f64) -> Result<(f64, f64, f64)> {
         backend.upload(&fill(b_dims, 2)?)?,
         backend.upload(&Tensor::zeros(&TensorType::new(DType::F32, [s.m, s.n]))?)?,
     ];
+    let (best, median) = time_calls(exe.as_mut(), &mut args, budget_s)?;
+    let flop = 2.0 * (s.m * s.k * s.n) as f64;
+    Ok((flop / best * 1e-9, flop / median * 1e-9, best * 1e6))
+}
+
+/// Times calls of a compiled one-op graph, warm: three calls first, then five samples of
+/// a batch of calls each about `budget_s / 5` long. Returns the best and the median
+/// sample's seconds per call. (The convolution line times its graphs this way too.)
+pub fn time_calls(
+    exe: &mut dyn Executable,
+    args: &mut [Buffer],
+    budget_s: f64,
+) -> Result<(f64, f64)> {
     for _ in 0..3 {
-        exe.execute(&mut args)?;
+        exe.execute(args)?;
     }
     let t = Instant::now();
-    exe.execute(&mut args)?;
+    exe.execute(args)?;
     let one = t.elapsed().as_secs_f64().max(1e-7);
-    // Five samples of a batch of calls each about budget/5 long.
     let reps = ((budget_s / 5.0 / one) as usize).max(3);
     let mut samples = Vec::with_capacity(5);
     for _ in 0..5 {
         let t = Instant::now();
         for _ in 0..reps {
-            exe.execute(&mut args)?;
+            exe.execute(args)?;
         }
         samples.push(t.elapsed().as_secs_f64() / reps as f64);
     }
     samples.sort_by(|a, b| a.total_cmp(b));
-    let flop = 2.0 * (s.m * s.k * s.n) as f64;
-    Ok((
-        flop / samples[0] * 1e-9,
-        flop / samples[2] * 1e-9,
-        samples[0] * 1e6,
-    ))
+    Ok((samples[0], samples[2]))
 }
 
 /// Every shape's line, as JSON rows.

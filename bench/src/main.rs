@@ -1,12 +1,15 @@
 //! `strata-bench`: the benchmark harness of the seed workload (the TPU tutorial's MLP,
 //! 784-128-64-10, Adam, sparse categorical cross-entropy, 10,000 random samples, 5 epochs)
-//! on Strata's backends, beside the Python peers in the same run.
+//! and of the `cnn` workload (Keras' simple MNIST convnet on Fashion-MNIST) on Strata's
+//! backends, beside the Python peers in the same run.
 //!
 //!     cargo run --release -p strata-bench -- seed --json target/bench/seed.json
+//!     cargo run --release -p strata-bench -- cnn --json target/bench/cnn.json
 //!
 //! Not a test: it asserts nothing about time. See the README's Performance section.
 
 mod alloc;
+mod conv;
 mod gemm;
 mod peers;
 mod report;
@@ -29,6 +32,10 @@ usage: strata-bench seed [options]     the seed workload on each backend, beside
        strata-bench one --backend B --batch N [--cache-dir DIR] [--steps-per-execution K] [--epochs E]
                                        one configuration, one process (what `seed` spawns;
                                        more epochs give a profiler a longer steady state)
+       strata-bench cnn [options]      the convnet on Fashion-MNIST on each backend, beside the peers
+       strata-bench cnn-one --backend B [--batch N] [--train-size N] [--epochs E] [--data DIR]
+                            [--cache-dir DIR]
+                                       one convnet configuration, one process (what `cnn` spawns)
        strata-bench soak [--minutes M] [--backend B] [--batch N] [--sample-seconds S]
                          [--max-growth PCT] [--json PATH]
                                        trains the tutorial model for M minutes (default 60),
@@ -52,7 +59,24 @@ seed options:
   --baseline PATH             another strata-bench binary (e.g. built from the commit before a change):
                               its runs join the round-robin as rows `<backend> (baseline)`, and the
                               report gives new / baseline ratios from the same run
-  --quick                     one repeat, no peers, no process timing, a short GEMM line (a smoke test)";
+  --quick                     one repeat, no peers, no process timing, a short GEMM line (a smoke test)
+
+cnn options (Keras' simple MNIST convnet: Conv2D(32,3,relu) MaxPooling2D(2) Conv2D(64,3,relu)
+MaxPooling2D(2) Flatten Dropout(0.5) Dense(10,softmax), Adam, on the first N Fashion-MNIST images):
+  --json PATH                 also write the results as JSON
+  --backends LIST             native,xla-cpu (default); a backend whose plugin is missing is skipped
+  --batch N                   128 (default)
+  --train-size N              training images, 1..=60000 (default 5000)
+  --epochs E                  4 (default): the first is the cold one, the rest steady
+  --repeats N                 processes per configuration, round-robin with the peers (default 2)
+  --peers auto|none|require   run bench/peers/peers_cnn.py when the peer venv exists (default auto)
+  --peers-script PATH         the peer script (default <workspace>/bench/peers/peers_cnn.py)
+  --peers-python PATH         its interpreter (default $STRATA_PEERS_VENV or ~/.cache/strata-peers, bin/python)
+  --peer-frameworks LIST      keras-tf,keras-jax,jax (default)
+  --conv auto|none            the convolution line: each of the step's convolutions timed alone (default auto)
+  --data DIR                  the MNIST-format data, for Strata and the peers (default /usr/share/datasets/fashion-mnist)
+  --timeout SECONDS           per child process (default 600)
+  --quick                     one repeat, 1024 images, 2 epochs, no peers, a short convolution line";
 
 /// Options of `seed`.
 pub struct Opts {
@@ -103,6 +127,120 @@ fn auto_none(flag: &str, s: &str) -> Result<bool, String> {
         "none" => Ok(false),
         _ => Err(format!("{flag}: expected auto or none, got `{s}`")),
     }
+}
+
+/// Options of `cnn`.
+pub struct CnnOpts {
+    pub json: Option<PathBuf>,
+    pub backends: Vec<String>,
+    pub batch: usize,
+    pub train_size: usize,
+    pub epochs: usize,
+    pub repeats: usize,
+    pub peers: String,
+    pub peers_script: Option<PathBuf>,
+    pub peers_python: Option<PathBuf>,
+    pub peer_frameworks: Vec<String>,
+    pub conv: bool,
+    pub timeout: Duration,
+    pub quick: bool,
+    /// The MNIST-format directory (Debian's Fashion-MNIST by default).
+    pub data: PathBuf,
+}
+
+fn peers_mode(value: &str) -> Result<String, String> {
+    match value {
+        "auto" | "none" | "require" => Ok(value.to_string()),
+        _ => Err(format!(
+            "--peers: expected auto, none or require, got `{value}`"
+        )),
+    }
+}
+
+fn train_size(flag: &str, value: &str) -> Result<usize, String> {
+    match number(flag, value)? {
+        n if n <= workload::MNIST_TRAIN => Ok(n),
+        n => Err(format!(
+            "{flag}: Fashion-MNIST has {} training images, asked for {n}",
+            workload::MNIST_TRAIN
+        )),
+    }
+}
+
+fn parse_cnn(args: &[String]) -> Result<CnnOpts, String> {
+    let mut o = CnnOpts {
+        json: None,
+        backends: list("native,xla-cpu"),
+        batch: 128,
+        train_size: 5000,
+        epochs: 4,
+        repeats: 2,
+        peers: "auto".into(),
+        peers_script: None,
+        peers_python: None,
+        peer_frameworks: list(peers::CNN_FRAMEWORKS),
+        conv: true,
+        timeout: Duration::from_secs(600),
+        quick: false,
+        data: strata::data::FASHION_MNIST_DIR.into(),
+    };
+    let (mut repeats, mut peers, mut size, mut epochs) = (None, None, None, None);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--quick" => {
+                o.quick = true;
+                continue;
+            }
+            "-h" | "--help" => return Err(String::new()),
+            _ => {}
+        }
+        let mut value = || -> Result<&str, String> {
+            Ok(it
+                .next()
+                .ok_or_else(|| format!("{flag} needs a value"))?
+                .as_str())
+        };
+        match flag.as_str() {
+            "--json" => o.json = Some(value()?.into()),
+            "--backends" => {
+                o.backends = list(value()?);
+                if o.backends.is_empty() {
+                    return Err("--backends: empty list".into());
+                }
+            }
+            "--batch" => o.batch = number(flag, value()?)?,
+            "--train-size" => size = Some(train_size(flag, value()?)?),
+            "--epochs" => epochs = Some(number(flag, value()?)?),
+            "--repeats" => repeats = Some(number(flag, value()?)?),
+            "--peers" => peers = Some(peers_mode(value()?)?),
+            "--peers-script" => o.peers_script = Some(value()?.into()),
+            "--peers-python" => o.peers_python = Some(value()?.into()),
+            "--peer-frameworks" => {
+                o.peer_frameworks = list(value()?);
+                if let Some(bad) = o
+                    .peer_frameworks
+                    .iter()
+                    .find(|f| !list(peers::CNN_FRAMEWORKS).contains(f))
+                {
+                    return Err(format!(
+                        "--peer-frameworks: `{bad}` is not one of {}",
+                        peers::CNN_FRAMEWORKS
+                    ));
+                }
+            }
+            "--conv" => o.conv = auto_none(flag, value()?)?,
+            "--data" => o.data = value()?.into(),
+            "--timeout" => o.timeout = Duration::from_secs(number(flag, value()?)? as u64),
+            _ => return Err(format!("unknown option `{flag}`")),
+        }
+    }
+    // --quick changes the defaults only; an explicit flag still wins.
+    o.repeats = repeats.unwrap_or(if o.quick { 1 } else { 2 });
+    o.peers = peers.unwrap_or_else(|| if o.quick { "none" } else { "auto" }.into());
+    o.train_size = size.unwrap_or(if o.quick { 1024 } else { 5000 });
+    o.epochs = epochs.unwrap_or(if o.quick { 2 } else { 4 });
+    Ok(o)
 }
 
 fn parse_seed(args: &[String]) -> Result<Opts, String> {
@@ -159,14 +297,7 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
             "--backends" => o.backends = list(value),
             "--batches" => o.batches = numbers(flag, value)?,
             "--repeats" => repeats = Some(number(flag, value)?),
-            "--peers" => match value {
-                "auto" | "none" | "require" => peers = Some(value.to_string()),
-                _ => {
-                    return Err(format!(
-                        "--peers: expected auto, none or require, got `{value}`"
-                    ))
-                }
-            },
+            "--peers" => peers = Some(peers_mode(value)?),
             "--peers-script" => o.peers_script = Some(value.into()),
             "--peers-python" => o.peers_python = Some(value.into()),
             "--peer-frameworks" => o.peer_frameworks = list(value),
@@ -185,10 +316,13 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
     Ok(o)
 }
 
-/// `one`: measure one configuration in this process and print `RESULT {json}`.
-fn one(args: &[String]) -> Result<(), String> {
+/// The command line of `one` (the seed workload; `--batch` required) or `cnn-one` (the
+/// convnet; batch 128, 5000 images and 4 epochs unless given).
+fn parse_one(args: &[String], cnn: bool) -> Result<workload::Config, String> {
     let (mut backend, mut batch, mut cache_dir, mut spe) = (None, None, None, 1);
-    let mut epochs = workload::EPOCHS;
+    let mut epochs = if cnn { 4 } else { workload::EPOCHS };
+    let mut size = 5000;
+    let mut data = PathBuf::from(strata::data::FASHION_MNIST_DIR);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -198,6 +332,8 @@ fn one(args: &[String]) -> Result<(), String> {
             "--cache-dir" => cache_dir = Some(PathBuf::from(value)),
             "--steps-per-execution" => spe = number(flag, value)?,
             "--epochs" => epochs = number(flag, value)?,
+            "--train-size" if cnn => size = train_size(flag, value)?,
+            "--data" if cnn => data = PathBuf::from(value),
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -205,14 +341,31 @@ fn one(args: &[String]) -> Result<(), String> {
         .ok_or("--backend is required")?
         .parse()
         .map_err(|e| format!("{e}"))?;
-    let cfg = workload::Config {
+    let batch = match (batch, cnn) {
+        (Some(b), _) => b,
+        (None, true) => 128,
+        (None, false) => return Err("--batch is required".into()),
+    };
+    Ok(workload::Config {
         device,
-        batch: batch.ok_or("--batch is required")?,
+        batch,
         cache_dir,
         steps_per_execution: spe,
         epochs,
-    };
-    let v = workload::run(&cfg).map_err(|e| format!("{e}"))?;
+        workload: if cnn {
+            workload::Workload::Cnn {
+                train_size: size,
+                data,
+            }
+        } else {
+            workload::Workload::Seed
+        },
+    })
+}
+
+/// `one` / `cnn-one`: measure one configuration in this process and print `RESULT {json}`.
+fn one(cfg: &workload::Config) -> Result<(), String> {
+    let v = workload::run(cfg).map_err(|e| format!("{e}"))?;
     println!("RESULT {v}");
     Ok(())
 }
@@ -267,7 +420,15 @@ fn main() -> ExitCode {
         Some("seed") => parse_seed(rest)
             .map_err(Stop::Usage)
             .and_then(|o| report::seed(&o).map_err(Stop::Failed)),
-        Some("one") => one(rest).map_err(Stop::Failed),
+        Some("one") => parse_one(rest, false)
+            .map_err(Stop::Usage)
+            .and_then(|c| one(&c).map_err(Stop::Failed)),
+        Some("cnn") => parse_cnn(rest)
+            .map_err(Stop::Usage)
+            .and_then(|o| report::cnn(&o).map_err(Stop::Failed)),
+        Some("cnn-one") => parse_one(rest, true)
+            .map_err(Stop::Usage)
+            .and_then(|c| one(&c).map_err(Stop::Failed)),
         Some("gemm") => gemm_only(rest).map_err(Stop::Failed),
         Some("soak") => soak::parse(rest)
             .map_err(Stop::Usage)
@@ -339,5 +500,84 @@ mod tests {
             o.baseline.as_deref(),
             Some(std::path::Path::new("/tmp/old-bench"))
         );
+    }
+
+    #[test]
+    fn cnn_defaults_are_the_issues() {
+        let o = parse_cnn(&[]).unwrap();
+        assert_eq!(o.backends, ["native", "xla-cpu"]);
+        assert_eq!(
+            (o.batch, o.train_size, o.epochs, o.repeats),
+            (128, 5000, 4, 2)
+        );
+        assert_eq!(o.peers, "auto");
+        assert_eq!(o.peer_frameworks, ["keras-tf", "keras-jax", "jax"]);
+        assert!(o.conv && !o.quick);
+    }
+
+    #[test]
+    fn cnn_quick_changes_defaults_but_explicit_flags_win() {
+        let o = parse_cnn(&args("--quick")).unwrap();
+        assert_eq!((o.repeats, o.peers.as_str()), (1, "none"));
+        assert_eq!((o.train_size, o.epochs), (1024, 2));
+        let o = parse_cnn(&args(
+            "--train-size 512 --quick --epochs 3 --peers require --peer-frameworks jax",
+        ))
+        .unwrap();
+        assert_eq!(
+            (o.train_size, o.epochs, o.peers.as_str()),
+            (512, 3, "require")
+        );
+        assert_eq!(o.peer_frameworks, ["jax"]);
+        let o = parse_cnn(&args("--train-size 60000 --backends xla-cpu --conv none")).unwrap();
+        assert_eq!((o.train_size, o.backends.len(), o.conv), (60000, 1, false));
+        let o = parse_cnn(&args("--data /tmp/fmnist")).unwrap();
+        assert_eq!(o.data, std::path::Path::new("/tmp/fmnist"));
+    }
+
+    #[test]
+    fn bad_cnn_command_lines_are_errors_not_panics() {
+        for bad in [
+            "--bogus",
+            "--batch 0",
+            "--batch",
+            "--train-size 60001",
+            "--train-size -5",
+            "--epochs x",
+            "--repeats 0",
+            "--peers maybe",
+            "--peer-frameworks torch",
+            "--conv yes",
+            "--backends ,",
+            "--json",
+        ] {
+            assert!(parse_cnn(&args(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn one_and_cnn_one_parse_their_own_flags() {
+        let c = parse_one(&args("--backend native --train-size 512"), true).unwrap();
+        assert_eq!(
+            c.workload,
+            workload::Workload::Cnn {
+                train_size: 512,
+                data: strata::data::FASHION_MNIST_DIR.into()
+            }
+        );
+        assert_eq!((c.batch, c.epochs), (128, 4));
+        let c = parse_one(&args("--backend native --batch 32"), false).unwrap();
+        assert_eq!((c.workload, c.epochs), (workload::Workload::Seed, 5));
+        for (bad, cnn) in [
+            ("--backend native --train-size 512", false),
+            ("--backend native --data /tmp", false),
+            ("--backend native", false),
+            ("--batch 32", true),
+            ("--backend gpu9", true),
+            ("--backend native --train-size 0", true),
+            ("--backend", true),
+        ] {
+            assert!(parse_one(&args(bad), cnn).is_err(), "{bad}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The peers, run in the same session as Strata so ratios compare like with like:
-//! `shared/bench/peers_seed.py` (Keras on TensorFlow, Keras on JAX, a JAX step loop, JAX
-//! `lax.scan`, optionally PyTorch), one process per framework, batch and repeat, each
-//! printing `RESULT {json}` as its last line.
+//! `shared/bench/peers_seed.py` for the seed workload (Keras on TensorFlow, Keras on JAX, a
+//! JAX step loop, JAX `lax.scan`, optionally PyTorch) and `bench/peers/peers_cnn.py` for
+//! the convnet (Keras on TensorFlow, Keras on JAX, a JAX step loop), one process per
+//! framework, configuration and repeat, each printing `RESULT {json}` as its last line.
 
 use crate::sys;
 use serde_json::Value;
@@ -12,6 +13,9 @@ use std::time::Duration;
 /// The peer frameworks run by default (torch is opt-in: its wheel is not in the default
 /// venv).
 pub const DEFAULT_FRAMEWORKS: &str = "keras-tf,keras-jax,jax,jax-scan";
+
+/// The convnet's peers (`peers_cnn.py`).
+pub const CNN_FRAMEWORKS: &str = "keras-tf,keras-jax,jax";
 
 /// Where the peers' Python and script are.
 pub struct Peers {
@@ -41,6 +45,32 @@ pub fn default_script(workspace: &Path) -> PathBuf {
         .join("peers_seed.py")
 }
 
+/// `bench/peers/peers_cnn.py` in the workspace.
+pub fn cnn_script(workspace: &Path) -> PathBuf {
+    workspace.join("bench").join("peers").join("peers_cnn.py")
+}
+
+/// The peers to run, by `--peers auto|none|require`: none when asked for none, and when
+/// `auto` finds no script or venv (the reason goes to `skip`); an error under `require`.
+pub fn choose(
+    mode: &str,
+    python: Option<PathBuf>,
+    script: PathBuf,
+    skip: &mut dyn FnMut(String),
+) -> Result<Option<Peers>, String> {
+    if mode == "none" {
+        return Ok(None);
+    }
+    match Peers::find(python.unwrap_or_else(default_python), script) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if mode == "require" => Err(e),
+        Err(e) => {
+            skip(format!("peers: {e}"));
+            Ok(None)
+        }
+    }
+}
+
 impl Peers {
     /// The peers when both the interpreter and the script exist; otherwise why not.
     pub fn find(python: PathBuf, script: PathBuf) -> Result<Peers, String> {
@@ -68,11 +98,12 @@ impl Peers {
         c
     }
 
-    /// One framework at one batch size: its `RESULT` object, with `process_s` (spawn to
-    /// exit, interpreter start-up and imports included) and `peak_rss_mib` added.
-    pub fn run(&self, framework: &str, batch: usize, timeout: Duration) -> Result<Value, String> {
-        let b = batch.to_string();
-        let mut cmd = self.command(&["--framework", framework, "--batch", &b, "--epochs", "5"]);
+    /// One framework in one configuration (the script's arguments after `--framework`):
+    /// its `RESULT` object, with `process_s` (spawn to exit, interpreter start-up and
+    /// imports included) and `peak_rss_mib` (the whole process's, from `wait4`) added.
+    pub fn run(&self, framework: &str, args: &[&str], timeout: Duration) -> Result<Value, String> {
+        let mut cmd = self.command(&["--framework", framework]);
+        cmd.args(args);
         let done = sys::run_child(&mut cmd, timeout)
             .map_err(|e| format!("cannot start {}: {e}", self.python.display()))?;
         let result = done

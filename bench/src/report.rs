@@ -1,9 +1,10 @@
-//! `seed`: runs every configuration and peer round-robin, then prints the markdown table,
-//! the ratios to the best peer and the issue's targets, and writes the JSON.
+//! `seed` and `cnn`: run every configuration and peer round-robin, then print the markdown
+//! table, the ratios to the best peer (and, for `seed`, the issue's targets), and write the
+//! JSON. The pieces both share (child runs, rows, ratios, the header, the JSON file) are
+//! defined once here.
 
-use crate::peers::Peers;
 use crate::workload::{steps_per_epoch, SAMPLES};
-use crate::{gemm, peers, sys, workspace, Opts};
+use crate::{conv, gemm, peers, sys, workspace, CnnOpts, Opts};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -72,10 +73,25 @@ fn med(runs: &[Value], key: &str) -> Option<f64> {
     median(runs.iter().filter_map(|r| num(r, key)).collect())
 }
 
-/// One row of the table: a Strata backend or a peer at one batch size, over its runs.
-fn summarize(name: &str, batch: usize, runs: &[Value]) -> Value {
+/// The first epoch of each run (compiles included).
+fn cold(runs: &[Value]) -> Vec<f64> {
+    runs.iter()
+        .filter_map(|r| r.get("epoch_s").and_then(Value::as_array))
+        .filter_map(|e| e.first().and_then(Value::as_f64))
+        .collect()
+}
+
+/// One row of the table: a Strata backend or a peer at one batch size, over its runs of
+/// `samples` per epoch at `flop_per_sample` training FLOPs each.
+fn summarize(
+    name: &str,
+    batch: usize,
+    samples: usize,
+    flop_per_sample: f64,
+    runs: &[Value],
+) -> Value {
     let st = steady(runs);
-    let steps = steps_per_epoch(batch) as f64;
+    let steps = steps_per_epoch(samples, batch) as f64;
     let smin = min(st.iter().copied());
     let smed = median(st.clone());
     let cached: Vec<f64> = runs
@@ -90,6 +106,7 @@ fn summarize(name: &str, batch: usize, runs: &[Value]) -> Value {
         "steady_epoch_s_median": smed,
         "steady_epochs": st.len(),
         "fit_s": med(runs, "fit_s"),
+        "cold_epoch_s": median(cold(runs)),
         "fit_s_min": min(runs.iter().filter_map(|r| num(r, "fit_s"))),
         "compile_s": med(runs, "compile_s"),
         "compile_cached_s": median(cached),
@@ -105,7 +122,7 @@ fn summarize(name: &str, batch: usize, runs: &[Value]) -> Value {
         "backend_init_s": med(runs, "backend_init_s"),
         "process_s": med(runs, "process_s"),
         "peak_rss_mib": max(runs.iter().filter_map(|r| num(r, "peak_rss_mib"))),
-        "train_gflops": smin.map(|s| FLOP_PER_SAMPLE * SAMPLES as f64 / s * 1e-9),
+        "train_gflops": smin.map(|s| flop_per_sample * samples as f64 / s * 1e-9),
         "loss": med(runs, "loss"),
         "accuracy": med(runs, "accuracy").or_else(|| med(runs, "acc")),
     })
@@ -217,18 +234,31 @@ fn available(name: &str) -> Result<Device, String> {
     Ok(d)
 }
 
-/// Runs one Strata configuration in a child process of `exe` (this program, or the
+/// Runs one seed configuration in a child process of `exe` (this program, or the
 /// `--baseline` binary).
 fn run_ours(o: &Opts, exe: &Path, device: &Device, batch: usize) -> Result<Value, String> {
+    let args = [
+        "one".to_string(),
+        "--backend".into(),
+        device.to_string(),
+        "--batch".into(),
+        batch.to_string(),
+        "--steps-per-execution".into(),
+        o.steps_per_execution.to_string(),
+    ];
+    run_strata(exe, &args, device, o.timeout)
+}
+
+/// Runs `exe args` (a `one` or `cnn-one` child), with a fresh XLA cache for an XLA
+/// device, and reads its `RESULT` line.
+fn run_strata(
+    exe: &Path,
+    args: &[String],
+    device: &Device,
+    timeout: std::time::Duration,
+) -> Result<Value, String> {
     let mut cmd = Command::new(exe);
-    cmd.args([
-        "one",
-        "--backend",
-        &device.to_string(),
-        "--batch",
-        &batch.to_string(),
-    ])
-    .args(["--steps-per-execution", &o.steps_per_execution.to_string()]);
+    cmd.args(args);
     // A fresh, empty compilation cache per run: the fit's compile is a cold one.
     let cache = match device {
         Device::Native => None,
@@ -237,7 +267,7 @@ fn run_ours(o: &Opts, exe: &Path, device: &Device, batch: usize) -> Result<Value
     if let Some(c) = &cache {
         cmd.arg("--cache-dir").arg(c);
     }
-    let done = sys::run_child(&mut cmd, o.timeout).map_err(|e| e.to_string());
+    let done = sys::run_child(&mut cmd, timeout).map_err(|e| e.to_string());
     if let Some(c) = &cache {
         let _ = std::fs::remove_dir_all(c);
     }
@@ -322,17 +352,99 @@ fn load_line() -> String {
     }
 }
 
-pub fn seed(o: &Opts) -> Result<(), String> {
-    let root = workspace();
-    let started = std::time::Instant::now();
-    let load_start = sys::loadavg();
-    let machine = format!(
+/// The machine in one line, with the load now.
+fn machine_line() -> String {
+    format!(
         "{} ({} cores{}), load {} at start",
         sys::cpu_model(),
         sys::cpus(),
         if sys::has_avx512() { ", AVX-512" } else { "" },
         load_line()
-    );
+    )
+}
+
+/// The report's first two lines: the command, the commit, the machine, the time taken.
+fn header(machine: &str, started: std::time::Instant) -> String {
+    let cmdline: Vec<String> = std::env::args().skip(1).collect();
+    format!(
+        "`strata-bench {}` at {}\n{machine}, {} at end; {:.0} s in all.\n\n",
+        cmdline.join(" "),
+        crate::git_rev().unwrap_or_else(|| "?".into()),
+        load_line(),
+        started.elapsed().as_secs_f64()
+    )
+}
+
+/// The machine as the JSON records it.
+fn machine_json(load_start: Option<[f64; 3]>) -> Value {
+    json!({
+        "cpu": sys::cpu_model(),
+        "cores": sys::cpus(),
+        "avx512": sys::has_avx512(),
+        "load_start": load_start,
+        "load_end": sys::loadavg(),
+    })
+}
+
+fn write_json(path: &Path, doc: &Value) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+/// The best peer at each batch by `key` (the smallest): its name and value.
+fn best_peers(peer_rows: &[Value], batches: &[usize], key: &str) -> BTreeMap<usize, (String, f64)> {
+    batches
+        .iter()
+        .filter_map(|&b| {
+            peer_rows
+                .iter()
+                .filter(|r| r["batch"].as_u64() == Some(b as u64))
+                .filter_map(|r| Some((r["backend"].as_str()?.to_string(), num(r, key)?)))
+                .min_by(|x, y| x.1.total_cmp(&y.1))
+                .map(|x| (b, x))
+        })
+        .collect()
+}
+
+/// Adds to `r` its ratio by `key` to the best peer at its batch (`ratio_to_best_peer`,
+/// with `best_peer` and the peer's value), and, when `each`, to every peer
+/// (`ratio_to_peers`).
+fn add_ratios(
+    r: &mut Value,
+    best: &BTreeMap<usize, (String, f64)>,
+    peer_rows: &[Value],
+    key: &str,
+    each: bool,
+) {
+    let b = r["batch"].as_u64().unwrap_or(0) as usize;
+    if let (Some((who, t)), Some(s)) = (best.get(&b), num(r, key)) {
+        r["best_peer"] = who.clone().into();
+        r[format!("best_peer_{key}")] = (*t).into();
+        r["ratio_to_best_peer"] = (s / t).into();
+    }
+    if each {
+        let by_peer: serde_json::Map<String, Value> = peer_rows
+            .iter()
+            .filter(|p| p["batch"].as_u64() == Some(b as u64))
+            .filter_map(|p| {
+                let ratio = num(r, key)? / num(p, key)?;
+                Some((p["backend"].as_str()?.to_string(), ratio.into()))
+            })
+            .collect();
+        r["ratio_to_peers"] = by_peer.into();
+    }
+}
+
+pub fn seed(o: &Opts) -> Result<(), String> {
+    let root = workspace();
+    let started = std::time::Instant::now();
+    let load_start = sys::loadavg();
+    let machine = machine_line();
     eprintln!("strata-bench seed: {machine}");
     let mut skipped: Vec<String> = Vec::new();
     let mut skip = |what: String| {
@@ -363,23 +475,14 @@ pub fn seed(o: &Opts) -> Result<(), String> {
         return Err("no backend to measure".into());
     }
 
-    let peers = if o.peers == "none" {
-        None
-    } else {
-        let python = o.peers_python.clone().unwrap_or_else(peers::default_python);
-        let script = o
-            .peers_script
+    let peers = peers::choose(
+        &o.peers,
+        o.peers_python.clone(),
+        o.peers_script
             .clone()
-            .unwrap_or_else(|| peers::default_script(&root));
-        match Peers::find(python, script) {
-            Ok(p) => Some(p),
-            Err(e) if o.peers == "require" => return Err(e),
-            Err(e) => {
-                skip(format!("peers: {e}"));
-                None
-            }
-        }
-    };
+            .unwrap_or_else(|| peers::default_script(&root)),
+        &mut skip,
+    )?;
     let frameworks: &[String] = if peers.is_some() {
         &o.peer_frameworks
     } else {
@@ -435,7 +538,8 @@ pub fn seed(o: &Opts) -> Result<(), String> {
             }
             if let Some(p) = &peers {
                 for fw in frameworks {
-                    match p.run(fw, batch, o.timeout) {
+                    let b = batch.to_string();
+                    match p.run(fw, &["--batch", &b, "--epochs", "5"], o.timeout) {
                         Ok(v) => {
                             eprintln!(
                                 "[rep {rep}] peer   {fw:<9} b={batch:<5} fit {:.2}s  epochs {}  process {:.1}s",
@@ -484,26 +588,11 @@ pub fn seed(o: &Opts) -> Result<(), String> {
     // Rows, then ratios to the best peer at each batch.
     let mut peer_rows: Vec<Value> = theirs
         .iter()
-        .map(|((fw, b), runs)| summarize(fw, *b, runs))
+        .map(|((fw, b), runs)| summarize(fw, *b, SAMPLES, FLOP_PER_SAMPLE, runs))
         .collect();
     peer_rows.sort_by_key(|r| (r["batch"].as_u64(), peer_order(r["backend"].as_str())));
-    let best: BTreeMap<usize, (String, f64)> = o
-        .batches
-        .iter()
-        .filter_map(|&b| {
-            peer_rows
-                .iter()
-                .filter(|r| r["batch"].as_u64() == Some(b as u64))
-                .filter_map(|r| {
-                    Some((
-                        r["backend"].as_str()?.to_string(),
-                        num(r, "steady_epoch_s_min")?,
-                    ))
-                })
-                .min_by(|x, y| x.1.total_cmp(&y.1))
-                .map(|x| (b, x))
-        })
-        .collect();
+    let key = "steady_epoch_s_min";
+    let best = best_peers(&peer_rows, &o.batches, key);
     let mut rows: Vec<Value> = Vec::new();
     for &b in &o.batches {
         for name in devices.iter().flat_map(|d| {
@@ -514,35 +603,17 @@ pub fn seed(o: &Opts) -> Result<(), String> {
             let Some(runs) = ours.get(&(name.clone(), b)) else {
                 continue;
             };
-            let mut r = summarize(&name, b, runs);
-            if let (Some((who, t)), Some(s)) = (best.get(&b), num(&r, "steady_epoch_s_min")) {
-                r["best_peer"] = who.clone().into();
-                r["best_peer_steady_epoch_s_min"] = (*t).into();
-                r["ratio_to_best_peer"] = (s / t).into();
-            }
-            let by_peer: serde_json::Map<String, Value> = peer_rows
-                .iter()
-                .filter(|p| p["batch"].as_u64() == Some(b as u64))
-                .filter_map(|p| {
-                    let ratio = num(&r, "steady_epoch_s_min")? / num(p, "steady_epoch_s_min")?;
-                    Some((p["backend"].as_str()?.to_string(), ratio.into()))
-                })
-                .collect();
-            r["ratio_to_peers"] = by_peer.into();
+            let mut r = summarize(&name, b, SAMPLES, FLOP_PER_SAMPLE, runs);
+            add_ratios(&mut r, &best, &peer_rows, key, true);
             rows.push(r);
         }
     }
-    let peer_rows: Vec<Value> = peer_rows
-        .into_iter()
-        .map(|mut r| {
-            let b = r["batch"].as_u64().unwrap_or(0) as usize;
-            if let (Some((who, t)), Some(s)) = (best.get(&b), num(&r, "steady_epoch_s_min")) {
-                r["best_peer"] = who.clone().into();
-                r["ratio_to_best_peer"] = (s / t).into();
-            }
-            r
-        })
-        .collect();
+    for r in &mut peer_rows {
+        add_ratios(r, &best, &[], key, false);
+        if let Some(m) = r.as_object_mut() {
+            m.remove("best_peer_steady_epoch_s_min");
+        }
+    }
 
     let gemm_peak = gemm_rows
         .iter()
@@ -572,23 +643,10 @@ pub fn seed(o: &Opts) -> Result<(), String> {
         max(gemm_peak.into_iter().chain(sgemm_peak)),
         process.as_ref(),
     );
-    let load_end = sys::loadavg();
 
     // The report: markdown on stdout.
-    let mut out = String::new();
+    let mut out = header(&machine, started);
     let cmdline: Vec<String> = std::env::args().skip(1).collect();
-    let _ = writeln!(
-        out,
-        "`strata-bench {}` at {}",
-        cmdline.join(" "),
-        crate::git_rev().unwrap_or_else(|| "?".into())
-    );
-    let _ = writeln!(
-        out,
-        "{machine}, {} at end; {:.0} s in all.\n",
-        load_line(),
-        started.elapsed().as_secs_f64()
-    );
     out.push_str(&table(&rows, &peer_rows));
     out.push('\n');
     if !gemm_rows.is_empty() {
@@ -654,13 +712,7 @@ pub fn seed(o: &Opts) -> Result<(), String> {
         let doc = json!({
             "command": format!("strata-bench {}", cmdline.join(" ")),
             "git_rev": crate::git_rev(),
-            "machine": {
-                "cpu": sys::cpu_model(),
-                "cores": sys::cpus(),
-                "avx512": sys::has_avx512(),
-                "load_start": load_start,
-                "load_end": load_end,
-            },
+            "machine": machine_json(load_start),
             "workload": {
                 "model": "784-128-64-10 relu/relu/softmax", "optimizer": "adam",
                 "loss": "sparse_categorical_crossentropy", "samples": SAMPLES, "epochs": 5,
@@ -682,12 +734,7 @@ pub fn seed(o: &Opts) -> Result<(), String> {
                 "peers": theirs.iter().map(|((b, n), v)| json!({"framework": b, "batch": n, "runs": v})).collect::<Vec<_>>(),
             },
         });
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        write_json(path, &doc)?;
     }
     Ok(())
 }
@@ -828,6 +875,281 @@ fn targets(
     t
 }
 
+/// The `cnn` table: Strata's rows, then the peers'.
+pub fn cnn_table(ours: &[Value], peers: &[Value]) -> String {
+    let mut s = String::from(
+        "| backend | batch | train size | runs | steady epoch s (min / med) | cold epoch s (epoch 1, compile incl.) \
+         | compile s | ms/step (med) | conv GFLOP/s over the step (med) | peak RSS MiB | train accuracy | × best peer (median steady) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in ours.iter().chain(peers) {
+        let ratio = match (
+            num(r, "ratio_to_best_peer"),
+            r.get("best_peer").and_then(Value::as_str),
+        ) {
+            (Some(x), Some(p)) => format!("{x:.2}× ({p})"),
+            _ => "—".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r["backend"].as_str().unwrap_or("?"),
+            r["batch"],
+            r["samples"],
+            r["runs"],
+            pair(r, "steady_epoch_s_min", "steady_epoch_s_median", 3),
+            f(r, "cold_epoch_s", 2),
+            f(r, "compile_s", 2),
+            match num(r, "us_per_step_median") {
+                Some(us) => format!("{:.1}", us * 1e-3),
+                None => "—".into(),
+            },
+            f(r, "train_gflops_median", 1),
+            f(r, "peak_rss_mib", 0),
+            f(r, "accuracy", 3),
+            ratio,
+        );
+    }
+    s
+}
+
+/// The convolution line: each of the step's convolutions as a one-op graph on native,
+/// their sum against native's median steady step, and the 1024³ GEMM beside them.
+fn conv_table(rows: &[Value], gemm_rows: &[Value], native: Option<&Value>) -> String {
+    let mut s = String::from(
+        "| convolution (one-op graph, native backend) | MFLOP | GFLOP/s best / median | µs/call |\n|---|---|---|---|\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            r["shape"].as_str().unwrap_or("?"),
+            f(r, "mflop", 1),
+            pair(r, "gflops", "gflops_median", 1),
+            f(r, "us_per_call", 0)
+        );
+    }
+    let us: f64 = rows.iter().filter_map(|r| num(r, "us_per_call")).sum();
+    let mflop: f64 = rows.iter().filter_map(|r| num(r, "mflop")).sum();
+    if !rows.is_empty() {
+        let _ = writeln!(
+            s,
+            "| all of the step's convolutions | {mflop:.1} | {:.1} | {us:.0} |",
+            mflop / us * 1e3
+        );
+    }
+    for g in gemm_rows {
+        let _ = writeln!(
+            s,
+            "| GEMM {} (dot_general, native), the machine's sgemm rate | | {} | {} |",
+            g["shape"].as_str().unwrap_or("?"),
+            pair(g, "gflops", "gflops_median", 1),
+            f(g, "us_per_call", 0)
+        );
+    }
+    if let Some(step) = native.and_then(|r| num(r, "us_per_step_median")) {
+        let _ = writeln!(
+            s,
+            "\nnative's median steady step: {:.1} ms, of which the convolutions timed alone would take \
+             {:.1} ms ({:.0}%); the rest is pooling, the dense layer, dropout, the optimizer and the fit loop.",
+            step * 1e-3,
+            us * 1e-3,
+            100.0 * us / step
+        );
+    }
+    s
+}
+
+/// `cnn`: Keras' simple MNIST convnet on Fashion-MNIST on each backend, beside the peers of
+/// `bench/peers/peers_cnn.py`, round-robin, then the convolution line.
+pub fn cnn(o: &CnnOpts) -> Result<(), String> {
+    let root = workspace();
+    let started = std::time::Instant::now();
+    let load_start = sys::loadavg();
+    let machine = machine_line();
+    eprintln!("strata-bench cnn: {machine}");
+    let mut skipped: Vec<String> = Vec::new();
+    let mut skip = |what: String| {
+        eprintln!("skip: {what}");
+        skipped.push(what);
+    };
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let mut devices = Vec::new();
+    for b in &o.backends {
+        match available(b) {
+            Ok(d) => devices.push(d),
+            Err(e) => skip(format!("backend {b}: {e}")),
+        }
+    }
+    if devices.is_empty() {
+        return Err("no backend to measure".into());
+    }
+    let peers = peers::choose(
+        &o.peers,
+        o.peers_python.clone(),
+        o.peers_script
+            .clone()
+            .unwrap_or_else(|| peers::cnn_script(&root)),
+        &mut skip,
+    )?;
+    let frameworks: &[String] = if peers.is_some() {
+        &o.peer_frameworks
+    } else {
+        &[]
+    };
+
+    let (b, n, e) = (
+        o.batch.to_string(),
+        o.train_size.to_string(),
+        o.epochs.to_string(),
+    );
+    let data = o.data.display().to_string();
+    let config = [
+        "--batch",
+        &b,
+        "--train-size",
+        &n,
+        "--epochs",
+        &e,
+        "--data",
+        &data,
+    ];
+    let mut ours: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut theirs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut failures: Vec<String> = Vec::new();
+    for rep in 0..o.repeats {
+        for d in &devices {
+            let mut args = vec!["cnn-one".to_string(), "--backend".into(), d.to_string()];
+            args.extend(config.iter().map(|s| s.to_string()));
+            match run_strata(&exe, &args, d, o.timeout) {
+                Ok(v) => {
+                    eprintln!(
+                        "[rep {rep}] strata {d:<9} fit {:.2}s  epochs {}  compile {:.3}s  acc {}",
+                        num(&v, "fit_s").unwrap_or(f64::NAN),
+                        epochs_line(&v),
+                        num(&v, "compile_s").unwrap_or(f64::NAN),
+                        f(&v, "accuracy", 3),
+                    );
+                    ours.entry(d.to_string()).or_default().push(v);
+                }
+                Err(e) => {
+                    eprintln!("[rep {rep}] strata {d} FAILED: {e}");
+                    failures.push(format!("strata {d}: {e}"));
+                }
+            }
+        }
+        if let Some(p) = &peers {
+            for fw in frameworks {
+                match p.run(fw, &config, o.timeout) {
+                    Ok(v) => {
+                        eprintln!(
+                            "[rep {rep}] peer   {fw:<9} fit {:.2}s  epochs {}  acc {}",
+                            num(&v, "fit_s").unwrap_or(f64::NAN),
+                            epochs_line(&v),
+                            f(&v, "accuracy", 3),
+                        );
+                        theirs.entry(fw.clone()).or_default().push(v);
+                    }
+                    Err(e) => {
+                        eprintln!("[rep {rep}] peer {fw} FAILED: {e}");
+                        failures.push(format!("peer {fw}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+
+    // Rows, then ratios of the median steady epochs to the best peer's.
+    let flop = conv::step_flop(1);
+    let row = |name: &str, runs: &[Value]| {
+        let mut r = summarize(name, o.batch, o.train_size, flop, runs);
+        r["samples"] = o.train_size.into();
+        r["train_gflops_median"] = num(&r, "steady_epoch_s_median")
+            .map(|s| flop * o.train_size as f64 / s * 1e-9)
+            .into();
+        r
+    };
+    let mut peer_rows: Vec<Value> = theirs.iter().map(|(fw, runs)| row(fw, runs)).collect();
+    peer_rows.sort_by_key(|r| peer_order(r["backend"].as_str()));
+    let key = "steady_epoch_s_median";
+    let best = best_peers(&peer_rows, &[o.batch], key);
+    let mut rows = Vec::new();
+    for d in &devices {
+        if let Some(runs) = ours.get(&d.to_string()) {
+            let mut r = row(&d.to_string(), runs);
+            add_ratios(&mut r, &best, &peer_rows, key, true);
+            rows.push(r);
+        }
+    }
+    for r in &mut peer_rows {
+        add_ratios(r, &best, &[], key, false);
+    }
+
+    let (conv_rows, gemm_rows) = if o.conv {
+        let c = conv::run(o.batch, o.quick).map_err(|e| format!("conv: {e}"))?;
+        let g = gemm::run(&[], o.quick).map_err(|e| format!("gemm: {e}"))?;
+        (c, g)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+
+    let mut out = header(&machine, started);
+    out.push_str(&cnn_table(&rows, &peer_rows));
+    let _ = writeln!(
+        out,
+        "\nconv GFLOP/s over the step: the step's convolution FLOPs ({:.2} GFLOP at batch {}: both forwards, \
+         conv2's input gradient, both kernel gradients, 2·MACs each) over the median steady step.\n",
+        conv::step_flop(o.batch) * 1e-9,
+        o.batch
+    );
+    if !conv_rows.is_empty() {
+        out.push_str(&conv_table(
+            &conv_rows,
+            &gemm_rows,
+            rows.iter().find(|r| r["backend"] == "native"),
+        ));
+        out.push('\n');
+    }
+    for s in &skipped {
+        let _ = writeln!(out, "- skipped: {s}");
+    }
+    for e in &failures {
+        let _ = writeln!(out, "- failed: {}", e.lines().next().unwrap_or(""));
+    }
+    print!("{out}");
+
+    if let Some(path) = &o.json {
+        let cmdline: Vec<String> = std::env::args().skip(1).collect();
+        let doc = json!({
+            "command": format!("strata-bench {}", cmdline.join(" ")),
+            "git_rev": crate::git_rev(),
+            "machine": machine_json(load_start),
+            "workload": {
+                "model": "Conv2D(32,3,relu) MaxPool(2) Conv2D(64,3,relu) MaxPool(2) Flatten Dropout(0.5) Dense(10,softmax)",
+                "data": format!("{}: the first train_size training images", o.data.display()),
+                "optimizer": "adam", "loss": "sparse_categorical_crossentropy",
+                "batch": o.batch, "train_size": o.train_size, "epochs": o.epochs,
+                "conv_flop_per_step": conv::step_flop(o.batch),
+            },
+            "results": rows,
+            "peers": peer_rows,
+            "conv": conv_rows,
+            "gemm": gemm_rows,
+            "skipped": skipped,
+            "failures": failures,
+            "runs": {
+                "strata": ours.iter().map(|(b, v)| json!({"backend": b, "runs": v})).collect::<Vec<_>>(),
+                "peers": theirs.iter().map(|(b, v)| json!({"framework": b, "runs": v})).collect::<Vec<_>>(),
+            },
+        });
+        write_json(path, &doc)?;
+    }
+    if !failures.is_empty() && rows.is_empty() {
+        return Err("every Strata run failed".into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -857,7 +1179,7 @@ mod tests {
             json!({"epoch_s": [2.0, 0.3, 0.1, 0.2], "fit_s": 2.6}),
             json!({"epoch_s": [1.0, 0.4, 0.5], "fit_s": 1.9}),
         ];
-        let r = summarize("native", 32, &runs);
+        let r = summarize("native", 32, SAMPLES, FLOP_PER_SAMPLE, &runs);
         assert_eq!(num(&r, "steady_epoch_s_min"), Some(0.1));
         assert_eq!(num(&r, "steady_epoch_s_median"), Some(0.3));
         assert_eq!(num(&r, "steady_epochs"), Some(5.0));
@@ -868,8 +1190,30 @@ mod tests {
     }
 
     #[test]
+    fn the_conv_line_sums_the_steps_convolutions() {
+        let rows = [
+            json!({"shape": "a", "mflop": 100.0, "us_per_call": 1000.0}),
+            json!({"shape": "b", "mflop": 300.0, "us_per_call": 1000.0}),
+        ];
+        let native = json!({"us_per_step_median": 4000.0});
+        let t = conv_table(&rows, &[], Some(&native));
+        // 400 MFLOP in 2 ms: 200 GFLOP/s, half of a 4 ms step.
+        assert!(
+            t.contains("| all of the step's convolutions | 400.0 | 200.0 | 2000 |"),
+            "{t}"
+        );
+        assert!(t.contains("would take 2.0 ms (50%)"), "{t}");
+    }
+
+    #[test]
     fn missing_fields_give_dashes_not_panics() {
-        let r = summarize("jax", 1024, &[json!({"framework": "jax"})]);
+        let r = summarize(
+            "jax",
+            1024,
+            SAMPLES,
+            FLOP_PER_SAMPLE,
+            &[json!({"framework": "jax"})],
+        );
         assert_eq!(num(&r, "steady_epoch_s_min"), None);
         assert!(table(&[], &[r]).contains("| jax | 1024 | 1 | — |"));
     }

@@ -41,6 +41,7 @@ pub fn run(o: &SoakOpts) -> Result<bool, String> {
         cache_dir: None,
         steps_per_execution: 1,
         epochs: 1,
+        workload: workload::Workload::Seed,
     };
     let (backend, _) = workload::backend_for(&cfg).map_err(err)?;
     let x = strata::random::normal(&[SAMPLES, FEATURES], 0.0, 1.0, 0).map_err(err)?;

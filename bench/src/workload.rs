@@ -1,10 +1,12 @@
-//! One measured configuration, run in its own process (`strata-bench one ...`): the
-//! tutorial's model and data, a cold 5-epoch `fit` through the public API, and what each
-//! epoch cost. The process boundary makes peak RSS, thread pools and the allocator's state
-//! belong to this configuration alone, as each peer runs in its own process too.
+//! One measured configuration, run in its own process (`strata-bench one ...` for the
+//! seed workload, `strata-bench cnn-one ...` for the convnet): the workload's model and
+//! data, a cold `fit` through the public API, and what each epoch cost. The process
+//! boundary makes peak RSS, thread pools and the allocator's state belong to this
+//! configuration alone, as each peer runs in its own process too.
 
 use crate::alloc;
 use crate::sys;
+use ndarray::{ArrayD, Axis, IxDyn};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,9 +27,24 @@ pub const FEATURES: usize = 784;
 pub const CLASSES: i32 = 10;
 pub const EPOCHS: usize = 5;
 
-/// Steps in one epoch (the partial last batch is a step too, as in Keras).
-pub fn steps_per_epoch(batch: usize) -> usize {
-    SAMPLES.div_ceil(batch)
+/// Fashion-MNIST's training set: the most `--train-size` can ask for.
+pub const MNIST_TRAIN: usize = 60_000;
+
+/// Steps in one epoch of `samples` (the partial last batch is a step too, as in Keras).
+pub fn steps_per_epoch(samples: usize, batch: usize) -> usize {
+    samples.div_ceil(batch)
+}
+
+/// What is trained: the seed tutorial's MLP on random data, or Keras' "simple MNIST
+/// convnet" on the first `train_size` images of Fashion-MNIST.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Workload {
+    Seed,
+    /// `data`: an MNIST-format directory (Debian's Fashion-MNIST by default).
+    Cnn {
+        train_size: usize,
+        data: PathBuf,
+    },
 }
 
 /// A backend as `Model::set_backend` takes it.
@@ -42,6 +59,7 @@ pub struct Config {
     pub steps_per_execution: usize,
     /// 5, as the tutorial; more only to give a profiler a longer steady state.
     pub epochs: usize,
+    pub workload: Workload,
 }
 
 /// Counters kept by [`Timed`]: how long compiles and executes took, and what executes
@@ -295,6 +313,56 @@ pub(crate) fn tutorial_model(
     Ok(m)
 }
 
+/// Keras' "simple MNIST convnet" (keras.io/examples/vision/mnist_convnet), compiled as the
+/// tutorial compiles its MLP.
+pub(crate) fn cnn_model(
+    backend: Shared,
+    spe: usize,
+) -> Result<strata::Model<impl strata::nn::Architecture>> {
+    let mut m = model![
+        Input((28, 28, 1)),
+        Conv2D(32, 3, activation = relu),
+        MaxPooling2D(2),
+        Conv2D(64, 3, activation = relu),
+        MaxPooling2D(2),
+        Flatten(),
+        Dropout(0.5),
+        Dense(10, softmax)
+    ];
+    m.compile(
+        Adam::default(),
+        SparseCategoricalCrossentropy::default(),
+        [Accuracy],
+    )?;
+    m.set_steps_per_execution(spe)?;
+    m.set_backend(backend);
+    Ok(m)
+}
+
+/// The first `n` training images of the MNIST-format directory `dir` (Fashion-MNIST) as
+/// `(n, 28, 28, 1)` in [0, 1], and their labels.
+pub fn fashion_mnist(dir: &std::path::Path, n: usize) -> Result<(ArrayD<f32>, ArrayD<i32>)> {
+    let d = strata::data::load_mnist(dir)?;
+    let have = d.x_train.shape()[0];
+    if n == 0 || n > have {
+        return Err(strata::Error::InvalidArgument {
+            what: "cnn workload".into(),
+            message: format!("train size must be in 1..={have}, got {n}"),
+        });
+    }
+    let x = d
+        .x_train
+        .slice_axis(Axis(0), (0..n).into())
+        .to_shape(IxDyn(&[n, 28, 28, 1]))
+        .map_err(|e| strata::Error::InvalidArgument {
+            what: "cnn workload".into(),
+            message: format!("images: {e}"),
+        })?
+        .to_owned();
+    let y = d.y_train.slice(ndarray::s![..n]).to_owned().into_dyn();
+    Ok((x, y))
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
@@ -310,6 +378,33 @@ fn median(v: &mut [f64]) -> f64 {
 /// Measures one configuration; the result is one JSON object (see `report` for the
 /// fields' meaning).
 pub fn run(cfg: &Config) -> Result<Value> {
+    let spe = cfg.steps_per_execution;
+    let t = Instant::now();
+    match &cfg.workload {
+        Workload::Seed => {
+            let x = strata::random::normal(&[SAMPLES, FEATURES], 0.0, 1.0, 0)?.into_dyn();
+            let y = strata::random::uniform_int(&[SAMPLES], 0, CLASSES, 1)?.into_dyn();
+            let data_s = t.elapsed().as_secs_f64();
+            measure(cfg, x, y, data_s, |b| tutorial_model(b, spe))
+        }
+        Workload::Cnn { train_size, data } => {
+            let (x, y) = fashion_mnist(data, *train_size)?;
+            let data_s = t.elapsed().as_secs_f64();
+            measure(cfg, x, y, data_s, |b| cnn_model(b, spe))
+        }
+    }
+}
+
+/// The measurement itself, for any model: a cold fit with the probe, then (XLA) the same
+/// compiles answered by the persistent cache.
+fn measure<A: strata::nn::Architecture>(
+    cfg: &Config,
+    x: ArrayD<f32>,
+    y: ArrayD<i32>,
+    data_s: f64,
+    build: impl Fn(Shared) -> Result<strata::Model<A>>,
+) -> Result<Value> {
+    let samples = x.shape()[0];
     let t = Instant::now();
     let (inner, pjrt) = backend_for(cfg)?;
     let backend_init_s = t.elapsed().as_secs_f64();
@@ -319,12 +414,7 @@ pub fn run(cfg: &Config) -> Result<Value> {
         stats: stats.clone(),
     });
 
-    let t = Instant::now();
-    let x = strata::random::normal(&[SAMPLES, FEATURES], 0.0, 1.0, 0)?;
-    let y = strata::random::uniform_int(&[SAMPLES], 0, CLASSES, 1)?;
-    let data_s = t.elapsed().as_secs_f64();
-
-    let mut m = tutorial_model(timed.clone(), cfg.steps_per_execution)?;
+    let mut m = build(timed.clone())?;
     let epochs = Arc::new(Mutex::new(Vec::new()));
     let probe = Probe {
         stats: stats.clone(),
@@ -356,11 +446,11 @@ pub fn run(cfg: &Config) -> Result<Value> {
     let mut cached = Value::Null;
     if let Some(p) = &pjrt {
         let hits_before = p.cache_stats().hits;
-        let rem = SAMPLES % cfg.batch;
-        let n = cfg.batch + rem;
+        let rem = samples % cfg.batch;
+        let n = (cfg.batch + rem).min(samples);
         let xs = x.slice_axis(ndarray::Axis(0), (0..n).into()).to_owned();
         let ys = y.slice_axis(ndarray::Axis(0), (0..n).into()).to_owned();
-        let mut m2 = tutorial_model(timed.clone(), cfg.steps_per_execution)?;
+        let mut m2 = build(timed.clone())?;
         let s0 = stats.snap();
         m2.fit(
             &xs,
@@ -378,7 +468,7 @@ pub fn run(cfg: &Config) -> Result<Value> {
         });
     }
 
-    let steps = steps_per_epoch(cfg.batch);
+    let steps = steps_per_epoch(samples, cfg.batch);
     let steady = epochs.get(1..).unwrap_or(&[]);
     let mut steady_s: Vec<f64> = steady.iter().map(|e| e.secs).collect();
     let steady_steps = (steps * steady.len()).max(1) as f64;
@@ -389,6 +479,11 @@ pub fn run(cfg: &Config) -> Result<Value> {
     let per_step = sum(|e| e.step_allocs) / sum(|e| e.steps_counted).max(1.0);
     Ok(json!({
         "backend": cfg.device.to_string(),
+        "workload": match cfg.workload {
+            Workload::Seed => "seed",
+            Workload::Cnn { .. } => "cnn",
+        },
+        "samples": samples,
         "batch": cfg.batch,
         "steps_per_execution": cfg.steps_per_execution,
         "steps_per_epoch": steps,
