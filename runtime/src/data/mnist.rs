@@ -22,22 +22,24 @@ pub const FASHION_MNIST_DIR: &str = "/usr/share/datasets/fashion-mnist";
 /// `t10k-labels-idx1-ubyte` (each plain or `.gz`) from `dir`.
 pub fn load_mnist(dir: impl AsRef<Path>) -> Result<Mnist> {
     let dir = dir.as_ref();
-    let file = |stem: &str| -> Result<Tensor> {
+    let path = |stem: &str| {
         let plain = dir.join(stem);
-        let gz = dir.join(format!("{stem}.gz"));
-        let path = if plain.exists() { plain } else { gz };
-        read_idx(&path)
+        if plain.exists() {
+            plain
+        } else {
+            dir.join(format!("{stem}.gz"))
+        }
     };
+    let file = |stem: &str| -> Result<Tensor> { read_idx(path(stem)) };
     let images = |stem: &str| -> Result<ArrayD<f32>> {
-        let t = file(stem)?;
-        let a = t.array::<i32>()?;
+        let a = super::idx::read_idx_unit_f32(&path(stem))?;
         if a.ndim() != 3 {
             return Err(Error::Data {
                 path: dir.join(stem).display().to_string(),
-                message: format!("expected images [n, rows, cols], got {}", t.shape()),
+                message: format!("expected images [n, rows, cols], got shape {:?}", a.shape()),
             });
         }
-        Ok(a.mapv(|v| v as f32 / 255.0))
+        Ok(a)
     };
     let labels = |stem: &str, n: usize| -> Result<Array1<i32>> {
         let t = file(stem)?;
