@@ -31,6 +31,8 @@ const BLOCK_ELEMS: usize = 1 << 16;
 const MIN_BLOCK_ROWS: usize = 32;
 /// Largest per-image product of the gather form (elements) a core keeps as scratch.
 const MAX_GATHER_ELEMS: usize = 1 << 20;
+/// Rows (the product's depth) per block of a kernel gradient at least.
+const GRAD_BLOCK_ROWS: usize = 256;
 /// Tasks per core, so a core that finishes early takes work from one that started late.
 const TASKS_PER_CORE: usize = 4;
 
@@ -340,6 +342,95 @@ fn im2col_split<T: Real>(
     for part in partials.chunks_exact(partial) {
         for (o, &v) in out[..partial].iter_mut().zip(part) {
             *o = *o + v;
+        }
+    }
+    Ok(())
+}
+
+/// The kernel gradient of a convolution with the forward geometry `geo` and parameters
+/// `p` (one group): `dw[k…, ci, co] = Σ_{b, o} x_padded[b, o·s + k·d, ci] · ct[b, o, co]`,
+/// the forward's patches transposed times the cotangent. Each core takes a share of the
+/// patch rows (the cotangent's pixels), builds them a block at a time and adds their
+/// product into a partial result of its own; the partials are added in task order.
+pub(super) fn kernel_grad<T: Real>(
+    x: &[T],
+    ct: &[T],
+    geo: &Geometry,
+    p: &ConvParams,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let rows = geo.batch * geo.nout();
+    let depth = geo.kprod() * geo.cin;
+    let cout = geo.cout;
+    let partial = depth * cout;
+    if geo.groups != 1 || out.len() < partial || ct.len() < rows * cout {
+        return Err(crate::Error::Backend {
+            backend: "native",
+            message: "internal: kernel gradient operands do not match their geometry".into(),
+        });
+    }
+    if rows == 0 {
+        out[..partial].fill(T::zero());
+        return Ok(());
+    }
+    // Deep enough blocks for the product to run at speed, cache-sized when the patch rows
+    // are short.
+    let block = (BLOCK_ELEMS / depth).max(GRAD_BLOCK_ROWS).min(rows);
+    let blocks = rows.div_ceil(block);
+    let tasks = crew::width().min(blocks).max(1);
+    let slot = block * depth;
+    grow(scratch, tasks * (slot + partial));
+    let (slots, partials) = scratch.split_at_mut(tasks * slot);
+    let partials = &mut partials[..tasks * partial];
+    let (slots_at, partials_at) = (slots.as_mut_ptr() as usize, partials.as_mut_ptr() as usize);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    crew::run(tasks, &|t| {
+        // SAFETY: task `t` alone uses patch slot `t` and partial `t`.
+        let (patches, dst) = unsafe {
+            (
+                std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot),
+                std::slice::from_raw_parts_mut((partials_at as *mut T).add(t * partial), partial),
+            )
+        };
+        for (i, b) in crew::part(blocks, tasks, t).enumerate() {
+            let r = b * block..((b + 1) * block).min(rows);
+            let m = r.len();
+            im2col_rows(x, geo, p, 0, r.clone(), &mut patches[..m * depth]);
+            // `dwᵀ += ctᵀ · patches`: the patches are read in place (row-major), only the
+            // block of the cotangent is transposed while it is packed.
+            let a = Mat {
+                data: ct,
+                off: r.start * cout,
+                rs: 1,
+                cs: cout as isize,
+            };
+            let b = Mat {
+                data: &patches[..m * depth],
+                off: 0,
+                rs: depth as isize,
+                cs: 1,
+            };
+            if matmul(cout, depth, m, a, b, dst, depth, i > 0).is_err() {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+        }
+    });
+    if failed.into_inner() {
+        return Err(crate::Error::Backend {
+            backend: "native",
+            message: "internal: kernel gradient product out of bounds".into(),
+        });
+    }
+    // The partials (each `[cout, depth]`) added in task order, transposed into `out`.
+    for (j, row) in out[..partial].chunks_exact_mut(cout).enumerate() {
+        for (co, o) in row.iter_mut().enumerate() {
+            let mut acc = partials[co * depth + j];
+            for part in partials.chunks_exact(partial).skip(1) {
+                acc = acc + part[co * depth + j];
+            }
+            *o = acc;
         }
     }
     Ok(())
@@ -815,6 +906,94 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 100, "only {checked} cases had a valid geometry");
+    }
+
+    /// The kernel gradient by its definition, in f64: `dw[k, ci, co] = Σ x_at · ct`.
+    fn reference_kernel_grad(x: &[f64], ct: &[f64], geo: &Geometry, p: &ConvParams) -> Vec<f64> {
+        let n = geo.n;
+        let (nout, kprod) = (geo.nout(), geo.kprod());
+        let mut dw = vec![0.0; kprod * geo.cin * geo.cout];
+        for b in 0..geo.batch {
+            let mut o = [0usize; MAX_RANK];
+            for op in 0..nout {
+                let mut k = [0usize; MAX_RANK];
+                for kp in 0..kprod {
+                    let mut at = Some(0usize);
+                    for d in 0..n {
+                        let q = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64
+                            - p.padding[d].0;
+                        let ld = p.lhs_dilation[d] as i64;
+                        at = match at {
+                            Some(a) if q >= 0 && q % ld == 0 && q / ld < geo.in_sp[d] as i64 => {
+                                Some(a * geo.in_sp[d] + (q / ld) as usize)
+                            }
+                            _ => None,
+                        };
+                    }
+                    if let Some(at) = at {
+                        for ci in 0..geo.cin {
+                            for co in 0..geo.cout {
+                                dw[(kp * geo.cin + ci) * geo.cout + co] += x
+                                    [(b * geo.nin() + at) * geo.cin + ci]
+                                    * ct[(b * nout + op) * geo.cout + co];
+                            }
+                        }
+                    }
+                    step(&mut k, &geo.k_sp[..n]);
+                }
+                step(&mut o, &geo.out_sp[..n]);
+            }
+        }
+        dw
+    }
+
+    #[test]
+    fn the_kernel_gradient_matches_its_definition() {
+        let mut checked = 0;
+        let mut i = 0u64;
+        for (input, kernel) in [
+            (vec![7, 6], vec![3, 3]),
+            (vec![28, 28], vec![3, 3]),
+            (vec![11], vec![3]),
+            (vec![3, 4, 5], vec![2, 2, 2]),
+        ] {
+            for &(cin, cout, batch) in &[(1, 3, 2), (3, 4, 5), (5, 2, 1)] {
+                for variant in 0..4 {
+                    i += 1;
+                    let n = input.len();
+                    let (strides, padding, ld, rd) = match variant {
+                        0 => (vec![1; n], vec![(0, 0); n], vec![1; n], vec![1; n]),
+                        1 => (vec![2; n], vec![(1, 1); n], vec![1; n], vec![1; n]),
+                        2 => (vec![1; n], vec![(2, 0); n], vec![1; n], vec![2; n]),
+                        _ => (vec![2; n], vec![(1, -1); n], vec![2; n], vec![1; n]),
+                    };
+                    let Some((geo, p)) = geometry(&Case {
+                        batch,
+                        input: input.clone(),
+                        kernel: kernel.clone(),
+                        cin,
+                        cout,
+                        groups: 1,
+                        strides,
+                        padding,
+                        lhs_dilation: ld,
+                        rhs_dilation: rd,
+                    }) else {
+                        continue;
+                    };
+                    let x = numbers(batch * geo.nin() * cin, i * 2 + 1);
+                    let ct = numbers(batch * geo.nout() * cout, i * 2 + 2);
+                    let want = reference_kernel_grad(&x, &ct, &geo, &p);
+                    let mut got = vec![f64::NAN; want.len()];
+                    kernel_grad(&x, &ct, &geo, &p, &mut got, &mut Vec::new()).unwrap();
+                    for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                        assert!((a - b).abs() <= 1e-11, "case {i} element {j}: {a} vs {b}");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 30, "only {checked} cases had a valid geometry");
     }
 
     #[test]

@@ -224,6 +224,71 @@ pub(crate) fn native(
     }
 }
 
+/// The forward parameters of a convolution whose kernel gradient `vjp` expresses as the
+/// convolution `kg` of the transposed input and cotangent (see `vjp`): the native planner
+/// computes that gradient from the untransposed operands (`native_kernel_grad`).
+pub(crate) fn forward_of_kernel_grad(kg: &ConvParams) -> ConvParams {
+    ConvParams {
+        strides: kg.rhs_dilation.clone(),
+        padding: kg.padding.clone(),
+        lhs_dilation: kg.lhs_dilation.clone(),
+        rhs_dilation: kg.strides.clone(),
+        feature_groups: 1,
+    }
+}
+
+/// The kernel gradient `[spatial…, in, out]` of a one-group convolution with parameters
+/// `p`, from its input `x` `[batch, spatial…, in]` and the cotangent `ct` of its output
+/// `[batch, spatial…, out]`.
+pub(crate) fn native_kernel_grad(
+    x: In<'_>,
+    ct: In<'_>,
+    p: &ConvParams,
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+    ctx: &mut KernelCtx,
+) -> Result<()> {
+    let (xd, cd, od) = (x.ty.dims(), ct.ty.dims(), out_ty.dims());
+    let n = xd.len() - 2;
+    if cd.len() != n + 2
+        || od.len() != n + 2
+        || cd[0] != xd[0]
+        || od[n] != xd[n + 1]
+        || od[n + 1] != cd[n + 1]
+    {
+        return Err(Error::Backend {
+            backend: "native",
+            message: format!(
+                "internal: kernel gradient of input {} and cotangent {} cannot be {out_ty}",
+                x.ty, ct.ty
+            ),
+        });
+    }
+    let mut geo = conv_native::Geometry {
+        n,
+        batch: xd[0],
+        in_sp: [0; MAX_RANK],
+        k_sp: [0; MAX_RANK],
+        out_sp: [0; MAX_RANK],
+        cin: xd[n + 1],
+        cig: xd[n + 1],
+        cout: cd[n + 1],
+        groups: 1,
+    };
+    geo.in_sp[..n].copy_from_slice(&xd[1..=n]);
+    geo.k_sp[..n].copy_from_slice(&od[..n]);
+    geo.out_sp[..n].copy_from_slice(&cd[1..=n]);
+    match (x.data, ct.data, out) {
+        (Data::F32(x), Data::F32(c), DataMut::F32(o)) => {
+            conv_native::kernel_grad(x, c, &geo, p, o, &mut ctx.scratch_f32[0])
+        }
+        (Data::F64(x), Data::F64(c), DataMut::F64(o)) => {
+            conv_native::kernel_grad(x, c, &geo, p, o, &mut ctx.scratch_f64[0])
+        }
+        (a, _, _) => Err(super::unsupported("convolution", a.dtype())),
+    }
+}
+
 // ---- StableHLO lowering
 
 use crate::hlo::list;

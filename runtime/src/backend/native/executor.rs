@@ -282,6 +282,7 @@ fn run_kernel(
     ins: &[Loc],
     in_nodes: &[usize],
 ) -> Result<()> {
+    let kernel_grad = plan.kernel_grads[node].as_ref();
     let node = &plan.nodes[node];
     // Take the output out of the arena so the inputs can be borrowed beside it.
     let mut storage = std::mem::replace(&mut arena[out], Storage::F32(Vec::new()));
@@ -294,7 +295,9 @@ fn run_kernel(
             }
         };
         let out_view = storage.prefix_mut(node.ty.numel());
-        if ins.len() <= INLINE_OPERANDS {
+        if let (Some(p), 2) = (kernel_grad, ins.len()) {
+            ops::convolution::native_kernel_grad(make(0), make(1), p, &node.ty, out_view, ctx)
+        } else if ins.len() <= INLINE_OPERANDS {
             let mut v = [EMPTY_IN; INLINE_OPERANDS];
             for (k, x) in v.iter_mut().enumerate().take(ins.len()) {
                 *x = make(k);

@@ -6,6 +6,7 @@
 //! op's kernel (in `crate::ops`) on slices of the arena, so a steady-state step allocates
 //! no tensor memory. Matrix products and convolutions use the `gemm` crate.
 
+mod conv_grad;
 mod executor;
 mod fuse;
 mod fused_adam;

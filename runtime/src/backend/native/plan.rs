@@ -72,6 +72,9 @@ pub(crate) struct Plan {
     /// `(param, slot)`: donated parameters whose storage moves into `slot` for the
     /// execution and back afterwards.
     pub homes: Vec<(usize, usize)>,
+    /// Per node: the forward parameters when the node is a convolution's kernel gradient
+    /// computed from the untransposed input and cotangent (see `conv_grad`).
+    pub kernel_grads: Vec<Option<crate::ir::ConvParams>>,
 }
 
 /// A scheduled unit of work.
@@ -92,7 +95,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     // the repeats are left dead.
     let canon = crate::ir::canonical(g.nodes());
     let same = |v: Value| Value::from_index(canon[v.index()]);
-    let nodes: Vec<Node> = g
+    let mut nodes: Vec<Node> = g
         .nodes()
         .iter()
         .map(|nd| Node {
@@ -100,6 +103,8 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             ty: nd.ty.clone(),
         })
         .collect();
+    // Before liveness, so the transposes a kernel gradient no longer reads are dead.
+    let kernel_grads = super::conv_grad::rewrite(&mut nodes);
     let graph_outputs: Vec<Value> = g.outputs().iter().map(|&o| same(o)).collect();
     let n = nodes.len();
 
@@ -523,6 +528,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         consts,
         outputs,
         homes,
+        kernel_grads,
     };
     #[cfg(test)]
     super::testing::record(g.name(), &plan);
