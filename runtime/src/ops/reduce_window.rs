@@ -337,6 +337,65 @@ pub(crate) fn native_select_and_scatter(
     Ok(())
 }
 
+// ---- the index pairing (native planner)
+
+/// Whether a max/min pooling of `x` by `w` can record its selections for the gradient
+/// (`native_recording`) so that the `select_and_scatter_add` over the same operand and
+/// window reads them (`native_select_and_scatter_indexed`) instead of the operand.
+pub(crate) fn indexable(op: ReduceOp, x: &TensorType, out: &TensorType, w: &Window) -> bool {
+    let float = matches!(x.dtype, crate::ir::DType::F32 | crate::ir::DType::F64);
+    op != ReduceOp::Sum
+        && float
+        && Pool2d::of(x.dims(), out.dims(), w).is_some_and(|p| p.indexable())
+}
+
+/// `native` for an `indexable` pooling, also writing into `index` (one byte per output
+/// element) what `native_select_and_scatter_indexed` reads.
+pub(crate) fn native_recording(
+    op: ReduceOp,
+    x: In<'_>,
+    w: &Window,
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+    index: &mut [u8],
+) -> Result<()> {
+    let p = Pool2d::of(x.ty.dims(), out_ty.dims(), w)
+        .filter(|p| p.indexable() && op != ReduceOp::Sum && index.len() == out_ty.numel())
+        .ok_or_else(|| Error::shape("reduce_window", "not an indexable 2-D pooling"))?;
+    match (x.data, out) {
+        (Data::F32(a), DataMut::F32(o)) => {
+            let init = [f32::NEG_INFINITY, f32::INFINITY][(op == ReduceOp::Min) as usize];
+            p.reduce_index(a, o, index, init, combine(op), better::<f32>(op))
+        }
+        (Data::F64(a), DataMut::F64(o)) => {
+            let init = [f64::NEG_INFINITY, f64::INFINITY][(op == ReduceOp::Min) as usize];
+            p.reduce_index(a, o, index, init, combine(op), better::<f64>(op))
+        }
+        (a, _) => return Err(super::unsupported("reduce_window", a.dtype())),
+    }
+    Ok(())
+}
+
+/// `native_select_and_scatter` from the `index` that `native_recording` wrote for the
+/// same operand (of type `operand`) and window: the operand itself is not read.
+pub(crate) fn native_select_and_scatter_indexed(
+    source: In<'_>,
+    operand: &TensorType,
+    w: &Window,
+    index: &[u8],
+    out: DataMut<'_>,
+) -> Result<()> {
+    let p = Pool2d::of(operand.dims(), source.ty.dims(), w)
+        .filter(|p| p.indexable() && index.len() == source.ty.numel())
+        .ok_or_else(|| Error::shape("select_and_scatter_add", "not an indexable 2-D pooling"))?;
+    match (source.data, out) {
+        (Data::F32(s), DataMut::F32(o)) => p.scatter_indexed(s, index, o),
+        (Data::F64(s), DataMut::F64(o)) => p.scatter_indexed(s, index, o),
+        (s, _) => return Err(super::unsupported("select_and_scatter_add", s.dtype())),
+    }
+    Ok(())
+}
+
 // ---- StableHLO lowering
 
 use crate::hlo::{i64_array, padding_attr, scalar_literal};
