@@ -147,16 +147,38 @@ pub(crate) fn permute<T: Copy + Send + Sync>(
             let mut l0 = 0;
             while l0 < len {
                 let cols = TILE.min(len - l0);
-                for i in 0..rows {
-                    let at = (o + i as isize * os[d]) as usize + l0;
-                    assert!(at + cols <= total);
-                    let from = s as usize + i + l0 * step as usize;
-                    for l in 0..cols {
-                        // SAFETY: `at + l` is in `out` (checked above), and each output
-                        // element belongs to exactly one unit, so no two tasks write it;
-                        // `out` stays mutably borrowed until every task is done.
+                let at = |i: usize| (o + i as isize * os[d]) as usize + l0;
+                assert!(at(rows - 1) + cols <= total);
+                let from = |l: usize| s as usize + (l0 + l) * step as usize;
+                if rows == TILE && cols == TILE {
+                    // Read TILE source rows whole, write TILE output rows whole.
+                    let mut tile = [[src[from(0)]; TILE]; TILE];
+                    for (l, t) in tile.iter_mut().enumerate() {
+                        *t = src[from(l)..from(l) + TILE]
+                            .try_into()
+                            .expect("a row of TILE elements");
+                    }
+                    for i in 0..TILE {
+                        let row: [T; TILE] = std::array::from_fn(|l| tile[l][i]);
+                        // SAFETY: `at(i)..at(i) + TILE` is in `out` (checked above), and
+                        // each output element belongs to exactly one unit, so no two
+                        // tasks write it; `out` stays mutably borrowed until every task
+                        // is done.
                         unsafe {
-                            *(dst as *mut T).add(at + l) = src[from + l * step as usize];
+                            std::ptr::copy_nonoverlapping(
+                                row.as_ptr(),
+                                (dst as *mut T).add(at(i)),
+                                TILE,
+                            );
+                        }
+                    }
+                } else {
+                    for i in 0..rows {
+                        for l in 0..cols {
+                            // SAFETY: as above.
+                            unsafe {
+                                *(dst as *mut T).add(at(i) + l) = src[from(l) + i];
+                            }
                         }
                     }
                 }

@@ -163,36 +163,21 @@ impl Pool2d {
                         acc.fill(init);
                         continue;
                     }
+                    // Offsets in the image of the window's elements, row-major.
+                    let cells = (i1 - i0) * (j1 - j0);
+                    let mut offs = [0usize; 256];
+                    fill_offsets(&mut offs, (i0, i1, j0, j1), p.w, c, 0);
+                    let offs = &offs[..cells];
                     let mut c0 = 0;
+                    while c0 + LANES <= c {
+                        let (a, ix) = (&mut acc[c0..c0 + LANES], &mut ix[c0..c0 + LANES]);
+                        record::<T, LANES>(img, offs, c0, init, &f, &better, a, ix);
+                        c0 += LANES;
+                    }
                     while c0 < c {
-                        let cb = BLOCK.min(c - c0);
-                        let first = (i0 * p.w + j0) * c + c0;
-                        let mut a = [init; BLOCK];
-                        let mut bv = [init; BLOCK];
-                        let mut bk = [0u32; BLOCK];
-                        bv[..cb].copy_from_slice(&img[first..first + cb]);
-                        let mut k = 0u32;
-                        for i in i0..i1 {
-                            for j in j0..j1 {
-                                let at = (i * p.w + j) * c + c0;
-                                let v = &img[at..at + cb];
-                                let lanes =
-                                    a[..cb].iter_mut().zip(&mut bv[..cb]).zip(&mut bk[..cb]);
-                                for (((a, bv), bk), &v) in lanes.zip(v) {
-                                    *a = f(*a, v);
-                                    if better(v, *bv) {
-                                        *bv = v;
-                                        *bk = k;
-                                    }
-                                }
-                                k += 1;
-                            }
-                        }
-                        acc[c0..c0 + cb].copy_from_slice(&a[..cb]);
-                        for (d, &k) in ix[c0..c0 + cb].iter_mut().zip(&bk[..cb]) {
-                            *d = k as u8;
-                        }
-                        c0 += cb;
+                        let (a, ix) = (&mut acc[c0..c0 + 1], &mut ix[c0..c0 + 1]);
+                        record::<T, 1>(img, offs, c0, init, &f, &better, a, ix);
+                        c0 += 1;
                     }
                 }
             }
@@ -337,8 +322,9 @@ impl Pool2d {
                         // out per channel (windows of over 256 elements divide).
                         let table = cells <= offs.len();
                         if table {
-                            for (k, off) in offs[..cells].iter_mut().enumerate() {
-                                *off = off_of(k);
+                            fill_offsets(&mut offs, win, p.w, p.c, b * img);
+                            for off in &mut offs[..cells] {
+                                *off -= base; // `dst` starts at `base` of the operand
                             }
                         }
                         let off_of = |k: usize| if table { offs[k] } else { off_of(k) };
@@ -350,13 +336,15 @@ impl Pool2d {
                             if disjoint {
                                 // Every element of the window once: its value or zero
                                 // (`0 + s`, as the accumulation computes it).
+                                let mut sz = [zero; BLOCK];
+                                for (z, &s) in sz.iter_mut().zip(s) {
+                                    *z = zero + s;
+                                }
+                                let s = &sz[..cb];
                                 for k in 0..cells {
                                     let off = off_of(k);
                                     let d = &mut dst[off + c0..off + c0 + cb];
-                                    let k = k as u32;
-                                    for ((d, &s), &bk) in d.iter_mut().zip(s).zip(&bk[..cb]) {
-                                        *d = if bk == k { zero + s } else { zero };
-                                    }
+                                    write_cell(d, s, &bk[..cb], k as u32);
                                 }
                             } else {
                                 for (ch, (&k, &s)) in bk[..cb].iter().zip(s).enumerate() {
@@ -406,6 +394,84 @@ impl Pool2d {
 
 /// Channels are handled in blocks of this many, their running state on the stack.
 const BLOCK: usize = 64;
+/// Channels that the innermost loops handle together, in arrays of this fixed length
+/// (which the compiler keeps in vector registers).
+const LANES: usize = 8;
+
+/// `offs[k] = base + (i·w + j)·c` for the `k`-th element `(i, j)` of window `win` in
+/// row-major order (counted, not divided out: a division per element cost more than the
+/// rest of a small window's work).
+fn fill_offsets(offs: &mut [usize; 256], (i0, i1, j0, j1): Win, w: usize, c: usize, base: usize) {
+    let mut k = 0;
+    for i in i0..i1 {
+        for j in j0..j1 {
+            offs[k] = base + (i * w + j) * c;
+            k += 1;
+        }
+    }
+}
+
+/// For channels `c0..c0 + L` of the window whose elements are at `offs` in `img`: the
+/// pooled value (`f` over the elements in order from `init`) into `acc`, and the position
+/// in `offs` of the element selected for the gradient (the first, replaced only by a
+/// strictly `better` one) into `index`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn record<T: Copy, const L: usize>(
+    img: &[T],
+    offs: &[usize],
+    c0: usize,
+    init: T,
+    f: &impl Fn(T, T) -> T,
+    better: &impl Fn(T, T) -> bool,
+    acc: &mut [T],
+    index: &mut [u8],
+) {
+    let lanes = |off: usize| -> &[T; L] {
+        img[off + c0..off + c0 + L]
+            .try_into()
+            .expect("a slice of L elements")
+    };
+    let mut a = [init; L];
+    let mut bv = *lanes(offs[0]);
+    let mut bk = [0u32; L];
+    for (k, &off) in offs.iter().enumerate() {
+        let v = lanes(off);
+        for l in 0..L {
+            a[l] = f(a[l], v[l]);
+            let b = better(v[l], bv[l]);
+            bv[l] = if b { v[l] } else { bv[l] };
+            bk[l] = if b { k as u32 } else { bk[l] };
+        }
+    }
+    acc.copy_from_slice(&a);
+    for (d, &k) in index.iter_mut().zip(&bk) {
+        *d = k as u8;
+    }
+}
+
+/// `d[l] = s[l]` where the window position selected for channel `l` is `k`, else 0: one
+/// element of a disjoint window (a select between two values, which vectorises; `s`
+/// holds `0 + src`, as the accumulation computes it).
+#[inline(always)]
+fn write_cell<T: num_traits::Float>(d: &mut [T], s: &[T], bk: &[u32], k: u32) {
+    let zero = T::zero();
+    let mut dc = d.chunks_exact_mut(LANES);
+    let mut sc = s.chunks_exact(LANES);
+    let mut kc = bk.chunks_exact(LANES);
+    for ((d, s), bk) in (&mut dc).zip(&mut sc).zip(&mut kc) {
+        let d: &mut [T; LANES] = d.try_into().expect("LANES elements");
+        let s: &[T; LANES] = s.try_into().expect("LANES elements");
+        let bk: &[u32; LANES] = bk.try_into().expect("LANES elements");
+        for l in 0..LANES {
+            d[l] = if bk[l] == k { s[l] } else { zero };
+        }
+    }
+    let rest = dc.into_remainder().iter_mut().zip(sc.remainder());
+    for ((d, &s), &b) in rest.zip(kc.remainder()) {
+        *d = if b == k { s } else { zero };
+    }
+}
 
 /// A window's in-range rows `i0..i1` and columns `j0..j1`.
 type Win = (usize, usize, usize, usize);

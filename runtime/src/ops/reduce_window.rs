@@ -186,22 +186,41 @@ pub(super) fn combine<T: Copy + PartialOrd + std::ops::Add<Output = T>>(
     op: ReduceOp,
 ) -> impl Fn(T, T) -> T {
     move |acc, v| match op {
-        ReduceOp::Sum => acc + v,
-        ReduceOp::Max => {
-            if acc >= v {
-                acc
-            } else {
-                v
-            }
-        }
-        ReduceOp::Min => {
-            if acc <= v {
-                acc
-            } else {
-                v
-            }
-        }
+        ReduceOp::Sum => sum_of(acc, v),
+        ReduceOp::Max => max_of(acc, v),
+        ReduceOp::Min => min_of(acc, v),
     }
+}
+
+// One function per reduction, so that the fast paths' inner loops are compiled for one
+// (a closure matching on the op kept every element's work scalar).
+pub(super) fn sum_of<T: std::ops::Add<Output = T>>(acc: T, v: T) -> T {
+    acc + v
+}
+
+pub(super) fn max_of<T: PartialOrd>(acc: T, v: T) -> T {
+    if acc >= v {
+        acc
+    } else {
+        v
+    }
+}
+
+pub(super) fn min_of<T: PartialOrd>(acc: T, v: T) -> T {
+    if acc <= v {
+        acc
+    } else {
+        v
+    }
+}
+
+/// `better` for max and min selection.
+pub(super) fn above<T: PartialOrd>(cand: T, cur: T) -> bool {
+    cand > cur
+}
+
+pub(super) fn below<T: PartialOrd>(cand: T, cur: T) -> bool {
+    cand < cur
 }
 
 /// Any pooling, by walking every window.
@@ -238,9 +257,11 @@ fn pool<T: Copy + PartialOrd + std::ops::Add<Output = T> + Default + Send + Sync
         ReduceOp::Max => lo,
         ReduceOp::Min => hi,
     };
-    match Pool2d::of(xd, od, w) {
-        Some(p) => p.reduce(a, o, init, combine(op)),
-        None => pool_generic(op, a, xd, od, w, init, o),
+    match (Pool2d::of(xd, od, w), op) {
+        (Some(p), ReduceOp::Sum) => p.reduce(a, o, init, sum_of),
+        (Some(p), ReduceOp::Max) => p.reduce(a, o, init, max_of),
+        (Some(p), ReduceOp::Min) => p.reduce(a, o, init, min_of),
+        (None, _) => pool_generic(op, a, xd, od, w, init, o),
     }
 }
 
@@ -312,9 +333,10 @@ fn scatter<T: Real>(
     w: &Window,
     out: &mut [T],
 ) {
-    match Pool2d::of(xd, sd, w) {
-        Some(p) => p.scatter(src, x, out, better::<T>(op)),
-        None => scatter_generic(op, src, x, xd, sd, w, out),
+    match (Pool2d::of(xd, sd, w), op) {
+        (Some(p), ReduceOp::Max) => p.scatter(src, x, out, above),
+        (Some(p), ReduceOp::Min) => p.scatter(src, x, out, below),
+        _ => scatter_generic(op, src, x, xd, sd, w, out),
     }
 }
 
@@ -362,14 +384,19 @@ pub(crate) fn native_recording(
     let p = Pool2d::of(x.ty.dims(), out_ty.dims(), w)
         .filter(|p| p.indexable() && op != ReduceOp::Sum && index.len() == out_ty.numel())
         .ok_or_else(|| Error::shape("reduce_window", "not an indexable 2-D pooling"))?;
+    let min = op == ReduceOp::Min;
     match (x.data, out) {
+        (Data::F32(a), DataMut::F32(o)) if min => {
+            p.reduce_index(a, o, index, f32::INFINITY, min_of, below)
+        }
         (Data::F32(a), DataMut::F32(o)) => {
-            let init = [f32::NEG_INFINITY, f32::INFINITY][(op == ReduceOp::Min) as usize];
-            p.reduce_index(a, o, index, init, combine(op), better::<f32>(op))
+            p.reduce_index(a, o, index, f32::NEG_INFINITY, max_of, above)
+        }
+        (Data::F64(a), DataMut::F64(o)) if min => {
+            p.reduce_index(a, o, index, f64::INFINITY, min_of, below)
         }
         (Data::F64(a), DataMut::F64(o)) => {
-            let init = [f64::NEG_INFINITY, f64::INFINITY][(op == ReduceOp::Min) as usize];
-            p.reduce_index(a, o, index, init, combine(op), better::<f64>(op))
+            p.reduce_index(a, o, index, f64::NEG_INFINITY, max_of, above)
         }
         (a, _) => return Err(super::unsupported("reduce_window", a.dtype())),
     }
