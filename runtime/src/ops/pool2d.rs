@@ -116,13 +116,6 @@ impl Pool2d {
         }
     }
 
-    /// Whether no two windows share an input element (stride at least the window in H
-    /// and W, or a single window along it): then the gradient writes every input element
-    /// once, as zero or as its window's value, with no separate zero fill.
-    fn disjoint(&self) -> bool {
-        (self.sh >= self.kh || self.oh <= 1) && (self.sw >= self.kw || self.ow <= 1)
-    }
-
     /// Whether window positions fit the `u8` index [`Pool2d::reduce_index`] records.
     pub(super) fn indexable(&self) -> bool {
         self.kh * self.kw <= 256
@@ -240,7 +233,7 @@ impl Pool2d {
 
     /// The gradient's walk: split over images, and over output rows too when the windows
     /// do not overlap in H (each output row then owns a band of input rows, which it
-    /// writes in one pass). `select(image, window, c0, cb, output offset, positions)`
+    /// zeroes and scatters into in one pass). `select(image, window, c0, cb, output offset, positions)`
     /// gives, per channel of the block, the selected position in the clipped window.
     fn scatter_with<T: num_traits::Float + Send + Sync>(
         &self,
@@ -253,7 +246,6 @@ impl Pool2d {
             out.fill(T::zero());
             return;
         }
-        let disjoint = p.disjoint();
         // A unit is `per` output rows of one image; bands of input rows split the same way.
         let per = if p.sh >= p.kh { 1 } else { p.oh };
         let per_img = p.oh / per;
@@ -281,33 +273,17 @@ impl Pool2d {
             let mut bk = [0u32; BLOCK];
             let mut offs = [0usize; 256];
             for u in us {
+                // Zero the unit's band, then add into it while it is in cache. (Measured
+                // on the CNN: 2.6x faster than writing each element of disjoint
+                // windows once as a select between the value and zero, which the compiler
+                // left scalar and branching.)
                 let (lo, hi) = band(u);
+                dst[lo - base..hi - base].fill(zero);
                 let (b, o0) = (u / per_img, u % per_img * per);
-                if !disjoint {
-                    // Zero the unit's band, then add into it while it is in cache.
-                    dst[lo - base..hi - base].fill(zero);
-                }
-                // Rows of the band that no window covers (disjoint windows only).
-                let mut row_done = (lo - b * img) / wc;
                 for o in o0..o0 + per {
                     let (i0, i1) = Pool2d::span(o, p.sh, p.kh, p.ph, p.h);
-                    if disjoint {
-                        let i0 = i0.max(row_done);
-                        let at = b * img + row_done * wc - base;
-                        dst[at..at + (i0 - row_done) * wc].fill(zero);
-                        row_done = i1.max(i0);
-                    }
-                    let mut col_done = 0;
                     for q in 0..p.ow {
                         let (j0, j1) = Pool2d::span(q, p.sw, p.kw, p.pw, p.w);
-                        if disjoint {
-                            let j0 = j0.max(col_done);
-                            for i in i0..i1 {
-                                let at = b * img + (i * p.w + col_done) * p.c - base;
-                                dst[at..at + (j0 - col_done) * p.c].fill(zero);
-                            }
-                            col_done = j1.max(j0);
-                        }
                         if i0 == i1 || j0 == j1 {
                             continue;
                         }
@@ -333,38 +309,13 @@ impl Pool2d {
                             let cb = BLOCK.min(p.c - c0);
                             select(b, win, c0, cb, so, &mut bk);
                             let s = &src[so + c0..so + c0 + cb];
-                            if disjoint {
-                                // Every element of the window once: its value or zero
-                                // (`0 + s`, as the accumulation computes it).
-                                let mut sz = [zero; BLOCK];
-                                for (z, &s) in sz.iter_mut().zip(s) {
-                                    *z = zero + s;
-                                }
-                                let s = &sz[..cb];
-                                for k in 0..cells {
-                                    let off = off_of(k);
-                                    let d = &mut dst[off + c0..off + c0 + cb];
-                                    write_cell(d, s, &bk[..cb], k as u32);
-                                }
-                            } else {
-                                for (ch, (&k, &s)) in bk[..cb].iter().zip(s).enumerate() {
-                                    let at = off_of(k as usize) + c0 + ch;
-                                    dst[at] = dst[at] + s;
-                                }
+                            for (ch, (&k, &s)) in bk[..cb].iter().zip(s).enumerate() {
+                                let at = off_of(k as usize) + c0 + ch;
+                                dst[at] = dst[at] + s;
                             }
                             c0 += cb;
                         }
                     }
-                    if disjoint {
-                        for i in i0..i1 {
-                            let at = b * img + (i * p.w + col_done) * p.c - base;
-                            dst[at..at + (p.w - col_done) * p.c].fill(zero);
-                        }
-                    }
-                }
-                if disjoint {
-                    let at = b * img + row_done * wc - base;
-                    dst[at..hi - base].fill(zero);
                 }
             }
         };
@@ -447,29 +398,6 @@ fn record<T: Copy, const L: usize>(
     acc.copy_from_slice(&a);
     for (d, &k) in index.iter_mut().zip(&bk) {
         *d = k as u8;
-    }
-}
-
-/// `d[l] = s[l]` where the window position selected for channel `l` is `k`, else 0: one
-/// element of a disjoint window (a select between two values, which vectorises; `s`
-/// holds `0 + src`, as the accumulation computes it).
-#[inline(always)]
-fn write_cell<T: num_traits::Float>(d: &mut [T], s: &[T], bk: &[u32], k: u32) {
-    let zero = T::zero();
-    let mut dc = d.chunks_exact_mut(LANES);
-    let mut sc = s.chunks_exact(LANES);
-    let mut kc = bk.chunks_exact(LANES);
-    for ((d, s), bk) in (&mut dc).zip(&mut sc).zip(&mut kc) {
-        let d: &mut [T; LANES] = d.try_into().expect("LANES elements");
-        let s: &[T; LANES] = s.try_into().expect("LANES elements");
-        let bk: &[u32; LANES] = bk.try_into().expect("LANES elements");
-        for l in 0..LANES {
-            d[l] = if bk[l] == k { s[l] } else { zero };
-        }
-    }
-    let rest = dc.into_remainder().iter_mut().zip(sc.remainder());
-    for ((d, &s), &b) in rest.zip(kc.remainder()) {
-        *d = if b == k { s } else { zero };
     }
 }
 
