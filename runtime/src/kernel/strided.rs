@@ -160,6 +160,7 @@ pub(crate) fn permute<T: Copy + Send + Sync>(
                             .try_into()
                             .expect("a row of TILE elements");
                     }
+                    #[allow(clippy::needless_range_loop)] // `i` is a column of `tile`
                     for i in 0..TILE {
                         let row: [T; TILE] = std::array::from_fn(|l| tile[l][i]);
                         // SAFETY: `at(i)..at(i) + TILE` is in `out` (checked above), and

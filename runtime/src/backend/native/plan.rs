@@ -557,8 +557,8 @@ fn pair_pools(nodes: &[Node], root: &[usize], steps: &mut [Step]) -> Vec<usize> 
     let mut indices = Vec::new();
     // (operand's memory, op, window, operand node, pooling's step, its index buffer)
     let mut pools = Vec::new();
-    for s in 0..steps.len() {
-        let Step::Kernel { node, .. } = steps[s] else {
+    for (s, step) in steps.iter_mut().enumerate() {
+        let Step::Kernel { node, .. } = *step else {
             continue;
         };
         let nd = &nodes[node];
@@ -590,7 +590,7 @@ fn pair_pools(nodes: &[Node], root: &[usize], steps: &mut [Step]) -> Vec<usize> 
                 }),
             _ => None,
         };
-        if let (Some(i), Step::Kernel { index, .. }) = (found, &mut steps[s]) {
+        if let (Some(i), Step::Kernel { index, .. }) = (found, step) {
             *index = Some(PoolIndex::Use(i));
         }
     }
