@@ -152,6 +152,23 @@ pub(crate) fn permute<T: Copy + Send + Sync>(
                 let at = |i: usize| (o + i as isize * os[d]) as usize + l0;
                 assert!(at(rows - 1) + cols <= total);
                 let from = |l: usize| s as usize + (l0 + l) * step as usize;
+                #[cfg(target_arch = "x86_64")]
+                if rows == TILE && cols == TILE && std::mem::size_of::<T>() == 4 {
+                    assert!(from(TILE - 1) + TILE <= src.len());
+                    // SAFETY: the tile's reads are in `src` and its writes in `out` (both
+                    // checked above), and no other task writes them (see below); the
+                    // elements are 4 bytes, moved as they are (shuffles, no arithmetic).
+                    unsafe {
+                        tile_4byte(
+                            src.as_ptr().add(from(0)) as *const f32,
+                            step as usize,
+                            (dst as *mut T).add(at(0)) as *mut f32,
+                            os[d] as usize,
+                        );
+                    }
+                    l0 += cols;
+                    continue;
+                }
                 if rows == TILE && cols == TILE {
                     // Read TILE source rows whole, write TILE output rows whole.
                     let mut tile = [[src[from(0)]; TILE]; TILE];
@@ -196,6 +213,32 @@ pub(crate) fn permute<T: Copy + Send + Sync>(
     crate::kernel::crew::run(tasks, &|t| {
         run_units(crate::kernel::crew::part(units, tasks, t))
     });
+}
+
+/// One TILE x TILE tile of 4-byte elements, in 4 x 4 blocks of SSE shuffles:
+/// `dst[i·dst_stride + l] = src[l·src_stride + i]`.
+///
+/// # Safety
+/// Every `src[l·src_stride + i]` and `dst[i·dst_stride + l]` (`i, l < TILE`) must be in
+/// bounds, and no one else may access the written elements meanwhile.
+#[cfg(target_arch = "x86_64")]
+unsafe fn tile_4byte(src: *const f32, src_stride: usize, dst: *mut f32, dst_stride: usize) {
+    use std::arch::x86_64::*;
+    for bl in (0..TILE).step_by(4) {
+        for bi in (0..TILE).step_by(4) {
+            let r = |l: usize| _mm_loadu_ps(src.add((bl + l) * src_stride + bi));
+            let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+            let t0 = _mm_unpacklo_ps(r0, r1);
+            let t1 = _mm_unpacklo_ps(r2, r3);
+            let t2 = _mm_unpackhi_ps(r0, r1);
+            let t3 = _mm_unpackhi_ps(r2, r3);
+            let w = |k: usize, v| _mm_storeu_ps(dst.add((bi + k) * dst_stride + bl), v);
+            w(0, _mm_movelh_ps(t0, t1));
+            w(1, _mm_movehl_ps(t1, t0));
+            w(2, _mm_movelh_ps(t2, t3));
+            w(3, _mm_movehl_ps(t3, t2));
+        }
+    }
 }
 
 /// Merges neighbouring dimensions that are contiguous in the source (and drops size-1
