@@ -186,22 +186,41 @@ pub(super) fn combine<T: Copy + PartialOrd + std::ops::Add<Output = T>>(
     op: ReduceOp,
 ) -> impl Fn(T, T) -> T {
     move |acc, v| match op {
-        ReduceOp::Sum => acc + v,
-        ReduceOp::Max => {
-            if acc >= v {
-                acc
-            } else {
-                v
-            }
-        }
-        ReduceOp::Min => {
-            if acc <= v {
-                acc
-            } else {
-                v
-            }
-        }
+        ReduceOp::Sum => sum_of(acc, v),
+        ReduceOp::Max => max_of(acc, v),
+        ReduceOp::Min => min_of(acc, v),
     }
+}
+
+// One function per reduction, so that the fast paths' inner loops are compiled for one
+// (a closure matching on the op kept every element's work scalar).
+pub(super) fn sum_of<T: std::ops::Add<Output = T>>(acc: T, v: T) -> T {
+    acc + v
+}
+
+pub(super) fn max_of<T: PartialOrd>(acc: T, v: T) -> T {
+    if acc >= v {
+        acc
+    } else {
+        v
+    }
+}
+
+pub(super) fn min_of<T: PartialOrd>(acc: T, v: T) -> T {
+    if acc <= v {
+        acc
+    } else {
+        v
+    }
+}
+
+/// `better` for max and min selection.
+pub(super) fn above<T: PartialOrd>(cand: T, cur: T) -> bool {
+    cand > cur
+}
+
+pub(super) fn below<T: PartialOrd>(cand: T, cur: T) -> bool {
+    cand < cur
 }
 
 /// Any pooling, by walking every window.
@@ -238,9 +257,11 @@ fn pool<T: Copy + PartialOrd + std::ops::Add<Output = T> + Default + Send + Sync
         ReduceOp::Max => lo,
         ReduceOp::Min => hi,
     };
-    match Pool2d::of(xd, od, w) {
-        Some(p) => p.reduce(a, o, init, combine(op)),
-        None => pool_generic(op, a, xd, od, w, init, o),
+    match (Pool2d::of(xd, od, w), op) {
+        (Some(p), ReduceOp::Sum) => p.reduce(a, o, init, sum_of),
+        (Some(p), ReduceOp::Max) => p.reduce(a, o, init, max_of),
+        (Some(p), ReduceOp::Min) => p.reduce(a, o, init, min_of),
+        (None, _) => pool_generic(op, a, xd, od, w, init, o),
     }
 }
 
@@ -312,9 +333,10 @@ fn scatter<T: Real>(
     w: &Window,
     out: &mut [T],
 ) {
-    match Pool2d::of(xd, sd, w) {
-        Some(p) => p.scatter(src, x, out, better::<T>(op)),
-        None => scatter_generic(op, src, x, xd, sd, w, out),
+    match (Pool2d::of(xd, sd, w), op) {
+        (Some(p), ReduceOp::Max) => p.scatter(src, x, out, above),
+        (Some(p), ReduceOp::Min) => p.scatter(src, x, out, below),
+        _ => scatter_generic(op, src, x, xd, sd, w, out),
     }
 }
 
@@ -333,6 +355,70 @@ pub(crate) fn native_select_and_scatter(
             scatter(op, s, x, operand.ty.dims(), source.ty.dims(), w, o)
         }
         (s, _, _) => return Err(super::unsupported("select_and_scatter_add", s.dtype())),
+    }
+    Ok(())
+}
+
+// ---- the index pairing (native planner)
+
+/// Whether a max/min pooling of `x` by `w` can record its selections for the gradient
+/// (`native_recording`) so that the `select_and_scatter_add` over the same operand and
+/// window reads them (`native_select_and_scatter_indexed`) instead of the operand.
+pub(crate) fn indexable(op: ReduceOp, x: &TensorType, out: &TensorType, w: &Window) -> bool {
+    let float = matches!(x.dtype, crate::ir::DType::F32 | crate::ir::DType::F64);
+    op != ReduceOp::Sum
+        && float
+        && Pool2d::of(x.dims(), out.dims(), w).is_some_and(|p| p.indexable())
+}
+
+/// `native` for an `indexable` pooling, also writing into `index` (one byte per output
+/// element) what `native_select_and_scatter_indexed` reads.
+pub(crate) fn native_recording(
+    op: ReduceOp,
+    x: In<'_>,
+    w: &Window,
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+    index: &mut [u8],
+) -> Result<()> {
+    let p = Pool2d::of(x.ty.dims(), out_ty.dims(), w)
+        .filter(|p| p.indexable() && op != ReduceOp::Sum && index.len() == out_ty.numel())
+        .ok_or_else(|| Error::shape("reduce_window", "not an indexable 2-D pooling"))?;
+    let min = op == ReduceOp::Min;
+    match (x.data, out) {
+        (Data::F32(a), DataMut::F32(o)) if min => {
+            p.reduce_index(a, o, index, f32::INFINITY, min_of, below)
+        }
+        (Data::F32(a), DataMut::F32(o)) => {
+            p.reduce_index(a, o, index, f32::NEG_INFINITY, max_of, above)
+        }
+        (Data::F64(a), DataMut::F64(o)) if min => {
+            p.reduce_index(a, o, index, f64::INFINITY, min_of, below)
+        }
+        (Data::F64(a), DataMut::F64(o)) => {
+            p.reduce_index(a, o, index, f64::NEG_INFINITY, max_of, above)
+        }
+        (a, _) => return Err(super::unsupported("reduce_window", a.dtype())),
+    }
+    Ok(())
+}
+
+/// `native_select_and_scatter` from the `index` that `native_recording` wrote for the
+/// same operand (of type `operand`) and window: the operand itself is not read.
+pub(crate) fn native_select_and_scatter_indexed(
+    source: In<'_>,
+    operand: &TensorType,
+    w: &Window,
+    index: &[u8],
+    out: DataMut<'_>,
+) -> Result<()> {
+    let p = Pool2d::of(operand.dims(), source.ty.dims(), w)
+        .filter(|p| p.indexable() && index.len() == source.ty.numel())
+        .ok_or_else(|| Error::shape("select_and_scatter_add", "not an indexable 2-D pooling"))?;
+    match (source.data, out) {
+        (Data::F32(s), DataMut::F32(o)) => p.scatter_indexed(s, index, o),
+        (Data::F64(s), DataMut::F64(o)) => p.scatter_indexed(s, index, o),
+        (s, _) => return Err(super::unsupported("select_and_scatter_add", s.dtype())),
     }
     Ok(())
 }

@@ -44,7 +44,7 @@ pub(crate) fn native(x: In<'_>, perm: &[usize], out: DataMut<'_>) -> Result<()> 
     }
     let r = perm.len();
     with_same!("transpose", x.data, out, |a, o| {
-        strided::gather(a, 0, &st[..r], &od[..r], o)
+        strided::permute(a, &st[..r], &od[..r], o)
     });
     Ok(())
 }

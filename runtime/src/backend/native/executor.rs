@@ -1,7 +1,7 @@
 //! Running a plan.
 
 use super::fuse::{self, FusedKernel};
-use super::plan::{plan, Loc, OutputPlan, Plan, Step};
+use super::plan::{plan, Loc, OutputPlan, Plan, PoolIndex, Step};
 use crate::backend::{check_args, Buffer, CompileOptions, Executable};
 use crate::ir::{DType, Graph, TensorType};
 use crate::kernel::data::{Data, DataMut, Storage};
@@ -12,6 +12,8 @@ use crate::{Error, Result};
 pub(crate) struct NativeExecutable {
     plan: Plan,
     arena: Vec<Storage>,
+    /// The poolings' index buffers (`Plan::indices`).
+    indices: Vec<Vec<u8>>,
     ctx: KernelCtx,
     param_types: Vec<TensorType>,
     output_types: Vec<TensorType>,
@@ -67,9 +69,11 @@ impl NativeExecutable {
                 Storage::zeros(what, dtype, len)
             })
             .collect::<Result<_>>()?;
+        let indices = plan.indices.iter().map(|&len| vec![0u8; len]).collect();
         Ok(NativeExecutable {
             plan,
             arena,
+            indices,
             ctx: KernelCtx::default(),
             param_types: g.param_types(),
             output_types: g.output_types(),
@@ -186,6 +190,7 @@ impl NativeExecutable {
                     out,
                     ins,
                     in_nodes,
+                    index: None,
                 } => run_kernel(
                     plan,
                     &mut self.arena,
@@ -193,6 +198,21 @@ impl NativeExecutable {
                     &mut self.ctx,
                     *node,
                     *out,
+                    ins,
+                    in_nodes,
+                ),
+                Step::Kernel {
+                    node,
+                    out,
+                    ins,
+                    in_nodes,
+                    index: Some(index),
+                } => run_pool_indexed(
+                    plan,
+                    &mut self.arena,
+                    params,
+                    &mut self.indices,
+                    (*node, *out, *index),
                     ins,
                     in_nodes,
                 ),
@@ -306,6 +326,55 @@ fn run_kernel(
         } else {
             let v: Vec<In<'_>> = (0..ins.len()).map(make).collect();
             ops::native(&node.op, &v, out_view, &node.ty, ctx)
+        }
+    };
+    arena[out] = storage;
+    result
+}
+
+/// Runs a pooling that records its selections, or the gradient that reads them.
+fn run_pool_indexed(
+    plan: &Plan,
+    arena: &mut [Storage],
+    params: &[Buffer],
+    indices: &mut [Vec<u8>],
+    (node, out, index): (usize, usize, PoolIndex),
+    ins: &[Loc],
+    in_nodes: &[usize],
+) -> Result<()> {
+    use crate::ir::Op;
+    use crate::ops::reduce_window;
+    let node = &plan.nodes[node];
+    let mut storage = std::mem::replace(&mut arena[out], Storage::F32(Vec::new()));
+    let result = {
+        let input = |k: usize| {
+            let ty = &plan.nodes[in_nodes[k]].ty;
+            In {
+                data: data_of(ins[k], params, arena, &plan.consts, ty.numel()),
+                ty,
+            }
+        };
+        let out_view = storage.prefix_mut(node.ty.numel());
+        match (&node.op, index) {
+            (Op::ReduceWindow { op, window, .. }, PoolIndex::Record(i)) => {
+                let index = &mut indices[i];
+                reduce_window::native_recording(*op, input(0), window, &node.ty, out_view, index)
+            }
+            (Op::SelectAndScatterAdd { window, .. }, PoolIndex::Use(i)) => {
+                let operand = &plan.nodes[in_nodes[1]].ty;
+                let index = &indices[i];
+                reduce_window::native_select_and_scatter_indexed(
+                    input(0),
+                    operand,
+                    window,
+                    index,
+                    out_view,
+                )
+            }
+            (op, _) => Err(Error::Backend {
+                backend: "native",
+                message: format!("{} has no pooling index", op.name()),
+            }),
         }
     };
     arena[out] = storage;

@@ -11,6 +11,8 @@ mod executor;
 mod fuse;
 mod fused_adam;
 mod plan;
+#[cfg(test)]
+mod pool_index_tests;
 pub(crate) mod replicated;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -37,6 +37,8 @@ pub(crate) enum Step {
         out: usize,
         ins: Vec<Loc>,
         in_nodes: Vec<usize>,
+        /// A max/min pooling and its gradient paired (see [`pair_pools`]).
+        index: Option<PoolIndex>,
     },
     /// A fused elementwise kernel: reads `ins` (one per kernel input), writes `outs`
     /// (one slot per kernel output); `alias[i]` is the output an input shares storage with.
@@ -61,6 +63,14 @@ pub(crate) enum OutputPlan {
     Return { loc: Loc },
 }
 
+/// How a pooling step shares its selections with its gradient: through index buffer `i`
+/// of the plan (`Plan::indices`), which the pooling writes and the gradient reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PoolIndex {
+    Record(usize),
+    Use(usize),
+}
+
 #[derive(Debug)]
 pub(crate) struct Plan {
     pub nodes: Vec<Node>,
@@ -75,6 +85,8 @@ pub(crate) struct Plan {
     /// Per node: the forward parameters when the node is a convolution's kernel gradient
     /// computed from the untransposed input and cotangent (see `conv_grad`).
     pub kernel_grads: Vec<Option<crate::ir::ConvParams>>,
+    /// Byte length of each pooling index buffer.
+    pub indices: Vec<usize>,
 }
 
 /// A scheduled unit of work.
@@ -449,6 +461,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                     out: outs[0],
                     ins,
                     in_nodes,
+                    index: None,
                 }
             }
             Unit::Group(gid) => {
@@ -521,6 +534,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         });
     }
 
+    let indices = pair_pools(&nodes, &root, &mut steps);
     let plan = Plan {
         nodes,
         steps,
@@ -529,10 +543,70 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         outputs,
         homes,
         kernel_grads,
+        indices,
     };
     #[cfg(test)]
     super::testing::record(g.name(), &plan);
     plan
+}
+
+/// Pairs each max/min pooling with the `select_and_scatter_add` (its gradient) that
+/// scheduled after it selects from the same operand (the same memory, same shape) by the
+/// same window: the pooling records which element of each window the gradient selects,
+/// and the gradient reads that instead of the operand (oneDNN's "workspace"). Both steps
+/// are in this one plan, which runs every step in order, so the record is always written
+/// first in the same execution; a gradient with no such pooling keeps its own kernel.
+/// Returns the index buffers' lengths.
+fn pair_pools(nodes: &[Node], root: &[usize], steps: &mut [Step]) -> Vec<usize> {
+    use crate::ir::Op;
+    use crate::ops::reduce_window::indexable;
+    let mut indices = Vec::new();
+    // (operand's memory, op, window, operand node, pooling's step, its index buffer)
+    let mut pools = Vec::new();
+    for (s, step) in steps.iter_mut().enumerate() {
+        let Step::Kernel { node, .. } = *step else {
+            continue;
+        };
+        let nd = &nodes[node];
+        let found = match &nd.op {
+            Op::ReduceWindow { op, x, window } => {
+                if indexable(*op, &nodes[x.index()].ty, &nd.ty, window) {
+                    pools.push((root[x.index()], *op, window, x.index(), s, None));
+                }
+                None
+            }
+            Op::SelectAndScatterAdd {
+                op,
+                operand,
+                window,
+                ..
+            } => pools
+                .iter_mut()
+                .find(|p| {
+                    p.0 == root[operand.index()]
+                        && p.1 == *op
+                        && p.2 == window
+                        && nodes[p.3].ty == nodes[operand.index()].ty
+                })
+                .map(|p| {
+                    *p.5.get_or_insert_with(|| {
+                        indices.push(0); // the pooling's output length, set below
+                        indices.len() - 1
+                    })
+                }),
+            _ => None,
+        };
+        if let (Some(i), Step::Kernel { index, .. }) = (found, step) {
+            *index = Some(PoolIndex::Use(i));
+        }
+    }
+    for (_, _, _, _, s, i) in pools {
+        if let (Some(i), Step::Kernel { node, index, .. }) = (i, &mut steps[s]) {
+            indices[i] = nodes[*node].ty.numel();
+            *index = Some(PoolIndex::Record(i));
+        }
+    }
+    indices
 }
 
 /// A free slot of the same element type: exactly `len` long for outputs (so they can be
@@ -584,9 +658,14 @@ impl Plan {
         );
         for step in &self.steps {
             match step {
-                Step::Kernel { node, .. } => {
+                Step::Kernel { node, index, .. } => {
                     let nd = &self.nodes[*node];
-                    out += &format!("  kernel %{node} {} -> {}\n", nd.op.name(), nd.ty);
+                    let paired = match index {
+                        None => "",
+                        Some(PoolIndex::Record(_)) => " (records index)",
+                        Some(PoolIndex::Use(_)) => " (from index)",
+                    };
+                    out += &format!("  kernel %{node} {}{paired} -> {}\n", nd.op.name(), nd.ty);
                 }
                 Step::Fused { kernel, .. } => {
                     out += &format!(

@@ -75,3 +75,25 @@ pub(crate) fn record(graph: &str, plan: &Plan) {
 pub(crate) fn take_plans() -> Vec<(PlanSummary, String)> {
     MADE.with(|m| std::mem::take(&mut *m.borrow_mut()))
 }
+
+/// Compiles `g` natively with max/min poolings paired with their gradients (the pooling
+/// records its selections for the gradient) or not, and says how many gradients read a
+/// recorded index.
+pub(crate) fn compile_pool_index(
+    g: &Graph,
+    options: &CompileOptions,
+    enabled: bool,
+) -> (Box<dyn Executable>, usize) {
+    use super::plan::PoolIndex;
+    let mut exe = NativeExecutable::new(g, options).expect("the test graph compiles");
+    let mut paired = 0;
+    for s in exe.plan_mut().steps.iter_mut() {
+        if let Step::Kernel { index, .. } = s {
+            if !enabled {
+                *index = None;
+            }
+            paired += usize::from(matches!(index, Some(PoolIndex::Use(_))));
+        }
+    }
+    (Box::new(exe), paired)
+}
