@@ -51,6 +51,34 @@ pub(super) struct Geometry {
 }
 
 impl Geometry {
+    /// From the batch, the spatial dims of input, kernel and output, the features
+    /// `(input, input per group, output)` and the groups.
+    pub fn new(
+        batch: usize,
+        in_sp: &[usize],
+        k_sp: &[usize],
+        out_sp: &[usize],
+        (cin, cig, cout): (usize, usize, usize),
+        groups: usize,
+    ) -> Geometry {
+        let n = in_sp.len();
+        let mut geo = Geometry {
+            n,
+            batch,
+            in_sp: [0; MAX_RANK],
+            k_sp: [0; MAX_RANK],
+            out_sp: [0; MAX_RANK],
+            cin,
+            cig,
+            cout,
+            groups,
+        };
+        geo.in_sp[..n].copy_from_slice(in_sp);
+        geo.k_sp[..n].copy_from_slice(k_sp);
+        geo.out_sp[..n].copy_from_slice(out_sp);
+        geo
+    }
+
     fn nin(&self) -> usize {
         self.in_sp[..self.n].iter().product()
     }
@@ -450,13 +478,7 @@ fn im2col_taps<T: Real>(
     let (cin, cig) = (geo.cin, geo.cig);
     let depth = kps.len() * cig;
     let nout = geo.nout();
-    let mut in_strides = [0usize; MAX_RANK];
-    let mut acc = cin;
-    for d in (0..n).rev() {
-        in_strides[d] = acc;
-        acc *= geo.in_sp[d];
-    }
-    let image = acc;
+    let image = geo.nin() * cin;
     let k0 = unflatten(kps.start, &geo.k_sp[..n]);
     let mut o = [0usize; MAX_RANK];
     for row in 0..geo.batch * nout {
@@ -465,21 +487,12 @@ fn im2col_taps<T: Real>(
         let mut k = k0;
         for j in 0..kps.len() {
             let cell = &mut dst_row[j * cig..(j + 1) * cig];
-            let mut off = b * image + grp * cig;
-            let mut inside = true;
-            for d in 0..n {
-                let pos = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64 - p.padding[d].0;
-                let ld = p.lhs_dilation[d] as i64;
-                if pos < 0 || pos % ld != 0 || pos / ld >= geo.in_sp[d] as i64 {
-                    inside = false;
-                    break;
+            match input_at(geo, p, &o, &k) {
+                Some(at) => {
+                    let off = b * image + at * cin + grp * cig;
+                    cell.copy_from_slice(&x[off..off + cig]);
                 }
-                off += (pos / ld) as usize * in_strides[d];
-            }
-            if inside {
-                cell.copy_from_slice(&x[off..off + cig]);
-            } else {
-                cell.fill(T::zero());
+                None => cell.fill(T::zero()),
             }
             step(&mut k, &geo.k_sp[..n]);
         }
@@ -663,18 +676,7 @@ fn gather_image<T: Real>(g: &[T], geo: &Geometry, p: &ConvParams, grp: usize, ou
         dst.fill(T::zero());
         let mut k = [0usize; MAX_RANK];
         for kp in 0..kprod {
-            let mut at = 0usize;
-            let mut inside = true;
-            for d in 0..n {
-                let q = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64 - p.padding[d].0;
-                let ld = p.lhs_dilation[d] as i64;
-                if q < 0 || q % ld != 0 || q / ld >= geo.in_sp[d] as i64 {
-                    inside = false;
-                    break;
-                }
-                at = at * geo.in_sp[d] + (q / ld) as usize;
-            }
-            if inside {
+            if let Some(at) = input_at(geo, p, &o, &k) {
                 let src = &g[at * kc + kp * cog..at * kc + (kp + 1) * cog];
                 for (d, &s) in dst.iter_mut().zip(src) {
                     *d = *d + s;
@@ -684,6 +686,26 @@ fn gather_image<T: Real>(g: &[T], geo: &Geometry, p: &ConvParams, grp: usize, ou
         }
         step(&mut o, &geo.out_sp[..n]);
     }
+}
+
+/// The input pixel (row-major over the input's spatial dims) under kernel position `k` at
+/// output pixel `o`, or `None` where the kernel lies on padding or an inserted zero.
+fn input_at(
+    geo: &Geometry,
+    p: &ConvParams,
+    o: &[usize; MAX_RANK],
+    k: &[usize; MAX_RANK],
+) -> Option<usize> {
+    let mut at = 0usize;
+    for d in 0..geo.n {
+        let q = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64 - p.padding[d].0;
+        let ld = p.lhs_dilation[d] as i64;
+        if q < 0 || q % ld != 0 || q / ld >= geo.in_sp[d] as i64 {
+            return None;
+        }
+        at = at * geo.in_sp[d] + (q / ld) as usize;
+    }
+    Some(at)
 }
 
 /// The row-major multi-index of flat position `flat` in `dims`.
@@ -723,19 +745,7 @@ mod tests {
             for op in 0..nout {
                 let mut k = [0usize; MAX_RANK];
                 for kp in 0..kprod {
-                    let mut at = Some(0usize);
-                    for d in 0..n {
-                        let q = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64
-                            - p.padding[d].0;
-                        let ld = p.lhs_dilation[d] as i64;
-                        at = match at {
-                            Some(a) if q >= 0 && q % ld == 0 && q / ld < geo.in_sp[d] as i64 => {
-                                Some(a * geo.in_sp[d] + (q / ld) as usize)
-                            }
-                            _ => None,
-                        };
-                    }
-                    if let Some(at) = at {
+                    if let Some(at) = input_at(geo, p, &o, &k) {
                         for co in 0..geo.cout {
                             let grp = co / cog;
                             for ci in 0..geo.cig {
@@ -918,19 +928,7 @@ mod tests {
             for op in 0..nout {
                 let mut k = [0usize; MAX_RANK];
                 for kp in 0..kprod {
-                    let mut at = Some(0usize);
-                    for d in 0..n {
-                        let q = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64
-                            - p.padding[d].0;
-                        let ld = p.lhs_dilation[d] as i64;
-                        at = match at {
-                            Some(a) if q >= 0 && q % ld == 0 && q / ld < geo.in_sp[d] as i64 => {
-                                Some(a * geo.in_sp[d] + (q / ld) as usize)
-                            }
-                            _ => None,
-                        };
-                    }
-                    if let Some(at) = at {
+                    if let Some(at) = input_at(geo, p, &o, &k) {
                         for ci in 0..geo.cin {
                             for co in 0..geo.cout {
                                 dw[(kp * geo.cin + ci) * geo.cout + co] += x

@@ -5,7 +5,7 @@
 //! out_features]`, output `[batch, spatial…, out_features]` (TensorFlow/Keras' NHWC/HWIO).
 
 use super::{conv_native, In};
-use crate::ir::{ConvParams, Graph, TensorType, Value, MAX_RANK};
+use crate::ir::{ConvParams, Graph, TensorType, Value};
 use crate::kernel::data::{Data, DataMut};
 use crate::kernel::KernelCtx;
 use crate::{Error, Result};
@@ -198,20 +198,14 @@ pub(crate) fn native(
 ) -> Result<()> {
     let (xd, wd, od) = (lhs.ty.dims(), rhs.ty.dims(), out_ty.dims());
     let n = xd.len() - 2;
-    let mut geo = conv_native::Geometry {
-        n,
-        batch: xd[0],
-        in_sp: [0; MAX_RANK],
-        k_sp: [0; MAX_RANK],
-        out_sp: [0; MAX_RANK],
-        cin: xd[n + 1],
-        cig: wd[n],
-        cout: wd[n + 1],
-        groups: p.feature_groups,
-    };
-    geo.in_sp[..n].copy_from_slice(&xd[1..=n]);
-    geo.k_sp[..n].copy_from_slice(&wd[..n]);
-    geo.out_sp[..n].copy_from_slice(&od[1..=n]);
+    let geo = conv_native::Geometry::new(
+        xd[0],
+        &xd[1..=n],
+        &wd[..n],
+        &od[1..=n],
+        (xd[n + 1], wd[n], wd[n + 1]),
+        p.feature_groups,
+    );
     let method = conv_native::choose(&geo, p);
     match (lhs.data, rhs.data, out) {
         (Data::F32(x), Data::F32(w), DataMut::F32(o)) => {
@@ -264,20 +258,15 @@ pub(crate) fn native_kernel_grad(
             ),
         });
     }
-    let mut geo = conv_native::Geometry {
-        n,
-        batch: xd[0],
-        in_sp: [0; MAX_RANK],
-        k_sp: [0; MAX_RANK],
-        out_sp: [0; MAX_RANK],
-        cin: xd[n + 1],
-        cig: xd[n + 1],
-        cout: cd[n + 1],
-        groups: 1,
-    };
-    geo.in_sp[..n].copy_from_slice(&xd[1..=n]);
-    geo.k_sp[..n].copy_from_slice(&od[..n]);
-    geo.out_sp[..n].copy_from_slice(&cd[1..=n]);
+    // The forward's geometry: the gradient's spatial dims are the kernel's.
+    let geo = conv_native::Geometry::new(
+        xd[0],
+        &xd[1..=n],
+        &od[..n],
+        &cd[1..=n],
+        (xd[n + 1], xd[n + 1], cd[n + 1]),
+        1,
+    );
     match (x.data, ct.data, out) {
         (Data::F32(x), Data::F32(c), DataMut::F32(o)) => {
             conv_native::kernel_grad(x, c, &geo, p, o, &mut ctx.scratch_f32[0])
