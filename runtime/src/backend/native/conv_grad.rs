@@ -66,3 +66,112 @@ fn matches(nodes: &[Node], i: usize) -> Option<(Value, Value, ConvParams)> {
     };
     (*perm == back && *xp == xperm && cp == cperm).then(|| (*x, *ct, params.clone()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::executor::NativeExecutable;
+    use super::super::NativeBackend;
+    use crate::backend::{Backend, CompileOptions, Executable};
+    use crate::ir::{ConvParams, DType, Graph, TensorType};
+    use crate::Tensor;
+
+    fn numbers(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed | 1;
+        (0..len)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect()
+    }
+
+    /// The kernel gradient as the VJP rule writes it, run on the native backend; how many
+    /// kernel gradients the planner recognised, and the result against the definition.
+    fn check(x: [usize; 4], k: [usize; 2], cout: usize, p: ConvParams) -> usize {
+        let [n, h, w, c] = x;
+        let mut g = Graph::new("kernel_grad");
+        let xv = g.parameter(TensorType::new(DType::F32, x.to_vec()));
+        let wv = g.parameter(TensorType::new(DType::F32, vec![k[0], k[1], c, cout]));
+        let y = g.convolution(xv, wv, p.clone()).unwrap();
+        let ct = g.parameter(g.ty(y).clone());
+        let (oh, ow) = (g.ty(y).dims()[1], g.ty(y).dims()[2]);
+        let (_, dw) = crate::ops::convolution::vjp(&mut g, xv, wv, &p, ct).unwrap();
+        g.set_outputs(vec![dw]).unwrap();
+
+        let opts = CompileOptions::default();
+        let mut exe = NativeExecutable::new(&g, &opts).unwrap();
+        let recognised = exe.plan_mut().kernel_grads.iter().flatten().count();
+        let be = NativeBackend::new();
+        let xs = numbers(n * h * w * c, 1);
+        let cts = numbers(n * oh * ow * cout, 2);
+        let mut args = vec![
+            be.upload(&Tensor::from_vec(&x, xs.clone()).unwrap())
+                .unwrap(),
+            be.upload(
+                &Tensor::from_vec(&[k[0], k[1], c, cout], vec![0.0f32; k[0] * k[1] * c * cout])
+                    .unwrap(),
+            )
+            .unwrap(),
+            be.upload(&Tensor::from_vec(&[n, oh, ow, cout], cts.clone()).unwrap())
+                .unwrap(),
+        ];
+        let got = be
+            .download(&exe.execute(&mut args).unwrap()[0])
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        for (i, kh) in (0..k[0])
+            .flat_map(|a| (0..k[1]).map(move |b| (a, b)))
+            .enumerate()
+        {
+            for ci in 0..c {
+                for co in 0..cout {
+                    let mut want = 0.0f64;
+                    for b in 0..n {
+                        for (y0, x0) in (0..oh).flat_map(|a| (0..ow).map(move |bb| (a, bb))) {
+                            let pos = |o: usize, kk: usize, d: usize| {
+                                (o * p.strides[d] + kk * p.rhs_dilation[d]) as i64 - p.padding[d].0
+                            };
+                            let (py, px) = (pos(y0, kh.0, 0), pos(x0, kh.1, 1));
+                            if py < 0 || px < 0 || py >= h as i64 || px >= w as i64 {
+                                continue;
+                            }
+                            let xi = ((b * h + py as usize) * w + px as usize) * c + ci;
+                            let ci_ = ((b * oh + y0) * ow + x0) * cout + co;
+                            want += xs[xi] as f64 * cts[ci_] as f64;
+                        }
+                    }
+                    let at = (i * c + ci) * cout + co;
+                    assert!(
+                        (got[at] as f64 - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                        "dw[{at}] {} vs {want}",
+                        got[at]
+                    );
+                }
+            }
+        }
+        recognised
+    }
+
+    fn params(s: usize, pad: i64, d: usize) -> ConvParams {
+        ConvParams {
+            strides: vec![s; 2],
+            padding: vec![(pad, pad); 2],
+            lhs_dilation: vec![1; 2],
+            rhs_dilation: vec![d; 2],
+            feature_groups: 1,
+        }
+    }
+
+    #[test]
+    fn the_kernel_gradient_from_untransposed_operands_matches_the_definition() {
+        // a second layer's shape, strided with `same`-like padding, dilated
+        assert_eq!(check([3, 9, 8, 8], [3, 3], 5, params(1, 0, 1)), 1);
+        assert_eq!(check([2, 9, 10, 6], [3, 2], 4, params(2, 1, 1)), 1);
+        assert_eq!(check([2, 11, 9, 4], [3, 3], 3, params(1, 2, 2)), 1);
+        // a first layer on one channel (9 patch columns) keeps the transposed form
+        assert_eq!(check([2, 8, 8, 1], [3, 3], 4, params(1, 0, 1)), 0);
+    }
+}
