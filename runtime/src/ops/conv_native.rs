@@ -164,6 +164,34 @@ pub(super) fn run<T: Real>(
     }
 }
 
+/// The error for a kernel's own inconsistency (a view out of bounds): unreachable for
+/// verified graphs, reported rather than panicking.
+fn internal(what: &str) -> crate::Error {
+    crate::Error::Backend {
+        backend: "native",
+        message: format!("internal: {what}"),
+    }
+}
+
+/// Whether any task of a kernel split over the cores met an internal error; checked
+/// once every task is done.
+#[derive(Default)]
+struct Failure(std::sync::atomic::AtomicBool);
+
+impl Failure {
+    fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn check(self, what: &str) -> Result<()> {
+        if self.0.into_inner() {
+            Err(internal(what))
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// Grows `scratch` to at least `len` elements (once; later calls of the same shapes find
 /// it large enough).
 fn grow<T: Real>(scratch: &mut Vec<T>, len: usize) {
@@ -243,7 +271,7 @@ fn im2col_blocks<T: Real>(
         out.as_mut_ptr() as usize,
         out.len(),
     );
-    let failed = std::sync::atomic::AtomicBool::new(false);
+    let failed = Failure::default();
     crew::run(tasks, &|t| {
         // SAFETY: task `t` alone uses patch slot `t` (the scratch holds `tasks` slots).
         let slot = unsafe {
@@ -260,7 +288,7 @@ fn im2col_blocks<T: Real>(
                 let at = r.start * cout + grp * cog;
                 let len = (m - 1) * cout + cog;
                 if at + len > out_len {
-                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    failed.set();
                     return;
                 }
                 // SAFETY: rows `r` of the output (in bounds, checked just above) belong to
@@ -273,17 +301,12 @@ fn im2col_blocks<T: Real>(
                     cs: 1,
                 };
                 if matmul(m, cog, depth, a, kernel_mat(w, geo, grp), c, cout, false).is_err() {
-                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    failed.set();
                 }
             }
         }
     });
-    if failed.into_inner() {
-        return Err(crate::Error::Backend {
-            backend: "native",
-            message: "internal: convolution block out of bounds".into(),
-        });
-    }
+    failed.check("convolution block out of bounds")?;
     Ok(())
 }
 
@@ -312,17 +335,14 @@ fn im2col_split<T: Real>(
     let (slots, partials) = scratch.split_at_mut(tasks * slot);
     let partials = &mut partials[..(tasks - 1) * partial];
     if out.len() < partial {
-        return Err(crate::Error::Backend {
-            backend: "native",
-            message: "internal: convolution output smaller than its type".into(),
-        });
+        return Err(internal("convolution output smaller than its type"));
     }
     let (slots_at, partials_at, out_at) = (
         slots.as_mut_ptr() as usize,
         partials.as_mut_ptr() as usize,
         out.as_mut_ptr() as usize,
     );
-    let failed = std::sync::atomic::AtomicBool::new(false);
+    let failed = Failure::default();
     crew::run(tasks, &|t| {
         // SAFETY: task `t` alone uses patch slot `t` and partial `t - 1` (task 0 writes
         // the output, which stays borrowed until `run` returns).
@@ -355,18 +375,13 @@ fn im2col_split<T: Real>(
                     cs: 1,
                 };
                 if matmul(rows, cog, depth, a, b, &mut dst[grp * cog..], cout, i > 0).is_err() {
-                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    failed.set();
                     return;
                 }
             }
         }
     });
-    if failed.into_inner() {
-        return Err(crate::Error::Backend {
-            backend: "native",
-            message: "internal: convolution product out of bounds".into(),
-        });
-    }
+    failed.check("convolution product out of bounds")?;
     for part in partials.chunks_exact(partial) {
         for (o, &v) in out[..partial].iter_mut().zip(part) {
             *o = *o + v;
@@ -393,10 +408,9 @@ pub(super) fn kernel_grad<T: Real>(
     let cout = geo.cout;
     let partial = depth * cout;
     if geo.groups != 1 || out.len() < partial || ct.len() < rows * cout {
-        return Err(crate::Error::Backend {
-            backend: "native",
-            message: "internal: kernel gradient operands do not match their geometry".into(),
-        });
+        return Err(internal(
+            "kernel gradient operands do not match their geometry",
+        ));
     }
     if rows == 0 {
         out[..partial].fill(T::zero());
@@ -412,7 +426,7 @@ pub(super) fn kernel_grad<T: Real>(
     let (slots, partials) = scratch.split_at_mut(tasks * slot);
     let partials = &mut partials[..tasks * partial];
     let (slots_at, partials_at) = (slots.as_mut_ptr() as usize, partials.as_mut_ptr() as usize);
-    let failed = std::sync::atomic::AtomicBool::new(false);
+    let failed = Failure::default();
     crew::run(tasks, &|t| {
         // SAFETY: task `t` alone uses patch slot `t` and partial `t`.
         let (patches, dst) = unsafe {
@@ -440,17 +454,12 @@ pub(super) fn kernel_grad<T: Real>(
                 cs: 1,
             };
             if matmul(cout, depth, m, a, b, dst, depth, i > 0).is_err() {
-                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                failed.set();
                 return;
             }
         }
     });
-    if failed.into_inner() {
-        return Err(crate::Error::Backend {
-            backend: "native",
-            message: "internal: kernel gradient product out of bounds".into(),
-        });
-    }
+    failed.check("kernel gradient product out of bounds")?;
     // The partials (each `[cout, depth]`) added in task order, transposed into `out`.
     for (j, row) in out[..partial].chunks_exact_mut(cout).enumerate() {
         for (co, o) in row.iter_mut().enumerate() {
@@ -613,12 +622,9 @@ fn gather<T: Real>(
     let wr = &*wr;
     let (slots_at, out_at) = (slots.as_mut_ptr() as usize, out.as_mut_ptr() as usize);
     if out.len() < geo.batch * nout * geo.cout || x.len() < geo.batch * nin * geo.cin {
-        return Err(crate::Error::Backend {
-            backend: "native",
-            message: "internal: convolution operands smaller than their types".into(),
-        });
+        return Err(internal("convolution operands smaller than their types"));
     }
-    let failed = std::sync::atomic::AtomicBool::new(false);
+    let failed = Failure::default();
     crew::run(tasks, &|t| {
         // SAFETY: task `t` alone uses slot `t` (the scratch holds `tasks` slots after the
         // rearranged kernel).
@@ -648,19 +654,14 @@ fn gather<T: Real>(
                     cs: 1,
                 };
                 if matmul(nin, kc, cig, a, wm, g, kc, false).is_err() {
-                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    failed.set();
                     return;
                 }
                 gather_image(g, geo, p, grp, out_img);
             }
         }
     });
-    if failed.into_inner() {
-        return Err(crate::Error::Backend {
-            backend: "native",
-            message: "internal: convolution product out of bounds".into(),
-        });
-    }
+    failed.check("convolution product out of bounds")?;
     Ok(())
 }
 
