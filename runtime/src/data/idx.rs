@@ -16,11 +16,14 @@ fn bad(path: &Path, message: impl Into<String>) -> Error {
 /// is a [`Error::Data`] naming what was wrong.
 pub fn read_idx(path: impl AsRef<Path>) -> Result<Tensor> {
     let path = path.as_ref();
-    let raw = std::fs::read(path).map_err(|e| Error::Io {
+    from_file_bytes(path, &read_file(path)?)
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: e,
-    })?;
-    from_file_bytes(path, &raw)
+    })
 }
 
 /// The tensor in the bytes of an IDX file, gzipped or not; `path` only names it in errors.
@@ -32,11 +35,7 @@ pub(crate) fn from_file_bytes(path: &Path, raw: &[u8]) -> Result<Tensor> {
 /// straight from the bytes: no `i32` copy of the file in between, so loading 60,000
 /// images peaks at their bytes plus their floats.
 pub(crate) fn read_idx_unit_f32(path: &Path) -> Result<ndarray::ArrayD<f32>> {
-    let raw = std::fs::read(path).map_err(|e| Error::Io {
-        path: path.display().to_string(),
-        source: e,
-    })?;
-    with_unzipped(path, &raw, |b| {
+    with_unzipped(path, &read_file(path)?, |b| {
         let (ty, dims, header) = layout(path, b)?;
         if ty != 0x08 {
             return Err(bad(

@@ -14,8 +14,12 @@
 //!   [in, kernel positions · out]`) and sums those products into the outputs they reach.
 //!   im2col would multiply the padding and the inserted zeros too.
 //!
-//! Which one runs depends only on the shapes of one image, never on the batch size, so a
-//! sample's result does not depend on the batch it came in.
+//! A forward layer's method (pointwise, blocks or gather) depends only on the shapes of one
+//! image, and each of these computes a sample's outputs in the same order whatever the
+//! batch, so a prediction does not depend on the batch it came in. Only a product too deep
+//! for blocks (a kernel gradient, or a kernel of thousands of positions × features) picks
+//! the depth-split or whole form by the batch's size, as the matrix product itself splits
+//! along the depth by size.
 
 use crate::ir::{ConvParams, MAX_RANK};
 use crate::kernel::crew;
