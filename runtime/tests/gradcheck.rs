@@ -180,6 +180,33 @@ fn table() -> Vec<Check> {
         |g, p| g.slice(p[0], &[1, 0], &[4, 5], &[2, 3]),
     ));
     t.push(check(
+        "dynamic_slice",
+        OpKind::DynamicSlice,
+        vec![rand(&[4, 5], -1.0, 1.0, 41)],
+        &[0],
+        |g, p| {
+            let (a, b) = (
+                g.constant(Tensor::from_vec(&[], vec![1i32]).unwrap()),
+                g.constant(Tensor::from_vec(&[], vec![9i32]).unwrap()),
+            );
+            g.dynamic_slice(p[0], &[a, b], &[2, 3])
+        },
+    ));
+    t.push(check(
+        "dynamic_update_slice (operand and update)",
+        OpKind::DynamicUpdateSlice,
+        vec![rand(&[4, 5], -1.0, 1.0, 42), rand(&[2, 3], -1.0, 1.0, 43)],
+        &[0, 1],
+        |g, p| {
+            let (a, b) = (
+                g.constant(Tensor::from_vec(&[], vec![-2i32]).unwrap()),
+                g.constant(Tensor::from_vec(&[], vec![1i32]).unwrap()),
+            );
+            let y = g.dynamic_update_slice(p[0], p[1], &[a, b])?;
+            g.mul(y, y)
+        },
+    ));
+    t.push(check(
         "concatenate",
         OpKind::Concatenate,
         vec![rand(&[2, 2], -1.0, 1.0, 17), rand(&[2, 3], -1.0, 1.0, 18)],

@@ -122,6 +122,35 @@ fn movement_shape_errors() {
         &["stride >= 1"],
     );
     shape_err(g.slice(a, &[0], &[2], &[1]), "slice", &["rank 2"]);
+    let i0 = g.parameter(TensorType::new(DType::I32, []));
+    let l0 = g.parameter(TensorType::new(DType::I64, []));
+    let f0 = g.parameter(TensorType::scalar(DType::F32));
+    shape_err(
+        g.dynamic_slice(a, &[i0], &[1, 1]),
+        "dynamic_slice",
+        &["rank 2", "got 1"],
+    );
+    shape_err(
+        g.dynamic_slice(a, &[i0, f0], &[1, 1]),
+        "dynamic_slice",
+        &["start index 1", "f32[]"],
+    );
+    shape_err(
+        g.dynamic_slice(a, &[i0, l0], &[1, 1]),
+        "dynamic_slice",
+        &["start index 1", "i64[]"],
+    );
+    shape_err(
+        g.dynamic_slice(a, &[i0, i0], &[3, 1]),
+        "dynamic_slice",
+        &["[3, 1]", "f32[2, 3]"],
+    );
+    let big = f32p(&mut g, &[3, 3]);
+    shape_err(
+        g.dynamic_update_slice(a, big, &[i0, i0]),
+        "dynamic_update_slice",
+        &["f32[3, 3]", "fit inside"],
+    );
     let b = f32p(&mut g, &[3, 3]);
     shape_err(
         g.concatenate(&[a, b], 1),

@@ -282,6 +282,29 @@ impl Graph {
         })
     }
 
+    /// The window of dims `sizes` at `starts` (integer scalars, clamped into range).
+    pub fn dynamic_slice(&mut self, x: Value, starts: &[Value], sizes: &[usize]) -> Result<Value> {
+        self.push(Op::DynamicSlice {
+            x,
+            starts: starts.to_vec(),
+            sizes: sizes.to_vec(),
+        })
+    }
+
+    /// `x` with the window at `starts` (clamped into range) replaced by `update`.
+    pub fn dynamic_update_slice(
+        &mut self,
+        x: Value,
+        update: Value,
+        starts: &[Value],
+    ) -> Result<Value> {
+        self.push(Op::DynamicUpdateSlice {
+            x,
+            update,
+            starts: starts.to_vec(),
+        })
+    }
+
     pub fn concatenate(&mut self, xs: &[Value], axis: usize) -> Result<Value> {
         self.push(Op::Concatenate {
             xs: xs.to_vec(),

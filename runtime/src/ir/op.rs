@@ -484,6 +484,27 @@ primitives! {
         operands: [x],
         fusion: FusionClass::Kernel,
     },
+    /// The window of dims `sizes` starting at `starts` (integer scalars, one per
+    /// dimension, computed at run time), each start clamped to `[0, dim - size]`.
+    DynamicSlice {
+        x: Value,
+        starts: Vec<Value>,
+        sizes: Vec<usize>,
+    } => {
+        name: "dynamic_slice",
+        operands: [x, starts],
+        fusion: FusionClass::Kernel,
+    },
+    /// `x` with the window at `starts` (clamped as in `DynamicSlice`) replaced by `update`.
+    DynamicUpdateSlice {
+        x: Value,
+        update: Value,
+        starts: Vec<Value>,
+    } => {
+        name: "dynamic_update_slice",
+        operands: [x, update, starts],
+        fusion: FusionClass::Kernel,
+    },
     /// Operands joined along `axis`; all other dimensions equal.
     Concatenate { xs: Vec<Value>, axis: usize } => {
         name: "concatenate",

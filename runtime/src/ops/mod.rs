@@ -14,6 +14,7 @@ mod conv_native;
 pub(crate) mod convert;
 pub(crate) mod convolution;
 pub(crate) mod dot_general;
+pub(crate) mod dynamic_slice;
 mod emitter;
 pub(crate) mod gather;
 pub(crate) mod pad;
@@ -66,6 +67,10 @@ pub(crate) fn check(g: &Graph, op: &Op, declared: Option<&TensorType>) -> Result
             limit,
             stride,
         } => slice::check(g, *x, start, limit, stride)?,
+        Op::DynamicSlice { x, starts, sizes } => dynamic_slice::check_slice(g, *x, starts, sizes)?,
+        Op::DynamicUpdateSlice { x, update, starts } => {
+            dynamic_slice::check_update(g, *x, *update, starts)?
+        }
         Op::Concatenate { xs, axis } => concatenate::check(g, xs, *axis)?,
         Op::Pad {
             x,
@@ -148,6 +153,10 @@ pub(crate) fn vjp(g: &mut Graph, y: Value, ct: Value) -> Result<Vec<Option<Value
         Op::Slice {
             x, start, stride, ..
         } => vec![Some(slice::vjp(g, x, &start, &stride, ct)?)],
+        Op::DynamicSlice { x, starts, .. } => dynamic_slice::vjp_slice(g, x, &starts, ct)?,
+        Op::DynamicUpdateSlice { update, starts, .. } => {
+            dynamic_slice::vjp_update(g, update, &starts, ct)?
+        }
         Op::Concatenate { xs, axis } => concatenate::vjp(g, &xs, axis, ct)?,
         Op::Pad {
             x,
@@ -226,6 +235,10 @@ pub(crate) fn native(
         Op::Transpose { perm, .. } => transpose::native(ins[0], perm, out),
         Op::Reverse { axes, .. } => reverse::native(ins[0], axes, out),
         Op::Slice { start, stride, .. } => slice::native(ins[0], start, stride, out_ty, out),
+        Op::DynamicSlice { .. } => dynamic_slice::native_slice(ins[0], &ins[1..], out_ty, out),
+        Op::DynamicUpdateSlice { .. } => {
+            dynamic_slice::native_update(ins[0], ins[1], &ins[2..], out)
+        }
         Op::Concatenate { axis, .. } => concatenate::native(ins, *axis, out),
         Op::Pad { low, interior, .. } => {
             pad::native(ins[0], ins[1].data, low, interior, out_ty, out)
@@ -310,6 +323,12 @@ pub(crate) fn lower(e: &mut Emitter<'_>, v: Value) -> Result<String> {
             limit,
             stride,
         } => slice::lower(e, *x, start, limit, stride, ty),
+        Op::DynamicSlice { x, starts, sizes } => {
+            dynamic_slice::lower_slice(e, *x, starts, sizes, ty)
+        }
+        Op::DynamicUpdateSlice { x, update, starts } => {
+            dynamic_slice::lower_update(e, *x, *update, starts, ty)
+        }
         Op::Concatenate { xs, axis } => concatenate::lower(e, xs, *axis, ty),
         Op::Pad {
             x,

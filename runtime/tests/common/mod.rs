@@ -480,6 +480,58 @@ pub fn cases() -> Vec<Case> {
             ])
         },
     ));
+    // Starts from parameters (run-time values): in range, past the end (clamped back so
+    // the window fits) and negative (clamped to 0); i64 starts too.
+    c.push(case(
+        "dynamic_slice (starts clamped into range)",
+        vec![
+            i32t(&[3, 4], &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]),
+            i32t(&[], &[1]),
+            i32t(&[], &[2]),
+            i32t(&[], &[7]),
+            i32t(&[], &[-3]),
+        ],
+        vec![
+            i32t(&[2, 2], &[6, 7, 10, 11]),
+            i32t(&[2, 3], &[4, 5, 6, 8, 9, 10]),
+            f32t(&[1, 2], &[6.0, 7.0]),
+        ],
+        |g, p| {
+            let wide = g.convert(p[0], DType::F32)?;
+            let (a, b) = (g.convert(p[1], DType::I64)?, g.convert(p[2], DType::I64)?);
+            Ok(vec![
+                g.dynamic_slice(p[0], &[p[1], p[2]], &[2, 2])?,
+                g.dynamic_slice(p[0], &[p[3], p[4]], &[2, 3])?,
+                g.dynamic_slice(wide, &[a, b], &[1, 2])?,
+            ])
+        },
+    ));
+    c.push(case(
+        "dynamic_update_slice (starts clamped into range)",
+        vec![
+            f32t(&[3, 4], &[0.0; 12]),
+            f32t(&[2, 2], &[1.0, 2.0, 3.0, 4.0]),
+            i32t(&[], &[1]),
+            i32t(&[], &[9]),
+        ],
+        vec![
+            f32t(
+                &[3, 4],
+                &[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 0.0, 0.0, 3.0, 4.0],
+            ),
+            f32t(
+                &[3, 4],
+                &[1.0, 2.0, 0.0, 0.0, 3.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            ),
+        ],
+        |g, p| {
+            let zero = g.constant(Tensor::from_vec(&[], vec![0i32]).unwrap());
+            Ok(vec![
+                g.dynamic_update_slice(p[0], p[1], &[p[2], p[3]])?,
+                g.dynamic_update_slice(p[0], p[1], &[zero, zero])?,
+            ])
+        },
+    ));
     c.push(case(
         "concatenate",
         vec![
