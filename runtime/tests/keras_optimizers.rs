@@ -98,6 +98,10 @@ fn optimizer(class: &str, a: &Json) -> Box<dyn Optimizer> {
     };
     let c = o.config_mut();
     c.weight_decay = f(a, "weight_decay");
+    c.clipnorm = f(a, "clipnorm");
+    c.gradient_accumulation_steps = a
+        .get("gradient_accumulation_steps")
+        .map(|v| v.as_u64().unwrap() as usize);
     if a.get("use_ema") == Some(&Json::Bool(true)) {
         c.use_ema = true;
         c.ema_momentum = f(a, "ema_momentum").unwrap_or(0.99);
@@ -505,6 +509,11 @@ fn bad_hyper_parameters_are_typed_errors() {
             "lamb",
             "use_ema",
         ),
+        (
+            Box::new(Adam::default().with_gradient_accumulation_steps(1)),
+            "adam",
+            "gradient_accumulation_steps must be >= 2, got 1",
+        ),
     ];
     for (opt, name, field) in bad {
         let mut m = model(&r, Device::Native);
@@ -553,4 +562,58 @@ fn defaults_are_keras() {
         (c.use_ema, c.ema_momentum, c.ema_overwrite_frequency),
         (false, 0.99, None)
     );
+}
+
+/// `gradient_accumulation_steps = n` at batch `b` is one update with the mean gradient of
+/// `n` batches: on a mean loss, the update of one step at batch `n·b` (with Adam too: its
+/// bias correction counts updates, as Keras'), on both backends; between updates the
+/// weights do not move.
+#[test]
+fn accumulating_n_batches_is_one_step_on_n_times_the_batch() {
+    let r = reference();
+    let (x, y) = (tensor(&r["x"]), tensor(&r["y"]));
+    let rows = |v: &Json, n: usize| tensor(&Json::Array(v.as_array().unwrap()[..n].to_vec()));
+    let (x6, y6) = (rows(&r["x"], 6), rows(&r["y"], 6));
+    let same = |what: &str, got: &[(String, Tensor)], want: &[(String, Tensor)]| {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for ((n, g), (_, w)) in got.iter().zip(want) {
+            let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
+            for (a, b) in g.iter().zip(&w) {
+                let (a, b) = (*a as f64, *b as f64);
+                assert!(
+                    (a - b).abs() <= ATOL + RTOL * b.abs(),
+                    "{what} {n}: {g:?} vs {w:?}"
+                );
+            }
+        }
+    };
+    for xla in [false, true] {
+        let fit = |opt: Box<dyn Optimizer>, x: &Tensor, y: &Tensor, batch: usize, epochs: usize| {
+            let mut m = model(&r, device(xla));
+            m.compile_boxed(opt, Box::new(MeanSquaredError), Vec::new())
+                .unwrap();
+            let plan = Fit::epochs(epochs)
+                .batch_size(batch)
+                .shuffle(false)
+                .verbose(0);
+            m.fit(x, y, plan).unwrap();
+            m.weights()
+        };
+        for epochs in [1, 3] {
+            let what = format!("adam, {epochs} epochs, xla={xla}");
+            let whole = fit(Box::new(Adam::new(0.05)), &x, &y, 8, epochs);
+            let steps4 = Adam::new(0.05).with_gradient_accumulation_steps(4);
+            same(&what, &fit(Box::new(steps4), &x, &y, 2, epochs), &whole);
+            let what = format!("sgd, {epochs} epochs, xla={xla}");
+            let whole = fit(Box::new(SGD::new(0.1).momentum(0.5)), &x, &y, 8, epochs);
+            let steps2 = SGD::new(0.1)
+                .momentum(0.5)
+                .with_gradient_accumulation_steps(2);
+            same(&what, &fit(Box::new(steps2), &x, &y, 4, epochs), &whole);
+        }
+        // Three batches of a four-step cycle: no update yet.
+        let steps4 = Adam::new(0.05).with_gradient_accumulation_steps(4);
+        let after = fit(Box::new(steps4), &x6, &y6, 2, 1);
+        assert_eq!(after, model(&r, device(xla)).weights(), "xla={xla}");
+    }
 }

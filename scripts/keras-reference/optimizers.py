@@ -1,5 +1,6 @@
 """Keras reference values for the optimizers Strata added in issue 20 (Adadelta,
-Adafactor, Ftrl, Lamb) and for `use_ema` / `ema_overwrite_frequency` / `SwapEMAWeights`.
+Adafactor, Ftrl, Lamb), for `use_ema` / `ema_overwrite_frequency` / `SwapEMAWeights`, and
+for `gradient_accumulation_steps` (issue 15; with clipping, weight decay and the EMA).
 
 Each case trains the same tiny model (Dense(3, tanh) on 4 features, then Dense(2)), from
 fixed weights, full-batch on fixed data with mean squared error, without shuffling, and
@@ -115,6 +116,33 @@ CASES = [
         {"learning_rate": 0.1, "use_ema": True, "ema_momentum": 0.5},
         3,
         {"swap_on_epoch": True},
+    ),
+    ("adam_accumulate", "Adam", {"learning_rate": 0.05, "gradient_accumulation_steps": 2}, 6, None),
+    (
+        "sgd_accumulate_clip_decay",
+        "SGD",
+        {
+            "learning_rate": 0.1,
+            "momentum": 0.5,
+            "gradient_accumulation_steps": 3,
+            "clipnorm": 0.3,
+            "weight_decay": 0.05,
+        },
+        8,
+        None,
+    ),
+    (
+        "adam_accumulate_ema",
+        "Adam",
+        {
+            "learning_rate": 0.05,
+            "gradient_accumulation_steps": 2,
+            "use_ema": True,
+            "ema_momentum": 0.8,
+            "ema_overwrite_frequency": 2,
+        },
+        7,
+        None,
     ),
 ]
 

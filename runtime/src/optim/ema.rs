@@ -3,17 +3,21 @@
 //! with `ema_overwrite_frequency`, the weights periodically take their average.
 
 use super::{Optimizer, OptimizerConfig, Slot};
-use crate::ir::{BinaryOp, Comparison, DType, Graph, Value};
+use crate::ir::{Comparison, DType, Graph, Value};
 use crate::Result;
 
 /// The EMA slot's name (in checkpoints: `optimizer/average/<parameter>`), Keras' own.
 pub const EMA_SLOT: &str = "average";
 
 /// Every per-parameter state tensor the train step keeps for `opt`: the optimizer's own
-/// slots, then the weights' moving average when `use_ema` is set (always last, so the
-/// optimizer's update sees exactly its declared slots).
+/// slots, then the gradient accumulator when `gradient_accumulation_steps` is set, then
+/// the weights' moving average when `use_ema` is set (always last; the optimizer's update
+/// sees exactly its declared slots).
 pub fn state_slots(opt: &dyn Optimizer) -> Vec<Slot> {
     let mut s = opt.slots();
+    if opt.config().gradient_accumulation_steps.is_some() {
+        s.push(Slot::new(super::ACCUMULATOR_SLOT, 0.0));
+    }
     if opt.config().use_ema {
         s.push(Slot::new(EMA_SLOT, 0.0));
     }
@@ -44,13 +48,7 @@ pub fn apply_ema(
     let avg = g.add(a, b)?;
     let w = match c.ema_overwrite_frequency {
         Some(n) => {
-            // (iterations + 1) mod n == 0, in integers (exact at any step count).
-            let next = g.add_scalar(iterations, 1.0)?;
-            let q = g.binary_scalar(BinaryOp::Div, next, n as f64)?;
-            let qn = g.mul_scalar(q, n as f64)?;
-            let r = g.sub(next, qn)?;
-            let zero = g.scalar(0.0, DType::I32);
-            let due = g.compare(Comparison::Eq, r, zero)?;
+            let due = super::every_nth_step(g, iterations, n)?;
             g.select(due, avg, w)?
         }
         None => w,

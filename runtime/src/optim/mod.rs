@@ -6,6 +6,7 @@
 //! optimizer's own rule, then (with `use_ema`) the moving average of the weights; the
 //! iteration count then advances.
 
+mod accumulate;
 mod adadelta;
 mod adafactor;
 mod adagrad;
@@ -20,6 +21,7 @@ mod rmsprop;
 pub mod schedule;
 mod sgd;
 
+pub use accumulate::{accumulate_gradients, ACCUMULATOR_SLOT};
 pub use adadelta::Adadelta;
 pub use adafactor::Adafactor;
 pub use adagrad::Adagrad;
@@ -54,6 +56,10 @@ pub struct OptimizerConfig {
     pub ema_momentum: f32,
     /// Every this many steps, overwrite the weights with their moving average.
     pub ema_overwrite_frequency: Option<usize>,
+    /// Apply the update every this many steps, with the mean of their gradients (Keras'
+    /// `gradient_accumulation_steps`, at least 2); the steps between only add their
+    /// gradients to an accumulator.
+    pub gradient_accumulation_steps: Option<usize>,
 }
 
 impl OptimizerConfig {
@@ -67,6 +73,7 @@ impl OptimizerConfig {
             use_ema: false,
             ema_momentum: 0.99,
             ema_overwrite_frequency: None,
+            gradient_accumulation_steps: None,
         }
     }
 
@@ -122,6 +129,14 @@ impl OptimizerConfig {
                 ))
             }
             _ => {}
+        }
+        if let Some(n) = self.gradient_accumulation_steps {
+            if n < 2 {
+                return Err(Error::invalid(
+                    optimizer,
+                    format!("gradient_accumulation_steps must be >= 2, got {n}"),
+                ));
+            }
         }
         self.learning_rate.validate(optimizer)
     }
@@ -238,6 +253,12 @@ pub trait OptimizerExt: Optimizer + Sized {
         self.config_mut().ema_overwrite_frequency = Some(n);
         self
     }
+    /// Keras' `gradient_accumulation_steps`: the update is applied every `n` steps (n >= 2)
+    /// with the mean of their gradients (see [`accumulate_gradients`]).
+    fn with_gradient_accumulation_steps(mut self, n: usize) -> Self {
+        self.config_mut().gradient_accumulation_steps = Some(n);
+        self
+    }
 }
 
 impl<T: Optimizer + Sized> OptimizerExt for T {}
@@ -304,6 +325,17 @@ pub fn apply_weight_decay(
         }
         _ => Ok(w),
     }
+}
+
+/// Emits whether the step counted `iterations + 1` (`iterations`: the i32 count of steps
+/// before it) is a multiple of `n`, in integers (exact at any step count).
+pub(crate) fn every_nth_step(g: &mut Graph, iterations: Value, n: usize) -> Result<Value> {
+    let next = g.add_scalar(iterations, 1.0)?;
+    let q = g.binary_scalar(crate::ir::BinaryOp::Div, next, n as f64)?;
+    let qn = g.mul_scalar(q, n as f64)?;
+    let r = g.sub(next, qn)?;
+    let zero = g.scalar(0.0, DType::I32);
+    g.compare(crate::ir::Comparison::Eq, r, zero)
 }
 
 /// Emits `1 - β^t` for a constant β and the step `t`.

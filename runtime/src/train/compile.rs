@@ -25,12 +25,15 @@ pub(crate) struct Layout {
     /// Indices (into the model's parameters) of the trainable ones.
     pub trainable: Vec<usize>,
     /// Optimizer slots: `slots_per_param` consecutive entries per trainable parameter
-    /// (`optim::state_slots`: the optimizer's own, then the EMA when `use_ema`), each of
-    /// its slot's shape.
+    /// (`optim::state_slots`: the optimizer's own, then the gradient accumulator with
+    /// `gradient_accumulation_steps`, then the EMA when `use_ema`), each of its slot's
+    /// shape.
     pub slots: Range<usize>,
     pub slots_per_param: usize,
     /// Whether the last slot of each parameter is its EMA.
     pub ema: bool,
+    /// Whether each parameter has a gradient accumulator (before the EMA).
+    pub accumulate: bool,
     pub globals: Range<usize>,
     pub iterations: usize,
     pub key: usize,
@@ -52,22 +55,25 @@ impl Layout {
     ) -> Layout {
         let slots = crate::optim::state_slots(optimizer);
         let globals = optimizer.globals().len();
-        let ema = optimizer.config().use_ema;
-        Layout::with(params, &slots, globals, ema, metrics)
+        let extra = Extra {
+            ema: optimizer.config().use_ema,
+            accumulate: optimizer.config().gradient_accumulation_steps.is_some(),
+        };
+        Layout::with(params, &slots, globals, extra, metrics)
     }
 
     /// The state an evaluation reads and accumulates with nothing of the optimizer's: the
     /// parameters, the metric state (and the iteration count and random key, which no
     /// evaluation reads, so that every step graph finds the entries where they are).
     pub fn evaluation(params: &[ParamSpec], metrics: &[Box<dyn Metric>]) -> Layout {
-        Layout::with(params, &[], 0, false, metrics)
+        Layout::with(params, &[], 0, Extra::default(), metrics)
     }
 
     fn with(
         params: &[ParamSpec],
         slots: &[crate::optim::Slot],
         globals: usize,
-        ema: bool,
+        Extra { ema, accumulate }: Extra,
         metrics: &[Box<dyn Metric>],
     ) -> Layout {
         let mut types: Vec<TensorType> = params.iter().map(|p| p.ty()).collect();
@@ -116,6 +122,7 @@ impl Layout {
             slots: slots_r,
             slots_per_param: slots.len(),
             ema,
+            accumulate,
             globals,
             iterations,
             key,
@@ -136,16 +143,31 @@ impl Layout {
         s..s + self.slots_per_param
     }
 
-    /// The `j`-th trainable parameter's own optimizer slots (without the EMA).
+    /// The `j`-th trainable parameter's own optimizer slots (without the accumulator and
+    /// the EMA).
     pub fn update_slots_of(&self, j: usize) -> Range<usize> {
         let r = self.slots_of(j);
-        r.start..r.end - usize::from(self.ema)
+        r.start..r.end - usize::from(self.ema) - usize::from(self.accumulate)
+    }
+
+    /// The state entry of the `j`-th trainable parameter's gradient accumulator, with
+    /// `gradient_accumulation_steps`.
+    pub fn accumulator_of(&self, j: usize) -> Option<usize> {
+        self.accumulate
+            .then(|| self.slots_of(j).end - 1 - usize::from(self.ema))
     }
 
     /// The state entry of the `j`-th trainable parameter's EMA, when `use_ema`.
     pub fn ema_of(&self, j: usize) -> Option<usize> {
         self.ema.then(|| self.slots_of(j).end - 1)
     }
+}
+
+/// The slots `optim::state_slots` appends to the optimizer's own.
+#[derive(Clone, Copy, Debug, Default)]
+struct Extra {
+    ema: bool,
+    accumulate: bool,
 }
 
 /// What `compile` set up.

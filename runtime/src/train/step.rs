@@ -9,7 +9,7 @@ use crate::backend::CompileOptions;
 use crate::ir::{BinaryOp, Comparison, DType, Graph, TensorType, UnaryOp, Value};
 use crate::metrics::Metric;
 use crate::nn::{Architecture, Forward};
-use crate::optim::{apply_ema, apply_weight_decay, clip_gradients, Step};
+use crate::optim::{accumulate_gradients, apply_ema, apply_weight_decay, clip_gradients, Step};
 use crate::Model;
 use crate::{Error, NonFiniteCause, Result};
 
@@ -370,12 +370,41 @@ pub(crate) fn train_graph<A: Architecture>(
             "fit",
         )?;
         let grads_ok = all_finite(&mut g, &grads)?;
-        let grads = clip_gradients(&mut g, cfg, &grads)?;
         let it = cur[layout.iterations];
+        let accumulators: Vec<Value> = (0..layout.trainable.len())
+            .filter_map(|j| Some(cur[layout.accumulator_of(j)?]))
+            .collect();
+        let (due, grads) = match accumulate_gradients(&mut g, cfg, it, &grads, &accumulators)? {
+            Some((due, means, kept)) => {
+                for (j, acc) in kept.into_iter().enumerate() {
+                    if let Some(a) = layout.accumulator_of(j) {
+                        new[a] = acc;
+                    }
+                }
+                (Some(due), means)
+            }
+            None => (None, grads),
+        };
+        let grads = clip_gradients(&mut g, cfg, &grads)?;
+        // With accumulation, the optimizer's state moves on update steps only.
+        let on_update = |g: &mut Graph, updated: Value, old: Value| match due {
+            Some(due) => g.select(due, updated, old),
+            None => Ok(updated),
+        };
         let next = g.add_scalar(it, 1.0)?;
-        let tf = g.convert(next, DType::F32)?;
+        // What the optimizer's rule, its globals and the EMA count: the steps, or with
+        // accumulation the updates so far (Keras' `iterations`), so that bias corrections
+        // run as on one step of the combined batch.
+        let updates_before = match cfg.gradient_accumulation_steps {
+            Some(n) => g.binary_scalar(BinaryOp::Div, it, n as f64)?,
+            None => it,
+        };
+        let counted = g.add_scalar(updates_before, 1.0)?;
+        let tf = g.convert(counted, DType::F32)?;
         let globals = opt.update_globals(&mut g, tf, &cur[layout.globals.clone()])?;
-        new[layout.globals.clone()].copy_from_slice(&globals);
+        for (i, &v) in layout.globals.clone().zip(&globals) {
+            new[i] = on_update(&mut g, v, cur[i])?;
+        }
         let s = Step {
             lr: lrk,
             t: tf,
@@ -395,9 +424,12 @@ pub(crate) fn train_graph<A: Architecture>(
                     ),
                 ));
             }
-            new[sr].copy_from_slice(&slots);
+            for (i, &v) in sr.zip(&slots) {
+                new[i] = on_update(&mut g, v, cur[i])?;
+            }
+            w = on_update(&mut g, w, params[pi])?;
             if let Some(e) = layout.ema_of(j) {
-                let (ew, avg) = apply_ema(&mut g, cfg, it, w, cur[e])?;
+                let (ew, avg) = apply_ema(&mut g, cfg, updates_before, w, cur[e])?;
                 w = ew;
                 new[e] = avg;
             }
