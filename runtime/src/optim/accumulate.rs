@@ -12,17 +12,25 @@ use crate::Result;
 /// The accumulator slot's name (in checkpoints: `optimizer/accumulated_gradient/<parameter>`).
 pub const ACCUMULATOR_SLOT: &str = "accumulated_gradient";
 
-/// With accumulation configured, emits for this step (`iterations`: the i32 count of
-/// steps before it): whether the update is due, the gradients the update uses (the mean of
-/// the accumulated ones and these) and the accumulators' new values (zero when due).
-/// Returns `None` without accumulation.
+/// One step's part in gradient accumulation.
+pub struct Accumulated {
+    /// Whether this step updates (bool scalar).
+    pub due: Value,
+    /// The gradients the update uses: the mean of the accumulated ones and this step's.
+    pub means: Vec<Value>,
+    /// The accumulators' new values (zero after an update).
+    pub kept: Vec<Value>,
+}
+
+/// With accumulation configured, emits this step's [`Accumulated`] (`iterations`: the i32
+/// count of steps before it); `None` without accumulation.
 pub fn accumulate_gradients(
     g: &mut Graph,
     c: &OptimizerConfig,
     iterations: Value,
     grads: &[Value],
     accumulators: &[Value],
-) -> Result<Option<(Value, Vec<Value>, Vec<Value>)>> {
+) -> Result<Option<Accumulated>> {
     let Some(n) = c.gradient_accumulation_steps else {
         return Ok(None);
     };
@@ -35,5 +43,5 @@ pub fn accumulate_gradients(
         kept.push(g.select(due, zeros, sum)?);
         means.push(g.binary_scalar(crate::ir::BinaryOp::Div, sum, n as f64)?);
     }
-    Ok(Some((due, means, kept)))
+    Ok(Some(Accumulated { due, means, kept }))
 }

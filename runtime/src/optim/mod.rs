@@ -21,7 +21,7 @@ mod rmsprop;
 pub mod schedule;
 mod sgd;
 
-pub use accumulate::{accumulate_gradients, ACCUMULATOR_SLOT};
+pub use accumulate::{accumulate_gradients, Accumulated, ACCUMULATOR_SLOT};
 pub use adadelta::Adadelta;
 pub use adafactor::Adafactor;
 pub use adagrad::Adagrad;

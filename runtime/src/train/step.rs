@@ -9,7 +9,9 @@ use crate::backend::CompileOptions;
 use crate::ir::{BinaryOp, Comparison, DType, Graph, TensorType, UnaryOp, Value};
 use crate::metrics::Metric;
 use crate::nn::{Architecture, Forward};
-use crate::optim::{accumulate_gradients, apply_ema, apply_weight_decay, clip_gradients, Step};
+use crate::optim::{
+    accumulate_gradients, apply_ema, apply_weight_decay, clip_gradients, Accumulated, Step,
+};
 use crate::Model;
 use crate::{Error, NonFiniteCause, Result};
 
@@ -375,7 +377,7 @@ pub(crate) fn train_graph<A: Architecture>(
             .filter_map(|j| Some(cur[layout.accumulator_of(j)?]))
             .collect();
         let (due, grads) = match accumulate_gradients(&mut g, cfg, it, &grads, &accumulators)? {
-            Some((due, means, kept)) => {
+            Some(Accumulated { due, means, kept }) => {
                 for (j, acc) in kept.into_iter().enumerate() {
                     if let Some(a) = layout.accumulator_of(j) {
                         new[a] = acc;
