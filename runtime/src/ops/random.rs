@@ -75,7 +75,11 @@ const PARALLEL_MIN: usize = 1 << 14;
 
 /// `out[i] = sample(threefry2x32(key, ctr(i)))`, split over the crew (each element depends
 /// on its index alone, so the split cannot change a bit).
-fn fill<T: Copy + Send>(key: [u32; 2], out: &mut [T], sample: fn([u32; 2]) -> T) {
+fn fill<T: Copy + Send, S: Fn([u32; 2]) -> T + Copy + Sync>(
+    key: [u32; 2],
+    out: &mut [T],
+    sample: S,
+) {
     let tasks = if out.len() >= PARALLEL_MIN {
         crate::kernel::crew::width()
     } else {
@@ -86,7 +90,12 @@ fn fill<T: Copy + Send>(key: [u32; 2], out: &mut [T], sample: fn([u32; 2]) -> T)
     });
 }
 
-fn fill_chunk<T: Copy>(key: [u32; 2], start: usize, out: &mut [T], sample: fn([u32; 2]) -> T) {
+fn fill_chunk<T: Copy, S: Fn([u32; 2]) -> T + Copy>(
+    key: [u32; 2],
+    start: usize,
+    out: &mut [T],
+    sample: S,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -99,17 +108,30 @@ fn fill_chunk<T: Copy>(key: [u32; 2], start: usize, out: &mut [T], sample: fn([u
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn fill_avx2<T: Copy>(
+unsafe fn fill_avx2<T: Copy, S: Fn([u32; 2]) -> T + Copy>(
     key: [u32; 2],
     start: usize,
     out: &mut [T],
-    sample: fn([u32; 2]) -> T,
+    sample: S,
 ) {
     fill_lanes(key, start, out, sample)
 }
 
 #[inline(always)]
-fn fill_lanes<T: Copy>(key: [u32; 2], start: usize, out: &mut [T], sample: fn([u32; 2]) -> T) {
+fn lane_round<const R: u32>(x0: &mut [u32; LANES], x1: &mut [u32; LANES]) {
+    for l in 0..LANES {
+        x0[l] = x0[l].wrapping_add(x1[l]);
+        x1[l] = x1[l].rotate_left(R) ^ x0[l];
+    }
+}
+
+#[inline(always)]
+fn fill_lanes<T: Copy, S: Fn([u32; 2]) -> T + Copy>(
+    key: [u32; 2],
+    start: usize,
+    out: &mut [T],
+    sample: S,
+) {
     let ks = [key[0], key[1], 0x1BD1_1BDA ^ key[0] ^ key[1]];
     let mut chunks = out.chunks_exact_mut(LANES);
     let mut i = start;
@@ -121,18 +143,23 @@ fn fill_lanes<T: Copy>(key: [u32; 2], start: usize, out: &mut [T], sample: fn([u
             x0[l] = ((c >> 32) as u32).wrapping_add(ks[0]);
             x1[l] = (c as u32).wrapping_add(ks[1]);
         }
-        for round in 0..20 {
-            let r = ROTATIONS[round % 8];
-            for l in 0..LANES {
-                x0[l] = x0[l].wrapping_add(x1[l]);
-                x1[l] = x1[l].rotate_left(r) ^ x0[l];
+        // The rounds written out, so every rotation is by a constant (two shifts and an
+        // or per lane vector); the schedule is `threefry2x32`'s.
+        for s in 1..=5 {
+            if s % 2 == 1 {
+                lane_round::<13>(&mut x0, &mut x1);
+                lane_round::<15>(&mut x0, &mut x1);
+                lane_round::<26>(&mut x0, &mut x1);
+                lane_round::<6>(&mut x0, &mut x1);
+            } else {
+                lane_round::<17>(&mut x0, &mut x1);
+                lane_round::<29>(&mut x0, &mut x1);
+                lane_round::<16>(&mut x0, &mut x1);
+                lane_round::<24>(&mut x0, &mut x1);
             }
-            if round % 4 == 3 {
-                let s = round / 4 + 1;
-                for l in 0..LANES {
-                    x0[l] = x0[l].wrapping_add(ks[s % 3]);
-                    x1[l] = x1[l].wrapping_add(ks[(s + 1) % 3]).wrapping_add(s as u32);
-                }
+            for l in 0..LANES {
+                x0[l] = x0[l].wrapping_add(ks[s % 3]);
+                x1[l] = x1[l].wrapping_add(ks[(s + 1) % 3]).wrapping_add(s as u32);
             }
         }
         for l in 0..LANES {
