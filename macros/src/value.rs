@@ -219,15 +219,9 @@ pub fn accept(kind: Kind, value: &Value, arg: &str) -> syn::Result<Val> {
             Kind::OptionalAxes => Val::Axes(Some(axes(value, arg)?)),
             Kind::Dims => Val::Dims(axes(value, arg)?),
             Kind::Margins => Val::Margins(margins(value, arg)?),
-            Kind::Interpolation => match &value.kind {
-                ValueKind::Name(n) if n == "bilinear" => {
-                    return Err(err(
-                        value,
-                        "`interpolation = bilinear` is not supported yet; UpSampling2D takes `nearest`",
-                    ))
-                }
-                _ => Val::Interpolation(choice(value, arg, "interpolation", INTERPOLATIONS)?),
-            },
+            Kind::Interpolation => {
+                Val::Interpolation(choice(value, arg, "interpolation", INTERPOLATIONS)?)
+            }
             Kind::Rate | Kind::Fraction | Kind::Positive | Kind::NonNegative | Kind::Number => {
                 let v = float(value, arg)?;
                 kind.check_float(arg, v).map_err(|m| err(value, m))?;

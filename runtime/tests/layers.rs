@@ -521,6 +521,9 @@ fn layers_are_differentiable() {
     cropping.cropping = [[1, 1], [0, 1]];
     let mut upsampling = UpSampling2D::new("up_sampling2d");
     upsampling.size = [2, 3];
+    let mut bilinear = UpSampling2D::new("up_sampling2d_1");
+    bilinear.size = [3, 2];
+    bilinear.interpolation = Interpolation::Bilinear;
     let cases: Vec<(Box<dyn Layer>, Vec<usize>, bool)> = vec![
         (
             Box::new(Dense::new("dense", 3, Activation::Gelu)),
@@ -560,6 +563,7 @@ fn layers_are_differentiable() {
         (Box::new(zero_padding), image.to_vec(), false),
         (Box::new(cropping), image.to_vec(), false),
         (Box::new(upsampling), image.to_vec(), false),
+        (Box::new(bilinear), image.to_vec(), false),
         (
             Box::new(Permute::new("permute", vec![3, 1, 2])),
             vec![2, 2, 3, 4],
@@ -760,6 +764,24 @@ fn upsampling2d_repeats_each_pixel() {
     );
     u.size = [0, 2];
     assert!(u.output_shape(&[2, 2, 1]).is_err());
+}
+
+#[test]
+fn upsampling2d_bilinear_as_tensorflow_resize() {
+    let mut u = UpSampling2D::new("up_sampling2d");
+    u.interpolation = Interpolation::Bilinear;
+    // Width 2 → 4: outputs sample at -0.25, 0.25, 0.75, 1.25 (half-pixel centres),
+    // clamped at the edges; the height of 1 just repeats.
+    let y = infer(&u, t(&[1, 1, 2, 1], &[1.0, 3.0]), vec![]);
+    let row = [1.0, 1.5, 2.5, 3.0];
+    assert_close(&y, &t(&[1, 2, 4, 1], &[row, row].concat()));
+    // Height 3 → 6 on two channels (the second negated): 1, 2, 3 becomes
+    // 1, 1.25, 1.75, 2.25, 2.75, 3.
+    u.size = [2, 1];
+    let x = t(&[1, 3, 1, 2], &[1.0, -1.0, 2.0, -2.0, 3.0, -3.0]);
+    let col = [1.0, 1.25, 1.75, 2.25, 2.75, 3.0];
+    let want: Vec<f32> = col.iter().flat_map(|&v| [v, -v]).collect();
+    assert_close(&infer(&u, x, vec![]), &t(&[1, 6, 1, 2], &want));
 }
 
 #[test]

@@ -48,6 +48,7 @@ pub static PADDINGS: &[Choice] = &[choice("valid", "Valid"), choice("same", "Sam
 /// accepted so Keras code reads the same.
 pub static DATA_FORMATS: &[Choice] = &[choice("channels_last", "")];
 
-/// `strata::nn::Interpolation`: how UpSampling2D fills the new pixels (Keras'
-/// `bilinear` is refused by name, as not supported yet).
-pub static INTERPOLATIONS: &[Choice] = &[choice("nearest", "Nearest")];
+/// `strata::nn::Interpolation`: how UpSampling2D fills the new pixels (Keras' other
+/// modes, `bicubic`, `lanczos3`, ..., are not supported).
+pub static INTERPOLATIONS: &[Choice] =
+    &[choice("nearest", "Nearest"), choice("bilinear", "Bilinear")];

@@ -3,6 +3,7 @@
 use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -48,6 +49,21 @@ impl Layer for Permute {
             .collect();
         cx.g.transpose(x, &perm)
     }
+
+    /// `Transpose`, the batch axis kept first.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        let perm: Vec<i64> = std::iter::once(0)
+            .chain(self.dims.iter().map(|&d| d as i64))
+            .collect();
+        Ok(cx.transpose(&x, &perm))
+    }
 }
 
 /// Keras' `RepeatVector`: `(features,)` becomes `(n, features)`, `n` copies.
@@ -85,5 +101,20 @@ impl Layer for RepeatVector {
         // Checks the input is a vector and `n` >= 1.
         let out = self.output_shape(dims.get(1..).unwrap_or(&[]))?;
         cx.g.broadcast_in_dim(x, [dims[0], out[0], out[1]], &[0, 2])
+    }
+
+    /// `Unsqueeze` a middle axis and `Expand` it to `n`.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        let axes = cx.ints(&[1]);
+        let column = cx.op("Unsqueeze", &[&x, &axes], vec![]);
+        let shape = cx.ints(&[1, self.n as i64, 1]);
+        Ok(cx.op("Expand", &[&column, &shape], vec![]))
     }
 }

@@ -4,6 +4,7 @@
 use crate::ir::{Comparison, Value};
 use crate::nn::entry::{args, initializer};
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::nn::Initializer;
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -72,6 +73,34 @@ impl Layer for ReLU {
         }
         Ok(y)
     }
+
+    /// The composition `forward` emits: `Where(x > threshold, x, 0)`, `Min` with
+    /// `max_value`, plus `negative_slope · Min(x - threshold, 0)`.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        let zero = cx.scalar(0.0);
+        let t = cx.scalar(self.threshold);
+        let above = cx.op("Greater", &[&x, &t], vec![]);
+        let mut y = cx.op("Where", &[&above, &x, &zero], vec![]);
+        if let Some(m) = self.max_value {
+            let m = cx.scalar(m);
+            y = cx.op("Min", &[&y, &m], vec![]);
+        }
+        if self.negative_slope != 0.0 {
+            let shifted = cx.op("Sub", &[&x, &t], vec![]);
+            let below = cx.op("Min", &[&shifted, &zero], vec![]);
+            let slope = cx.scalar(self.negative_slope);
+            let neg = cx.op("Mul", &[&below, &slope], vec![]);
+            y = cx.op("Add", &[&y, &neg], vec![]);
+        }
+        Ok(y)
+    }
 }
 
 /// Keras' `LeakyReLU`: `x` for `x >= 0`, `negative_slope * x` below.
@@ -112,6 +141,19 @@ impl Layer for LeakyReLU {
         let pos = cx.g.compare(Comparison::Ge, x, zero)?;
         let neg = cx.g.mul_scalar(x, self.negative_slope)?;
         cx.g.select(pos, x, neg)
+    }
+
+    /// ONNX's `LeakyRelu`, the same formula.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        let alpha = OnnxAttribute::Float(self.negative_slope as f32);
+        Ok(cx.op("LeakyRelu", &[&x], vec![("alpha", alpha)]))
     }
 }
 
@@ -165,5 +207,18 @@ impl Layer for PReLU {
         let pos = cx.g.compare(Comparison::Ge, x, zero)?;
         let neg = cx.g.mul(alpha, x)?;
         cx.g.select(pos, x, neg)
+    }
+
+    /// ONNX's `PRelu`: `alpha` (the input's shape without the batch, 1 where shared)
+    /// broadcasts from the right as it does in `forward`.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let [alpha] = cx.params::<1>(params)?;
+        self.output_shape(cx.input_shape())?;
+        Ok(cx.op("PRelu", &[&x, alpha], vec![]))
     }
 }

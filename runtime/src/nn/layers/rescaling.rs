@@ -4,6 +4,7 @@
 use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -51,5 +52,23 @@ impl Layer for Rescaling {
             return Ok(scaled);
         }
         cx.g.add_scalar(scaled, self.offset)
+    }
+
+    /// `Mul` then `Add`, as `forward`.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        let scale = cx.scalar(self.scale);
+        let scaled = cx.op("Mul", &[&x, &scale], vec![]);
+        if self.offset == 0.0 {
+            return Ok(scaled);
+        }
+        let offset = cx.scalar(self.offset);
+        Ok(cx.op("Add", &[&scaled, &offset], vec![]))
     }
 }

@@ -4,6 +4,7 @@ use crate::ir::Value;
 use crate::nn::entry::{args, axis};
 use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::nn::layers::axis::feature_axis;
+use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::nn::{softmax, Activation};
 use crate::Result;
 use strata_spec::Args;
@@ -54,5 +55,18 @@ impl Layer for Softmax {
         let t = cx.g.transpose(x, &perm)?;
         let s = softmax(cx.g, t)?;
         cx.g.transpose(s, &perm)
+    }
+
+    /// `Softmax` on the one axis (opset 13's definition; earlier ones flattened).
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        let a = feature_axis(self.axis, cx.input_shape().len() + 1) as i64;
+        Ok(cx.op("Softmax", &[&x], vec![("axis", OnnxAttribute::Int(a))]))
     }
 }

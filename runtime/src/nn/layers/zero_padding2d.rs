@@ -4,6 +4,7 @@
 use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -47,6 +48,21 @@ impl Layer for ZeroPadding2D {
         let zero = cx.g.scalar(0.0, ty.dtype);
         cx.g.pad(x, zero, &[0, t, l, 0], &[0, b, r, 0], &[0; 4])
     }
+
+    /// `Pad` with zeros (opset 11 on takes the pads as an input: every axis's start,
+    /// then every axis's end).
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        let [[t, b], [l, r]] = self.padding.map(|p| p.map(|v| v as i64));
+        let pads = cx.ints(&[0, t, l, 0, 0, b, r, 0]);
+        Ok(cx.op("Pad", &[&x, &pads], vec![]))
+    }
 }
 
 /// Keras' `Cropping2D`.
@@ -89,5 +105,21 @@ impl Layer for Cropping2D {
         let start = [0, t, l, 0];
         let limit = [dims[0], t + out[0], l + out[1], out[2]];
         cx.g.slice(x, &start, &limit, &[1; 4])
+    }
+
+    /// `Slice` of the two image axes.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        let out = self.output_shape(cx.input_shape())?;
+        let [[t, _], [l, _]] = self.cropping.map(|p| p.map(|v| v as i64));
+        let starts = cx.ints(&[t, l]);
+        let ends = cx.ints(&[t + out[0] as i64, l + out[1] as i64]);
+        let axes = cx.ints(&[1, 2]);
+        Ok(cx.op("Slice", &[&x, &starts, &ends, &axes], vec![]))
     }
 }
