@@ -474,11 +474,12 @@ fn shape_and_activation_layers() {
         ZeroPadding2D(((1, 0), (2, 1))),
         Cropping2D((1, 2)),
         UpSampling2D(size = (2, 1)),
+        UpSampling2D((1, 2), interpolation = bilinear),
         PReLU(shared_axes = (1, 2)),
         LeakyReLU(),
         ReLU(6),
         Conv2D(2, 1),
-        Reshape((18, 2)),
+        Reshape((36, 2)),
         Permute((2, 1)),
         Softmax(axis = 1),
         Flatten(),
@@ -493,17 +494,19 @@ fn shape_and_activation_layers() {
     assert_eq!(layers[1].output_shape(&[4, 4, 3]).unwrap(), [5, 7, 3]);
     assert_eq!(layers[2].output_shape(&[5, 7, 3]).unwrap(), [3, 3, 3]);
     assert_eq!(layers[3].output_shape(&[3, 3, 3]).unwrap(), [6, 3, 3]);
+    assert_eq!(layers[4].output_shape(&[6, 3, 3]).unwrap(), [6, 6, 3]);
     let names: Vec<String> = m.weights().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names[0], "p_re_lu/alpha");
     assert_eq!(m.params()[0].dims, [1, 1, 3], "one slope per channel");
     let names: Vec<&str> = layers.iter().map(|l| l.name()).collect();
     assert_eq!(
-        &names[..8],
+        &names[..9],
         [
             "rescaling",
             "zero_padding2d",
             "cropping2d",
             "up_sampling2d",
+            "up_sampling2d_1",
             "p_re_lu",
             "leaky_re_lu",
             "re_lu",
