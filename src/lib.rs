@@ -87,8 +87,10 @@ pub mod prelude {
 /// `Input`, `Dense`, `Flatten`, `Reshape`, `Dropout`, `Conv2D`, `MaxPooling2D` (alias
 /// `MaxPool2D`), `AveragePooling2D` (`AvgPool2D`), `GlobalAveragePooling2D`
 /// (`GlobalAvgPool2D`), `GlobalMaxPooling2D` (`GlobalMaxPool2D`), `BatchNormalization`,
-/// `LayerNormalization`, `Embedding` and `Activation`, with Keras' arguments, positional
-/// order and defaults, as [`spec::LAYERS`] defines them. Every layer also takes `name = "..."`.
+/// `LayerNormalization`, `Embedding` and `Activation`; `Rescaling`, `Softmax`, `ReLU`,
+/// `LeakyReLU`, `PReLU`, `ZeroPadding2D`, `Cropping2D`, `UpSampling2D` (nearest), `Permute`
+/// and `RepeatVector`, with Keras' arguments, positional order and defaults, as
+/// [`spec::LAYERS`] defines them. Every layer also takes `name = "..."`.
 /// Activations, initializers and paddings are written by name, bare (`relu`) or quoted
 /// (`"relu"`); sizes must be literals, since they are checked at compile time.
 ///

@@ -463,3 +463,69 @@ fn forward_rejects_foreign_parameter_groups() {
         .to_string()
         .contains("1 parameter groups for a model of 2 layers"));
 }
+
+// Issue 14: shape and activation layers.
+
+#[test]
+fn shape_and_activation_layers() {
+    let mut m = model![
+        Input((4, 4, 3)),
+        Rescaling(0.5, offset = -1),
+        ZeroPadding2D(((1, 0), (2, 1))),
+        Cropping2D((1, 2)),
+        UpSampling2D(size = (2, 1)),
+        UpSampling2D((1, 2), interpolation = bilinear),
+        PReLU(shared_axes = (1, 2)),
+        LeakyReLU(),
+        ReLU(6),
+        Conv2D(2, 1),
+        Reshape((36, 2)),
+        Permute((2, 1)),
+        Softmax(axis = 1),
+        Flatten(),
+        Dense(4),
+        RepeatVector(3),
+        Softmax(),
+    ];
+    agrees(&mut m);
+    assert_eq!(declared_output(&m), Some(&[3, 4][..]));
+    let layers = m.arch().layers();
+    // (4, 4, 3) padded to (5, 7, 3), cropped to (3, 3, 3), upsampled to (6, 3, 3).
+    assert_eq!(layers[1].output_shape(&[4, 4, 3]).unwrap(), [5, 7, 3]);
+    assert_eq!(layers[2].output_shape(&[5, 7, 3]).unwrap(), [3, 3, 3]);
+    assert_eq!(layers[3].output_shape(&[3, 3, 3]).unwrap(), [6, 3, 3]);
+    assert_eq!(layers[4].output_shape(&[6, 3, 3]).unwrap(), [6, 6, 3]);
+    let names: Vec<String> = m.weights().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names[0], "p_re_lu/alpha");
+    assert_eq!(m.params()[0].dims, [1, 1, 3], "one slope per channel");
+    let names: Vec<&str> = layers.iter().map(|l| l.name()).collect();
+    assert_eq!(
+        &names[..9],
+        [
+            "rescaling",
+            "zero_padding2d",
+            "cropping2d",
+            "up_sampling2d",
+            "up_sampling2d_1",
+            "p_re_lu",
+            "leaky_re_lu",
+            "re_lu",
+            "conv2d"
+        ]
+    );
+    let y = run(&m, filled(&[2, 4, 4, 3], 0.5), false).remove(0);
+    assert_eq!(y.dims(), [2, 3, 4]);
+    for row in y.to_vec::<f32>().unwrap().chunks(4) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{row:?}");
+    }
+}
+
+#[test]
+fn shape_layers_with_an_input_known_only_from_the_first_data() {
+    let mut m = model![ZeroPadding2D(), PReLU(), Permute((3, 1, 2)), Flatten(),];
+    assert_eq!(declared_output(&m), None);
+    m.build(&[2, 3, 1]).unwrap();
+    agrees(&mut m);
+    assert_eq!(m.output_shape(), Some(&[20][..]));
+    assert_eq!(m.params()[0].dims, [4, 5, 1]);
+}

@@ -248,6 +248,27 @@ fn value(v: &Val) -> TokenStream {
             quote!(::strata::nn::Padding::#v)
         }
         Val::Axis(a) => int(*a),
+        Val::OptionalFloat(Some(f)) => {
+            let f = Literal::f64_unsuffixed(*f);
+            quote!(::strata::__private::Some(#f))
+        }
+        Val::OptionalFloat(None) | Val::Axes(None) => quote!(::strata::__private::None),
+        Val::Axes(Some(axes)) => {
+            let axes = axes.iter().map(|&a| Literal::usize_unsuffixed(a));
+            quote!(::strata::__private::Some(::strata::__private::Vec::from([#(#axes),*])))
+        }
+        Val::Dims(dims) => {
+            let dims = dims.iter().map(|&a| Literal::usize_unsuffixed(a));
+            quote!(::strata::__private::Vec::from([#(#dims),*]))
+        }
+        Val::Margins([h, w]) => {
+            let (h, w) = (pair(*h), pair(*w));
+            quote!([#h, #w])
+        }
+        Val::Interpolation(c) => {
+            let v = format_ident!("{}", c.variant);
+            quote!(::strata::nn::Interpolation::#v)
+        }
         Val::TargetShape(dims) => {
             let dims = dims.iter().map(|&d| int(d));
             quote!(::strata::__private::Vec::from([#(#dims),*]))

@@ -7,7 +7,7 @@ use crate::suggest::did_you_mean;
 use std::fmt;
 use strata_spec::{
     check_inferred, check_size, check_sizes_item, Choice, Kind, Val, ACTIVATIONS, DATA_FORMATS,
-    INITIALIZERS, PADDINGS,
+    INITIALIZERS, INTERPOLATIONS, PADDINGS,
 };
 
 fn err(value: &Value, message: impl fmt::Display) -> syn::Error {
@@ -31,9 +31,15 @@ fn written(value: &Value) -> String {
 /// Whether `name` is one of the names arguments take (`relu`, `same`, ...), as opposed to
 /// what looks like a variable.
 fn is_choice(name: &str) -> bool {
-    [ACTIVATIONS, INITIALIZERS, PADDINGS, DATA_FORMATS]
-        .iter()
-        .any(|t| t.iter().any(|c| c.name == name))
+    [
+        ACTIVATIONS,
+        INITIALIZERS,
+        PADDINGS,
+        DATA_FORMATS,
+        INTERPOLATIONS,
+    ]
+    .iter()
+    .any(|t| t.iter().any(|c| c.name == name))
         || name == "None"
 }
 
@@ -76,6 +82,70 @@ fn pair(value: &Value, arg: &str) -> syn::Result<[usize; 2]> {
             Ok([n, n])
         }
     }
+}
+
+/// A margin of ZeroPadding2D or Cropping2D: a whole number >= 0.
+fn margin(value: &Value, arg: &str) -> syn::Result<usize> {
+    let v = int(value, arg, "a whole number >= 0")?;
+    usize::try_from(v).map_err(|_| err(value, format!("`{arg}` sizes must be >= 0, got {v}")))
+}
+
+/// `1` (every side), `(1, 2)` (height, width) or `((top, bottom), (left, right))`.
+fn margins(value: &Value, arg: &str) -> syn::Result<[[usize; 2]; 2]> {
+    let both = |v: &Value| -> syn::Result<[usize; 2]> {
+        match &v.kind {
+            ValueKind::Tuple(items) if items.len() == 2 => {
+                Ok([margin(&items[0], arg)?, margin(&items[1], arg)?])
+            }
+            ValueKind::Tuple(_) => Err(err(
+                v,
+                format!(
+                    "`{arg}` must give each axis as a (before, after) pair, found `{}`",
+                    written(v)
+                ),
+            )),
+            _ => {
+                let n = margin(v, arg)?;
+                Ok([n, n])
+            }
+        }
+    };
+    match &value.kind {
+        ValueKind::Tuple(items) if items.len() == 2 => Ok([both(&items[0])?, both(&items[1])?]),
+        ValueKind::Tuple(_) => Err(err(
+            value,
+            format!(
+                "`{arg}` must be one size, a (height, width) pair or ((top, bottom), (left, right)), found `{}`",
+                written(value)
+            ),
+        )),
+        _ => {
+            let n = margin(value, arg)?;
+            Ok([[n, n], [n, n]])
+        }
+    }
+}
+
+/// Axes counted from 1 without the batch axis, as Keras writes them: one or a tuple.
+fn axes(value: &Value, arg: &str) -> syn::Result<Vec<usize>> {
+    let items: Vec<&Value> = match &value.kind {
+        ValueKind::Tuple(items) => items.iter().collect(),
+        _ => vec![value],
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            let v = int(item, arg, "axes >= 1")?;
+            usize::try_from(v).ok().filter(|&v| v >= 1).ok_or_else(|| {
+                err(
+                    item,
+                    format!(
+                        "`{arg}` axes count from 1 (the batch axis is not one of them), got {v}"
+                    ),
+                )
+            })
+        })
+        .collect()
 }
 
 fn float(value: &Value, arg: &str) -> syn::Result<f64> {
@@ -139,7 +209,20 @@ pub fn accept(kind: Kind, value: &Value, arg: &str) -> syn::Result<Val> {
             Kind::Pair => Val::Pair(pair(value, arg)?),
             Kind::OptionalPair if is_none => Val::OptionalPair(None),
             Kind::OptionalPair => Val::OptionalPair(Some(pair(value, arg)?)),
-            Kind::Rate | Kind::Fraction | Kind::Positive => {
+            Kind::OptionalNonNegative if is_none => Val::OptionalFloat(None),
+            Kind::OptionalNonNegative => {
+                let v = float(value, arg)?;
+                kind.check_float(arg, v).map_err(|m| err(value, m))?;
+                Val::OptionalFloat(Some(v))
+            }
+            Kind::OptionalAxes if is_none => Val::Axes(None),
+            Kind::OptionalAxes => Val::Axes(Some(axes(value, arg)?)),
+            Kind::Dims => Val::Dims(axes(value, arg)?),
+            Kind::Margins => Val::Margins(margins(value, arg)?),
+            Kind::Interpolation => {
+                Val::Interpolation(choice(value, arg, "interpolation", INTERPOLATIONS)?)
+            }
+            Kind::Rate | Kind::Fraction | Kind::Positive | Kind::NonNegative | Kind::Number => {
                 let v = float(value, arg)?;
                 kind.check_float(arg, v).map_err(|m| err(value, m))?;
                 Val::Float(v)

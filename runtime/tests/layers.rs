@@ -504,6 +504,26 @@ fn layers_are_differentiable() {
     avg_same.padding = Padding::Same;
     avg_same.strides = Some([1, 2]);
     let image = [2, 5, 4, 2];
+    let mut rescaling = Rescaling::new("rescaling", 0.5);
+    rescaling.offset = 1.0;
+    let mut softmax_axis1 = Softmax::new("softmax");
+    softmax_axis1.axis = 1;
+    let softmax_last = Softmax::new("softmax_1");
+    let mut relu = ReLU::new("re_lu");
+    relu.max_value = Some(1.0);
+    relu.negative_slope = 0.1;
+    relu.threshold = 0.5;
+    let mut prelu = PReLU::new("p_re_lu");
+    prelu.shared_axes = Some(vec![1]);
+    let mut zero_padding = ZeroPadding2D::new("zero_padding2d");
+    zero_padding.padding = [[1, 0], [2, 1]];
+    let mut cropping = Cropping2D::new("cropping2d");
+    cropping.cropping = [[1, 1], [0, 1]];
+    let mut upsampling = UpSampling2D::new("up_sampling2d");
+    upsampling.size = [2, 3];
+    let mut bilinear = UpSampling2D::new("up_sampling2d_1");
+    bilinear.size = [3, 2];
+    bilinear.interpolation = Interpolation::Bilinear;
     let cases: Vec<(Box<dyn Layer>, Vec<usize>, bool)> = vec![
         (
             Box::new(Dense::new("dense", 3, Activation::Gelu)),
@@ -533,6 +553,27 @@ fn layers_are_differentiable() {
             false,
         ),
         (Box::new(Flatten::new("flatten")), vec![2, 3, 2], false),
+        // Issue 14: shape and activation layers.
+        (Box::new(rescaling), vec![2, 4], false),
+        (Box::new(softmax_axis1), vec![2, 3, 4], false),
+        (Box::new(softmax_last), vec![2, 5], false),
+        (Box::new(relu), vec![2, 6], false),
+        (Box::new(LeakyReLU::new("leaky_re_lu")), vec![2, 6], false),
+        (Box::new(prelu), vec![2, 3, 4], false),
+        (Box::new(zero_padding), image.to_vec(), false),
+        (Box::new(cropping), image.to_vec(), false),
+        (Box::new(upsampling), image.to_vec(), false),
+        (Box::new(bilinear), image.to_vec(), false),
+        (
+            Box::new(Permute::new("permute", vec![3, 1, 2])),
+            vec![2, 2, 3, 4],
+            false,
+        ),
+        (
+            Box::new(RepeatVector::new("repeat_vector", 3)),
+            vec![2, 4],
+            false,
+        ),
     ];
     for (i, (layer, dims, training)) in cases.iter().enumerate() {
         let specs = layer.params(&dims[1..]).unwrap();
@@ -562,4 +603,214 @@ fn layers_are_differentiable() {
             })
             .unwrap_or_else(|e| panic!("{} (training {training}): {e}", layer.name()));
     }
+}
+
+// Issue 14: shape and activation layers.
+
+#[test]
+fn rescaling_scales_then_offsets() {
+    let mut r = Rescaling::new("rescaling", 0.5);
+    r.offset = 1.0;
+    let y = infer(&r, t(&[1, 3], &[-2.0, 0.0, 4.0]), vec![]);
+    assert_close(&y, &t(&[1, 3], &[0.0, 1.0, 3.0]));
+    assert_eq!(r.output_shape(&[2, 3]).unwrap(), [2, 3]);
+    assert!(r.params(&[3]).unwrap().is_empty());
+    r.scale = f64::NAN;
+    let e = r.output_shape(&[3]).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "rescaling (Rescaling): `scale` must be a finite number, got NaN"
+    );
+}
+
+#[test]
+fn softmax_on_any_axis_and_marks_the_last_axis_logits() {
+    let s = Softmax::new("softmax");
+    let y = infer(&s, t(&[1, 2], &[0.0, 3f32.ln()]), vec![]);
+    assert_close(&y, &t(&[1, 2], &[0.25, 0.75]));
+    // Axis 1 of [batch, 2, 2]: each column sums to 1.
+    let mut s1 = Softmax::new("softmax");
+    s1.axis = 1;
+    let x = t(&[1, 2, 2], &[0.0, 0.0, 3f32.ln(), 0.0]);
+    assert_close(
+        &infer(&s1, x, vec![]),
+        &t(&[1, 2, 2], &[0.25, 0.5, 0.75, 0.5]),
+    );
+    s1.axis = 3;
+    let e = s1.output_shape(&[2]).unwrap_err().to_string();
+    assert!(
+        e.contains("softmax (Softmax)") && e.contains("a feature axis 3"),
+        "{e}"
+    );
+    s1.axis = 0;
+    assert!(s1.output_shape(&[2]).is_err(), "the batch axis");
+
+    let mut g = Graph::new("softmax");
+    let x = g.parameter(TensorType::new(DType::F32, [1, 3]));
+    let mut cx = Forward::new(&mut g, false, None);
+    let y = s.forward(&mut cx, x, &[]).unwrap();
+    assert_eq!(cx.logits_of(y), Some(x), "losses find the logits");
+}
+
+#[test]
+fn relu_threshold_slope_and_max_value_as_keras() {
+    let r = ReLU::new("re_lu");
+    assert_close(
+        &infer(&r, t(&[1, 3], &[-1.0, 0.0, 2.0]), vec![]),
+        &t(&[1, 3], &[0.0, 0.0, 2.0]),
+    );
+    let mut r = ReLU::new("re_lu");
+    r.max_value = Some(1.5);
+    r.negative_slope = 0.5;
+    r.threshold = 1.0;
+    // Below (or at) the threshold 0.5·(x - 1); above it x, clipped at 1.5.
+    let x = t(&[1, 5], &[-1.0, 0.5, 1.0, 1.2, 3.0]);
+    assert_close(
+        &infer(&r, x, vec![]),
+        &t(&[1, 5], &[-1.0, -0.25, 0.0, 1.2, 1.5]),
+    );
+    let e = |r: &ReLU| r.output_shape(&[3]).unwrap_err().to_string();
+    r.max_value = Some(-1.0);
+    assert_eq!(e(&r), "re_lu (ReLU): `max_value` must be >= 0, got -1.0");
+    r.max_value = None;
+    r.threshold = -0.5;
+    assert_eq!(e(&r), "re_lu (ReLU): `threshold` must be >= 0, got -0.5");
+}
+
+#[test]
+fn leaky_relu_keeps_a_slope_below_zero() {
+    let l = LeakyReLU::new("leaky_re_lu");
+    assert_eq!(l.negative_slope, 0.3, "Keras' default");
+    assert_close(
+        &infer(&l, t(&[1, 3], &[-2.0, 0.0, 3.0]), vec![]),
+        &t(&[1, 3], &[-0.6, 0.0, 3.0]),
+    );
+    let mut l = l;
+    l.negative_slope = -0.1;
+    assert!(l.output_shape(&[3]).is_err());
+}
+
+#[test]
+fn prelu_learns_one_slope_per_element_or_per_shared_group() {
+    let mut p = PReLU::new("p_re_lu");
+    let specs = p.params(&[2, 3]).unwrap();
+    assert_eq!(specs.len(), 1);
+    assert_eq!(specs[0].name, "p_re_lu/alpha");
+    assert_eq!(specs[0].dims, [2, 3]);
+    assert_eq!(specs[0].init, Initializer::Zeros);
+    assert!(specs[0].trainable);
+    p.shared_axes = Some(vec![1]);
+    let specs = p.params(&[2, 3]).unwrap();
+    assert_eq!(specs[0].dims, [1, 3]);
+    assert_eq!((specs[0].fan_in, specs[0].fan_out), (1, 3));
+    let x = t(&[1, 2, 3], &[-1.0, 2.0, -3.0, 4.0, -5.0, 6.0]);
+    let alpha = t(&[1, 3], &[0.1, 0.2, 0.3]);
+    assert_close(
+        &infer(&p, x, vec![alpha]),
+        &t(&[1, 2, 3], &[-0.1, 2.0, -0.9, 4.0, -1.0, 6.0]),
+    );
+    p.shared_axes = Some(vec![3]);
+    let e = p.output_shape(&[2, 3]).unwrap_err().to_string();
+    assert!(
+        e.contains("p_re_lu (PReLU)") && e.contains("shared axis 3"),
+        "{e}"
+    );
+    p.shared_axes = Some(vec![0]);
+    assert!(p.output_shape(&[2, 3]).is_err(), "axes count from 1");
+}
+
+#[test]
+fn zero_padding2d_adds_zeros_on_each_side() {
+    let mut z = ZeroPadding2D::new("zero_padding2d");
+    assert_eq!(z.output_shape(&[2, 2, 1]).unwrap(), [4, 4, 1]);
+    z.padding = [[1, 0], [0, 2]];
+    let y = infer(&z, iota(&[1, 2, 2, 1]), vec![]);
+    let want = [0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 0.0, 0.0, 3.0, 4.0, 0.0, 0.0];
+    assert_close(&y, &t(&[1, 3, 4, 1], &want));
+    assert!(z.output_shape(&[4]).is_err());
+}
+
+#[test]
+fn cropping2d_removes_edges_and_keeps_at_least_a_pixel() {
+    let mut c = Cropping2D::new("cropping2d");
+    assert_eq!(c.output_shape(&[3, 3, 2]).unwrap(), [3, 3, 2]);
+    c.cropping = [[1, 0], [0, 1]];
+    let y = infer(&c, iota(&[1, 3, 3, 1]), vec![]);
+    assert_close(&y, &t(&[1, 2, 2, 1], &[4.0, 5.0, 7.0, 8.0]));
+    c.cropping = [[1, 1], [0, 0]];
+    let e = c.output_shape(&[2, 3, 1]).unwrap_err().to_string();
+    assert!(
+        e.contains("cropping2d (Cropping2D)") && e.contains("to crop 1+1 and 0+0 from"),
+        "{e}"
+    );
+}
+
+#[test]
+fn upsampling2d_repeats_each_pixel() {
+    let mut u = UpSampling2D::new("up_sampling2d");
+    assert_eq!(u.output_shape(&[2, 3, 4]).unwrap(), [4, 6, 4]);
+    u.size = [2, 1];
+    let y = infer(&u, iota(&[1, 2, 2, 1]), vec![]);
+    assert_close(
+        &y,
+        &t(&[1, 4, 2, 1], &[1.0, 2.0, 1.0, 2.0, 3.0, 4.0, 3.0, 4.0]),
+    );
+    // Two channels, each repeated along the width.
+    u.size = [1, 2];
+    let y = infer(&u, iota(&[1, 1, 2, 2]), vec![]);
+    assert_close(
+        &y,
+        &t(&[1, 1, 4, 2], &[1.0, 2.0, 1.0, 2.0, 3.0, 4.0, 3.0, 4.0]),
+    );
+    u.size = [0, 2];
+    assert!(u.output_shape(&[2, 2, 1]).is_err());
+}
+
+#[test]
+fn upsampling2d_bilinear_as_tensorflow_resize() {
+    let mut u = UpSampling2D::new("up_sampling2d");
+    u.interpolation = Interpolation::Bilinear;
+    // Width 2 → 4: outputs sample at -0.25, 0.25, 0.75, 1.25 (half-pixel centres),
+    // clamped at the edges; the height of 1 just repeats.
+    let y = infer(&u, t(&[1, 1, 2, 1], &[1.0, 3.0]), vec![]);
+    let row = [1.0, 1.5, 2.5, 3.0];
+    assert_close(&y, &t(&[1, 2, 4, 1], &[row, row].concat()));
+    // Height 3 → 6 on two channels (the second negated): 1, 2, 3 becomes
+    // 1, 1.25, 1.75, 2.25, 2.75, 3.
+    u.size = [2, 1];
+    let x = t(&[1, 3, 1, 2], &[1.0, -1.0, 2.0, -2.0, 3.0, -3.0]);
+    let col = [1.0, 1.25, 1.75, 2.25, 2.75, 3.0];
+    let want: Vec<f32> = col.iter().flat_map(|&v| [v, -v]).collect();
+    assert_close(&infer(&u, x, vec![]), &t(&[1, 6, 1, 2], &want));
+}
+
+#[test]
+fn permute_reorders_the_axes_after_the_batch() {
+    let p = Permute::new("permute", vec![2, 1]);
+    let y = infer(&p, iota(&[1, 2, 3]), vec![]);
+    assert_close(&y, &t(&[1, 3, 2], &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]));
+    let e = p.output_shape(&[2, 3, 4]).unwrap_err().to_string();
+    assert!(
+        e.contains("permute (Permute)") && e.contains("rank 2"),
+        "{e}"
+    );
+    let e = Permute::new("permute", vec![1, 1])
+        .output_shape(&[2, 3])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a permutation"), "{e}");
+    assert!(Permute::new("permute", vec![0, 1])
+        .output_shape(&[2, 3])
+        .is_err());
+}
+
+#[test]
+fn repeat_vector_repeats_along_a_new_axis() {
+    let r = RepeatVector::new("repeat_vector", 3);
+    let y = infer(&r, t(&[2, 2], &[1.0, 2.0, 3.0, 4.0]), vec![]);
+    let want = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 3.0, 4.0, 3.0, 4.0, 3.0, 4.0];
+    assert_close(&y, &t(&[2, 3, 2], &want));
+    let e = r.output_shape(&[2, 3]).unwrap_err().to_string();
+    assert!(e.contains("(features,) (rank 1)"), "{e}");
+    assert!(RepeatVector::new("r", 0).output_shape(&[3]).is_err());
 }

@@ -410,6 +410,81 @@ fn embeddings_layer_norm_and_reshape_match_predict() {
     assert_eq!(summary["inputs"][0]["elem_type"], "INT32");
 }
 
+// Issue 14: shape and activation layers.
+#[test]
+fn shape_and_activation_layers_match_predict() {
+    let rescaling = Rescaling {
+        offset: -1.0,
+        ..Rescaling::new("rescaling", 0.5)
+    };
+    let padding = ZeroPadding2D {
+        padding: [[1, 0], [2, 1]],
+        ..ZeroPadding2D::new("pad")
+    };
+    let cropping = Cropping2D {
+        cropping: [[1, 1], [2, 2]],
+        ..Cropping2D::new("crop")
+    };
+    let upsampling = UpSampling2D {
+        size: [2, 1],
+        ..UpSampling2D::new("up")
+    };
+    let bilinear = UpSampling2D {
+        size: [1, 2],
+        interpolation: Interpolation::Bilinear,
+        ..UpSampling2D::new("bilinear")
+    };
+    let prelu = PReLU {
+        shared_axes: Some(vec![1, 2]),
+        ..PReLU::new("prelu")
+    };
+    let relu = ReLU {
+        max_value: Some(6.0),
+        negative_slope: 0.1,
+        threshold: 0.2,
+        ..ReLU::new("relu")
+    };
+    let softmax_rows = Softmax {
+        axis: 1,
+        ..Softmax::new("softmax_rows")
+    };
+    let layers: Vec<Box<dyn Layer>> = vec![
+        Box::new(rescaling),
+        Box::new(padding),
+        Box::new(cropping),
+        Box::new(upsampling),
+        Box::new(bilinear),
+        Box::new(prelu),
+        Box::new(LeakyReLU::new("leaky")),
+        Box::new(relu),
+        Box::new(conv("conv", 2, [1, 1], Activation::Linear)),
+        Box::new(Reshape::new("reshape", vec![36, 2])),
+        Box::new(Permute::new("permute", vec![2, 1])),
+        Box::new(softmax_rows),
+        Box::new(Flatten::new("flatten")),
+        Box::new(Dense::new("dense", 4, Activation::Linear)),
+        Box::new(RepeatVector::new("repeat", 3)),
+        Box::new(Softmax::new("softmax")),
+    ];
+    let mut m = trained(&[4, 4, 3], layers, normal(&[40, 4, 4, 3], 21));
+    let ops = check(
+        "shape_layers",
+        &mut m,
+        &[normal(&[3, 4, 4, 3], 22), normal(&[17, 4, 4, 3], 23)],
+    );
+    for op in [
+        "Pad",
+        "Slice",
+        "Expand",
+        "MatMul",
+        "PRelu",
+        "LeakyRelu",
+        "Softmax",
+    ] {
+        assert!(ops.iter().any(|o| o == op), "{op}: {ops:?}");
+    }
+}
+
 /// Every catalogue layer the tests above export (each in a model checked against
 /// onnxruntime).
 const EXPORTED: &[&str] = &[
@@ -417,6 +492,7 @@ const EXPORTED: &[&str] = &[
     "AveragePooling2D",
     "BatchNormalization",
     "Conv2D",
+    "Cropping2D",
     "Dense",
     "Dropout",
     "Embedding",
@@ -424,8 +500,17 @@ const EXPORTED: &[&str] = &[
     "GlobalAveragePooling2D",
     "GlobalMaxPooling2D",
     "LayerNormalization",
+    "LeakyReLU",
     "MaxPooling2D",
+    "PReLU",
+    "Permute",
+    "ReLU",
+    "RepeatVector",
+    "Rescaling",
     "Reshape",
+    "Softmax",
+    "UpSampling2D",
+    "ZeroPadding2D",
 ];
 
 #[test]

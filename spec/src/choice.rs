@@ -47,3 +47,8 @@ pub static PADDINGS: &[Choice] = &[choice("valid", "Valid"), choice("same", "Sam
 /// Only channels_last exists (the layout of every Strata image layer); the argument is
 /// accepted so Keras code reads the same.
 pub static DATA_FORMATS: &[Choice] = &[choice("channels_last", "")];
+
+/// `strata::nn::Interpolation`: how UpSampling2D fills the new pixels (Keras' other
+/// modes, `bicubic`, `lanczos3`, ..., are not supported).
+pub static INTERPOLATIONS: &[Choice] =
+    &[choice("nearest", "Nearest"), choice("bilinear", "Bilinear")];

@@ -28,13 +28,24 @@ pub enum ShapeError {
     },
     /// The `axis` argument names an axis the input does not have.
     Axis { axis: i64 },
+    /// RepeatVector takes `(features,)`.
+    NotVector,
+    /// Cropping2D must leave at least one row and one column.
+    Crop { cropping: [[usize; 2]; 2] },
+    /// Permute's `dims` permute `rank` axes; the input has another number.
+    Permute { rank: usize },
+    /// A PReLU `shared_axes` entry (1-based, without the batch) the input does not have.
+    SharedAxis { axis: usize },
 }
 
 impl ShapeError {
     /// The argument behind the error, for the macro to point at.
     pub fn arg(&self) -> Option<&'static str> {
         match self {
-            ShapeError::NoAxis | ShapeError::NotImage => None,
+            ShapeError::NoAxis | ShapeError::NotImage | ShapeError::NotVector => None,
+            ShapeError::Crop { .. } => Some("cropping"),
+            ShapeError::Permute { .. } => Some("dims"),
+            ShapeError::SharedAxis { .. } => Some("shared_axes"),
             ShapeError::Window { pool: true, .. } => Some("pool_size"),
             ShapeError::Window { pool: false, .. } => Some("kernel_size"),
             ShapeError::Groups { .. } => Some("groups"),
@@ -84,6 +95,19 @@ impl ShapeError {
             ShapeError::Axis { axis } => {
                 format!("an input with axis {axis} (counting the batch axis as 0)")
             }
+            ShapeError::NotVector => "a rank-1 input (features,)".into(),
+            ShapeError::Crop { cropping } => format!(
+                "an input larger than its cropping {} in height and width",
+                crate::Val::Margins(*cropping)
+            ),
+            ShapeError::Permute { rank } => {
+                format!("a rank-{rank} input, one axis per entry of `dims`")
+            }
+            ShapeError::SharedAxis { axis } => {
+                format!(
+                    "an input with axis {axis} for `shared_axes` (counting the batch axis as 0)"
+                )
+            }
         }
     }
 
@@ -120,6 +144,16 @@ impl ShapeError {
                 "a feature axis {axis} (rank >= {})",
                 axis.unsigned_abs().max(1)
             ),
+            ShapeError::NotVector => "(features,) (rank 1)".into(),
+            ShapeError::Crop {
+                cropping: [[t, b], [l, r]],
+            } => format!(
+                "more than {} rows and {} columns to crop {t}+{b} and {l}+{r} from",
+                t + b,
+                l + r
+            ),
+            ShapeError::Permute { rank } => format!("rank {rank}, as many axes as `dims`"),
+            ShapeError::SharedAxis { axis } => format!("rank >= {axis} for shared axis {axis}"),
         }
     }
 }

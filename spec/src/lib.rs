@@ -28,7 +28,7 @@ mod rules;
 mod shape;
 mod value;
 
-pub use choice::{Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, PADDINGS};
+pub use choice::{Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, INTERPOLATIONS, PADDINGS};
 pub use entry::{ArgDef, ArgDefault, LayerDef, Param, COMMON};
 pub use error::{ArgError, ShapeError};
 pub use layers::{layer, layer_names, LAYERS};

@@ -33,6 +33,23 @@ pub enum Kind {
     TargetShape,
     /// A layer name, used as a field name: a snake_case identifier.
     Name,
+    /// Any finite number (Rescaling's `scale` and `offset`).
+    Number,
+    /// A number >= 0 (ReLU's `negative_slope` and `threshold`).
+    NonNegative,
+    /// `None` or a number >= 0 (ReLU's `max_value`).
+    OptionalNonNegative,
+    /// `None`, one axis or a tuple of axes, each >= 1: Keras' 1-based axes without the
+    /// batch (PReLU's `shared_axes`).
+    OptionalAxes,
+    /// Sizes >= 0 around an image: `1` (all four sides), `(1, 2)` (symmetric height and
+    /// width) or `((top, bottom), (left, right))` (ZeroPadding2D, Cropping2D).
+    Margins,
+    /// How an image is resized (UpSampling2D): `nearest`, `bilinear`.
+    Interpolation,
+    /// Axes >= 1, 1-based as in Keras (Permute's `dims`); that they form a permutation is
+    /// the layer's check.
+    Dims,
 }
 
 /// A checked argument value.
@@ -51,6 +68,12 @@ pub enum Val {
     Shape(Vec<usize>),
     TargetShape(Vec<i64>),
     Name(String),
+    OptionalFloat(Option<f64>),
+    Axes(Option<Vec<usize>>),
+    /// `[[top, bottom], [left, right]]`.
+    Margins([[usize; 2]; 2]),
+    Interpolation(&'static Choice),
+    Dims(Vec<usize>),
 }
 
 /// A size argument (or one size of a pair or shape) must be at least 1.
@@ -79,13 +102,15 @@ pub fn check_inferred(arg: &str, sizes: &[i64]) -> Result<(), String> {
 }
 
 impl Kind {
-    /// A number of this kind must be in range (`Rate`, `Fraction`, `Positive`; any other
-    /// kind takes any number).
+    /// A number of this kind must be in range (`Rate`, `Fraction`, `Positive`,
+    /// `NonNegative`, `Number`; any other kind takes any number).
     pub fn check_float(self, arg: &str, v: f64) -> Result<(), String> {
         let (ok, range) = match self {
             Kind::Rate => ((0.0..1.0).contains(&v), "in [0, 1)"),
             Kind::Fraction => ((0.0..=1.0).contains(&v), "in [0, 1]"),
             Kind::Positive => (v > 0.0, "> 0"),
+            Kind::NonNegative | Kind::OptionalNonNegative => (v >= 0.0, ">= 0"),
+            Kind::Number => (v.is_finite(), "a finite number"),
             _ => return Ok(()),
         };
         if !ok {
@@ -101,7 +126,8 @@ impl Kind {
         match v {
             Val::Usize(n) if self == Kind::Count => size(*n),
             Val::Pair(p) | Val::OptionalPair(Some(p)) => p.iter().try_for_each(|&n| size(n)),
-            Val::Float(f) => self.check_float(arg, *f),
+            Val::Float(f) | Val::OptionalFloat(Some(f)) => self.check_float(arg, *f),
+            Val::Axes(Some(axes)) | Val::Dims(axes) => axes.iter().try_for_each(|&n| size(n)),
             Val::Shape(dims) => dims.iter().try_for_each(|&n| {
                 check_sizes_item(arg, i64::try_from(n).unwrap_or(i64::MAX), false)
             }),
@@ -138,6 +164,13 @@ impl fmt::Display for Val {
             Val::Shape(d) => tuple(f, d.iter().map(|d| d.to_string()).collect()),
             Val::TargetShape(d) => tuple(f, d.iter().map(|d| d.to_string()).collect()),
             Val::Name(n) => write!(f, "{n:?}"),
+            Val::OptionalFloat(Some(v)) => write!(f, "{v:?}"),
+            Val::OptionalFloat(None) | Val::Axes(None) => f.write_str("None"),
+            Val::Axes(Some(d)) | Val::Dims(d) => {
+                tuple(f, d.iter().map(|d| d.to_string()).collect())
+            }
+            Val::Margins([[t, b], [l, r]]) => write!(f, "(({t}, {b}), ({l}, {r}))"),
+            Val::Interpolation(c) => f.write_str(c.name),
         }
     }
 }
@@ -201,6 +234,20 @@ impl Args {
         match self.get(name) {
             Some(Val::Shape(s)) => Some(s),
             _ => None,
+        }
+    }
+
+    pub(crate) fn margins(&self, name: &str) -> [[usize; 2]; 2] {
+        match self.get(name) {
+            Some(Val::Margins(m)) => *m,
+            _ => [[0, 0], [0, 0]],
+        }
+    }
+
+    pub(crate) fn axes(&self, name: &str) -> &[usize] {
+        match self.get(name) {
+            Some(Val::Axes(Some(a)) | Val::Dims(a)) => a,
+            _ => &[],
         }
     }
 

@@ -3,10 +3,12 @@
 //! the parameters and the input type, by the rules `model!` checks at compile time.
 
 use super::layer::{bad_config, bad_input, Layer, ParamSpec};
-use super::{Activation, Initializer, Padding};
+use super::{Activation, Initializer, Interpolation, Padding};
 use crate::ir::DType;
 use crate::Result;
-use strata_spec::{Args, Choice, LayerDef, Shape, Val, ACTIVATIONS, INITIALIZERS, PADDINGS};
+use strata_spec::{
+    Args, Choice, LayerDef, Shape, Val, ACTIVATIONS, INITIALIZERS, INTERPOLATIONS, PADDINGS,
+};
 
 /// The arguments `list` names, for [`Layer::args`].
 pub(crate) fn args<const N: usize>(list: [(&'static str, Val); N]) -> Args {
@@ -36,6 +38,10 @@ pub(crate) fn initializer(i: Initializer) -> Val {
 
 pub(crate) fn padding(p: Padding) -> Val {
     named(PADDINGS, p.name(), Val::Padding)
+}
+
+pub(crate) fn interpolation(i: Interpolation) -> Val {
+    named(INTERPOLATIONS, i.name(), Val::Interpolation)
 }
 
 /// A runtime axis (`isize`) as the catalogue's `i64`.
@@ -136,6 +142,17 @@ mod tests {
             Box::new(LayerNormalization::new("layer_normalization")),
             Box::new(Embedding::new("embedding", 10, 4)),
             Box::new(ActivationLayer::new("activation", Activation::Relu)),
+            // Issue 14: shape and activation layers.
+            Box::new(Rescaling::new("rescaling", 1.0 / 255.0)),
+            Box::new(Softmax::new("softmax")),
+            Box::new(ReLU::new("re_lu")),
+            Box::new(LeakyReLU::new("leaky_re_lu")),
+            Box::new(PReLU::new("p_re_lu")),
+            Box::new(ZeroPadding2D::new("zero_padding2d")),
+            Box::new(Cropping2D::new("cropping2d")),
+            Box::new(UpSampling2D::new("up_sampling2d")),
+            Box::new(Permute::new("permute", vec![2, 1])),
+            Box::new(RepeatVector::new("repeat_vector", 3)),
         ]
     }
 
@@ -173,6 +190,18 @@ mod tests {
                             | (strata_spec::Kind::Padding, Val::Padding(_))
                             | (strata_spec::Kind::Axis, Val::Axis(_))
                             | (strata_spec::Kind::TargetShape, Val::TargetShape(_))
+                            | (
+                                strata_spec::Kind::Number | strata_spec::Kind::NonNegative,
+                                Val::Float(_)
+                            )
+                            | (
+                                strata_spec::Kind::OptionalNonNegative,
+                                Val::OptionalFloat(_)
+                            )
+                            | (strata_spec::Kind::OptionalAxes, Val::Axes(_))
+                            | (strata_spec::Kind::Margins, Val::Margins(_))
+                            | (strata_spec::Kind::Interpolation, Val::Interpolation(_))
+                            | (strata_spec::Kind::Dims, Val::Dims(_))
                     );
                     assert!(fits, "{}.{}: {v:?} for {:?}", def.class, a.name, a.kind);
                 }
@@ -197,7 +226,7 @@ mod tests {
         // The name, and the variant the macro's expansion writes for it.
         let same = |v: Val, name: &str, variant: String| {
             matches!(v, Val::Activation(c) | Val::Initializer(c) | Val::Padding(c)
-                if c.name == name && c.variant == variant)
+                | Val::Interpolation(c) if c.name == name && c.variant == variant)
         };
         for a in Activation::ALL {
             assert!(same(activation(a), a.name(), format!("{a:?}")), "{a:?}");
@@ -207,6 +236,9 @@ mod tests {
         }
         for p in [Padding::Valid, Padding::Same] {
             assert!(same(padding(p), p.name(), format!("{p:?}")), "{p:?}");
+        }
+        for i in Interpolation::ALL {
+            assert!(same(interpolation(i), i.name(), format!("{i:?}")), "{i:?}");
         }
     }
 }

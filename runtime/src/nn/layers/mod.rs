@@ -17,6 +17,13 @@ mod layer_normalization;
 mod max_pooling2d;
 mod reshape;
 mod spatial;
+// Issue 14: shape and activation layers.
+mod permute;
+mod relu;
+mod rescaling;
+mod softmax;
+mod upsampling2d;
+mod zero_padding2d;
 
 pub use activation::ActivationLayer;
 pub use average_pooling2d::AveragePooling2D;
@@ -32,3 +39,10 @@ pub use layer_normalization::LayerNormalization;
 pub use max_pooling2d::MaxPooling2D;
 pub use reshape::Reshape;
 pub use spatial::Padding;
+// Issue 14: shape and activation layers.
+pub use permute::{Permute, RepeatVector};
+pub use relu::{LeakyReLU, PReLU, ReLU};
+pub use rescaling::Rescaling;
+pub use softmax::Softmax;
+pub use upsampling2d::{Interpolation, UpSampling2D};
+pub use zero_padding2d::{Cropping2D, ZeroPadding2D};
