@@ -5,11 +5,13 @@ use crate::entry::{
 };
 use crate::error::{ArgError, ShapeError};
 use crate::rules::{
-    conv2d, conv2d_params, features, gamma_beta, global_pooling2d, normalization, pooling2d,
-    reshape,
+    conv1d, conv1d_params, conv2d, conv2d_params, conv2d_transpose, conv2d_transpose_params,
+    depthwise_conv2d, depthwise_conv2d_params, features, gamma_beta, global_pooling1d,
+    global_pooling2d, group_normalization, normalization, pooling1d, pooling2d, reshape,
+    separable_conv2d_params,
 };
 use crate::shape::Shape;
-use crate::value::Kind;
+use crate::value::{Args, Kind};
 
 static POOLING_ARGS: &[ArgDef] = &[
     arg("pool_size", Kind::Pair, "2"),
@@ -17,6 +19,45 @@ static POOLING_ARGS: &[ArgDef] = &[
     arg("padding", Kind::Padding, "valid"),
     DATA_FORMAT,
 ];
+
+static POOLING1D_ARGS: &[ArgDef] = &[
+    arg("pool_size", Kind::Size, "2"),
+    arg("strides", Kind::OptionalSize, "None"),
+    arg("padding", Kind::Padding, "valid"),
+    DATA_FORMAT,
+];
+
+static GLOBAL_POOLING_ARGS: &[ArgDef] = &[DATA_FORMAT, arg("keepdims", Kind::Bool, "false")];
+
+/// `filters` a multiple of `groups`.
+fn filters_in_groups(a: &Args, errors: &mut Vec<ArgError>) {
+    let (filters, groups) = (a.count("filters"), a.count("groups"));
+    if filters % groups.max(1) != 0 {
+        errors.push(ArgError {
+            arg: "groups",
+            message: format!("`filters` ({filters}) must be a multiple of `groups` ({groups})"),
+        });
+    }
+}
+
+/// Keras refuses the combination: a strided atrous convolution skips inputs.
+fn strided_or_dilated<const N: usize>(a: &Args, errors: &mut Vec<ArgError>) {
+    let strided = a.sizes::<N>("strides").iter().any(|&s| s > 1);
+    if strided && a.sizes::<N>("dilation_rate").iter().any(|&d| d > 1) {
+        errors.push(ArgError {
+            arg: "dilation_rate",
+            message: "`dilation_rate` > 1 cannot be combined with `strides` > 1".into(),
+        });
+    }
+}
+
+/// A convolution's checks over `N` spatial axes (Conv1D, Conv2D).
+fn conv_checks<const N: usize>(a: &Args) -> Vec<ArgError> {
+    let mut errors = Vec::new();
+    filters_in_groups(a, &mut errors);
+    strided_or_dilated::<N>(a, &mut errors);
+    errors
+}
 
 pub static LAYERS: &[LayerDef] = &[
     LayerDef {
@@ -120,27 +161,7 @@ pub static LAYERS: &[LayerDef] = &[
         ],
         shape: conv2d,
         params: conv2d_params,
-        validate: |a| {
-            let mut errors = Vec::new();
-            let (filters, groups) = (a.count("filters"), a.count("groups"));
-            if filters % groups.max(1) != 0 {
-                errors.push(ArgError {
-                    arg: "groups",
-                    message: format!(
-                        "`filters` ({filters}) must be a multiple of `groups` ({groups})"
-                    ),
-                });
-            }
-            // Keras refuses the combination: a strided atrous convolution skips inputs.
-            let strided = a.pair("strides").iter().any(|&s| s > 1);
-            if strided && a.pair("dilation_rate").iter().any(|&d| d > 1) {
-                errors.push(ArgError {
-                    arg: "dilation_rate",
-                    message: "`dilation_rate` > 1 cannot be combined with `strides` > 1".into(),
-                });
-            }
-            errors
-        },
+        validate: conv_checks::<2>,
         takes_ids: false,
     },
     LayerDef {
@@ -170,7 +191,7 @@ pub static LAYERS: &[LayerDef] = &[
         aliases: &["GlobalAvgPool2D"],
         base_name: "global_average_pooling2d",
         runtime: "GlobalAveragePooling2D",
-        args: &[DATA_FORMAT, arg("keepdims", Kind::Bool, "false")],
+        args: GLOBAL_POOLING_ARGS,
         shape: global_pooling2d,
         params: no_params,
         validate: no_checks,
@@ -181,7 +202,7 @@ pub static LAYERS: &[LayerDef] = &[
         aliases: &["GlobalMaxPool2D"],
         base_name: "global_max_pooling2d",
         runtime: "GlobalMaxPooling2D",
-        args: &[DATA_FORMAT, arg("keepdims", Kind::Bool, "false")],
+        args: GLOBAL_POOLING_ARGS,
         shape: global_pooling2d,
         params: no_params,
         validate: no_checks,
@@ -276,6 +297,188 @@ pub static LAYERS: &[LayerDef] = &[
         args: &[required("activation", Kind::Activation)],
         shape: same_shape,
         params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    // Sequences (steps, channels); depthwise, separable and transposed 2-D convolutions;
+    // group normalisation.
+    LayerDef {
+        class: "Conv1D",
+        aliases: &["Convolution1D"],
+        base_name: "conv1d",
+        runtime: "Conv1D",
+        args: &[
+            required("filters", Kind::Count),
+            required("kernel_size", Kind::Size),
+            arg("strides", Kind::Size, "1"),
+            arg("padding", Kind::Padding, "valid"),
+            DATA_FORMAT,
+            arg("dilation_rate", Kind::Size, "1"),
+            arg("groups", Kind::Count, "1"),
+            arg("activation", Kind::Activation, "linear"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("kernel_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("bias_initializer", Kind::Initializer, "zeros"),
+        ],
+        shape: conv1d,
+        params: conv1d_params,
+        validate: conv_checks::<1>,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "MaxPooling1D",
+        aliases: &["MaxPool1D"],
+        base_name: "max_pooling1d",
+        runtime: "MaxPooling1D",
+        args: POOLING1D_ARGS,
+        shape: pooling1d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "AveragePooling1D",
+        aliases: &["AvgPool1D"],
+        base_name: "average_pooling1d",
+        runtime: "AveragePooling1D",
+        args: POOLING1D_ARGS,
+        shape: pooling1d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "GlobalAveragePooling1D",
+        aliases: &["GlobalAvgPool1D"],
+        base_name: "global_average_pooling1d",
+        runtime: "GlobalAveragePooling1D",
+        args: GLOBAL_POOLING_ARGS,
+        shape: global_pooling1d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "GlobalMaxPooling1D",
+        aliases: &["GlobalMaxPool1D"],
+        base_name: "global_max_pooling1d",
+        runtime: "GlobalMaxPooling1D",
+        args: GLOBAL_POOLING_ARGS,
+        shape: global_pooling1d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "DepthwiseConv2D",
+        aliases: &[],
+        base_name: "depthwise_conv2d",
+        runtime: "DepthwiseConv2D",
+        args: &[
+            required("kernel_size", Kind::Pair),
+            arg("strides", Kind::Pair, "1"),
+            arg("padding", Kind::Padding, "valid"),
+            arg("depth_multiplier", Kind::Count, "1"),
+            DATA_FORMAT,
+            arg("dilation_rate", Kind::Pair, "1"),
+            arg("activation", Kind::Activation, "linear"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("depthwise_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("bias_initializer", Kind::Initializer, "zeros"),
+        ],
+        shape: depthwise_conv2d,
+        params: depthwise_conv2d_params,
+        validate: |a| {
+            let mut errors = Vec::new();
+            strided_or_dilated::<2>(a, &mut errors);
+            errors
+        },
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "SeparableConv2D",
+        aliases: &["SeparableConvolution2D"],
+        base_name: "separable_conv2d",
+        runtime: "SeparableConv2D",
+        args: &[
+            required("filters", Kind::Count),
+            required("kernel_size", Kind::Pair),
+            arg("strides", Kind::Pair, "1"),
+            arg("padding", Kind::Padding, "valid"),
+            DATA_FORMAT,
+            arg("dilation_rate", Kind::Pair, "1"),
+            arg("depth_multiplier", Kind::Count, "1"),
+            arg("activation", Kind::Activation, "linear"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("depthwise_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("pointwise_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("bias_initializer", Kind::Initializer, "zeros"),
+        ],
+        shape: conv2d,
+        params: separable_conv2d_params,
+        validate: |a| {
+            let mut errors = Vec::new();
+            strided_or_dilated::<2>(a, &mut errors);
+            errors
+        },
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "Conv2DTranspose",
+        aliases: &["Convolution2DTranspose"],
+        base_name: "conv2d_transpose",
+        runtime: "Conv2DTranspose",
+        args: &[
+            required("filters", Kind::Count),
+            required("kernel_size", Kind::Pair),
+            arg("strides", Kind::Pair, "1"),
+            arg("padding", Kind::Padding, "valid"),
+            arg("output_padding", Kind::OptionalPadding, "None"),
+            DATA_FORMAT,
+            arg("dilation_rate", Kind::Pair, "1"),
+            arg("activation", Kind::Activation, "linear"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("kernel_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("bias_initializer", Kind::Initializer, "zeros"),
+        ],
+        shape: conv2d_transpose,
+        params: conv2d_transpose_params,
+        validate: |a| {
+            let mut errors = Vec::new();
+            strided_or_dilated::<2>(a, &mut errors);
+            // Output padding only places the last partial stride: it must be shorter.
+            if let Some(p) = a.optional_sizes::<2>("output_padding") {
+                let s = a.sizes::<2>("strides");
+                if p[0] >= s[0] || p[1] >= s[1] {
+                    errors.push(ArgError {
+                        arg: "output_padding",
+                        message: format!(
+                            "`output_padding` ({}, {}) must be smaller than `strides` ({}, {})",
+                            p[0], p[1], s[0], s[1]
+                        ),
+                    });
+                }
+            }
+            errors
+        },
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "GroupNormalization",
+        aliases: &[],
+        base_name: "group_normalization",
+        runtime: "GroupNormalization",
+        args: &[
+            arg("groups", Kind::Count, "32"),
+            arg("axis", Kind::Axis, "-1"),
+            arg("epsilon", Kind::Positive, "0.001"),
+            arg("center", Kind::Bool, "true"),
+            arg("scale", Kind::Bool, "true"),
+            arg("beta_initializer", Kind::Initializer, "zeros"),
+            arg("gamma_initializer", Kind::Initializer, "ones"),
+        ],
+        shape: group_normalization,
+        params: gamma_beta,
         validate: no_checks,
         takes_ids: false,
     },

@@ -2,6 +2,7 @@
 //! whole image.
 
 use crate::ir::Value;
+use super::spatial::{global_pool, mean_pool};
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
@@ -41,13 +42,7 @@ impl Layer for GlobalAveragePooling2D {
         expect_params::<0>(self, params)?;
         let dims = cx.g.try_ty("global_average_pooling2d", x)?.dims().to_vec();
         let out = self.output_shape(dims.get(1..).unwrap_or(&[]))?;
-        let m = cx.g.mean(x, &[1, 2])?;
-        if self.keepdims {
-            let mut shape = vec![dims[0]];
-            shape.extend(out);
-            return cx.g.reshape(m, shape);
-        }
-        Ok(m)
+        global_pool(cx.g, mean_pool, x, 2, self.keepdims, out)
     }
 
     /// `ReduceMean` over the two image axes (opset 17 takes them as an attribute).

@@ -3,7 +3,7 @@
 
 use super::axis::feature_axis;
 use super::axis::onnx_along;
-use crate::ir::{UnaryOp, Value};
+use crate::ir::{Graph, UnaryOp, Value};
 use crate::nn::entry::{args, axis, initializer};
 use crate::nn::layer::{bad_config, Forward, Layer};
 use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
@@ -40,6 +40,62 @@ impl LayerNormalization {
     }
 }
 
+/// The learned scale and offset among a normalisation layer's parameter values (`gamma`,
+/// then `beta`, each only when the layer learns it).
+pub(crate) fn weights(
+    layer: &dyn Layer,
+    scale: bool,
+    center: bool,
+    params: &[Value],
+) -> Result<(Option<Value>, Option<Value>)> {
+    match (scale, center, params) {
+        (true, true, &[g, b]) => Ok((Some(g), Some(b))),
+        (true, false, &[g]) => Ok((Some(g), None)),
+        (false, true, &[b]) => Ok((None, Some(b))),
+        (false, false, &[]) => Ok((None, None)),
+        _ => Err(bad_config(
+            layer,
+            format!("forward got {} parameter value(s)", params.len()),
+        )),
+    }
+}
+
+/// `(x - mean) / sqrt(variance + epsilon)`, the statistics over `axes` of `x`.
+pub(crate) fn standardize(g: &mut Graph, x: Value, axes: &[usize], epsilon: f64) -> Result<Value> {
+    let shape = g.ty(x).shape.clone();
+    // Statistics have one value per position off the axes.
+    let others: Vec<usize> = (0..shape.rank()).filter(|a| !axes.contains(a)).collect();
+    let mean = g.mean(x, axes)?;
+    let mean = g.broadcast_in_dim(mean, shape.clone(), &others)?;
+    let centered = g.sub(x, mean)?;
+    let sq = g.mul(centered, centered)?;
+    let var = g.mean(sq, axes)?;
+    let ve = g.add_scalar(var, epsilon)?;
+    let inv = g.unary(UnaryOp::Rsqrt, ve)?;
+    let inv = g.broadcast_in_dim(inv, shape, &others)?;
+    g.mul(centered, inv)
+}
+
+/// `y · gamma + beta`, one weight per feature along `axis`.
+pub(crate) fn scale_and_offset(
+    g: &mut Graph,
+    mut y: Value,
+    gamma: Option<Value>,
+    beta: Option<Value>,
+    axis: usize,
+) -> Result<Value> {
+    let shape = g.ty(y).shape.clone();
+    if let Some(gamma) = gamma {
+        let gb = g.broadcast_in_dim(gamma, shape.clone(), &[axis])?;
+        y = g.mul(y, gb)?;
+    }
+    if let Some(beta) = beta {
+        let bb = g.broadcast_in_dim(beta, shape, &[axis])?;
+        y = g.add(y, bb)?;
+    }
+    Ok(y)
+}
+
 impl Layer for LayerNormalization {
     fn class(&self) -> &'static str {
         "LayerNormalization"
@@ -64,39 +120,9 @@ impl Layer for LayerNormalization {
         let shape = cx.g.try_ty("layer_normalization", x)?.shape.clone();
         self.output_shape(shape.dims().get(1..).unwrap_or(&[]))?;
         let axis = feature_axis(self.axis, shape.rank());
-        let (gamma, beta) = match (self.scale, self.center, params) {
-            (true, true, &[g, b]) => (Some(g), Some(b)),
-            (true, false, &[g]) => (Some(g), None),
-            (false, true, &[b]) => (None, Some(b)),
-            (false, false, &[]) => (None, None),
-            _ => {
-                return Err(bad_config(
-                    self,
-                    format!("forward got {} parameter value(s)", params.len()),
-                ))
-            }
-        };
-        let g = &mut *cx.g;
-        // Statistics have one value per position off the axis; weights one per feature.
-        let others: Vec<usize> = (0..shape.rank()).filter(|&a| a != axis).collect();
-        let mean = g.mean(x, &[axis])?;
-        let mean = g.broadcast_in_dim(mean, shape.clone(), &others)?;
-        let centered = g.sub(x, mean)?;
-        let sq = g.mul(centered, centered)?;
-        let var = g.mean(sq, &[axis])?;
-        let ve = g.add_scalar(var, self.epsilon)?;
-        let inv = g.unary(UnaryOp::Rsqrt, ve)?;
-        let inv = g.broadcast_in_dim(inv, shape.clone(), &others)?;
-        let mut y = g.mul(centered, inv)?;
-        if let Some(gamma) = gamma {
-            let gb = g.broadcast_in_dim(gamma, shape.clone(), &[axis])?;
-            y = g.mul(y, gb)?;
-        }
-        if let Some(beta) = beta {
-            let bb = g.broadcast_in_dim(beta, shape, &[axis])?;
-            y = g.add(y, bb)?;
-        }
-        Ok(y)
+        let (gamma, beta) = weights(self, self.scale, self.center, params)?;
+        let y = standardize(cx.g, x, &[axis], self.epsilon)?;
+        scale_and_offset(cx.g, y, gamma, beta, axis)
     }
 
     /// `forward`'s formula operator by operator (ONNX's LayerNormalization normalises

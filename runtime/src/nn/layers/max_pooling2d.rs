@@ -5,7 +5,7 @@ use crate::ir::{ReduceOp, Value};
 use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
-use strata_spec::Args;
+use strata_spec::{Args, Val};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct MaxPooling2D {
@@ -38,7 +38,11 @@ impl Layer for MaxPooling2D {
     }
 
     fn args(&self) -> Option<Args> {
-        Some(pool_args(self.pool_size, self.strides, self.padding))
+        Some(pool_args(
+            Val::Pair(self.pool_size),
+            Val::OptionalPair(self.strides),
+            self.padding,
+        ))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {

@@ -1,9 +1,11 @@
-//! What the 2-D layers (convolution, pooling) share: Keras' `padding` argument and the
-//! geometry of a window sliding over `(height, width, channels)` inputs.
+//! What the convolution and pooling layers share, over sequences `(steps, channels)` and
+//! images `(height, width, channels)` alike: Keras' `padding` argument, the geometry of a
+//! window sliding over the spatial axes, and the convolution itself.
 
-use crate::ir::Window;
+use crate::ir::{ConvParams, Graph, ReduceOp, Value, Window};
 use crate::nn::entry::{self, args};
 use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
+use crate::Result;
 use std::fmt;
 use strata_spec::{Args, Val};
 
@@ -65,15 +67,16 @@ impl fmt::Display for Padding {
 /// `(low, high)` padding of one axis.
 pub(crate) type Pads = (usize, usize);
 
-/// The padding of each spatial axis for `window` (already dilated) moving in `strides`
-/// over an image input, one the layer's shape rule accepted (so the window fits).
-pub(crate) fn pads(
+/// The padding of each of the `N` spatial axes for `window` (already dilated) moving in
+/// `strides` over an input (without batch) the layer's shape rule accepted (so the window
+/// fits).
+pub(crate) fn pads<const N: usize>(
     input: &[usize],
-    window: [usize; 2],
-    strides: [usize; 2],
+    window: [usize; N],
+    strides: [usize; N],
     padding: Padding,
-) -> [Pads; 2] {
-    [0, 1].map(|axis| {
+) -> [Pads; N] {
+    std::array::from_fn(|axis| {
         let size = input.get(axis).copied().unwrap_or(0);
         padding
             .window(size, window[axis], strides[axis])
@@ -81,34 +84,111 @@ pub(crate) fn pads(
     })
 }
 
-/// A pooling layer's window over `[batch, height, width, channels]` for an input its shape
+/// A pooling layer's window over `[batch, spatial..., channels]` for an input its shape
 /// rule accepted (`strides` defaults to the pool size, as in Keras).
-pub(crate) fn pool_window(
+pub(crate) fn pool_window<const N: usize>(
     input: &[usize],
-    pool_size: [usize; 2],
-    strides: Option<[usize; 2]>,
+    pool_size: [usize; N],
+    strides: Option<[usize; N]>,
     padding: Padding,
 ) -> Window {
     let strides = strides.unwrap_or(pool_size);
-    let [ph, pw] = pads(input, pool_size, strides, padding);
+    let around = |inner: &[usize]| [&[1][..], inner, &[1]].concat();
+    let mut pads = vec![(0, 0)];
+    pads.extend(self::pads(input, pool_size, strides, padding));
+    pads.push((0, 0));
     Window {
-        dims: vec![1, pool_size[0], pool_size[1], 1],
-        strides: vec![1, strides[0], strides[1], 1],
-        padding: vec![(0, 0), ph, pw, (0, 0)],
+        dims: around(&pool_size),
+        strides: around(&strides),
+        padding: pads,
     }
 }
 
-/// The arguments every 2-D pooling layer takes.
-pub(crate) fn pool_args(
-    pool_size: [usize; 2],
-    strides: Option<[usize; 2]>,
-    padding: Padding,
-) -> Args {
+/// The arguments every pooling layer takes: `pool_size` and `strides` as the entry's
+/// kinds for its rank (sizes of a sequence, pairs of an image).
+pub(crate) fn pool_args(pool_size: Val, strides: Val, padding: Padding) -> Args {
     args([
-        ("pool_size", Val::Pair(pool_size)),
-        ("strides", Val::OptionalPair(strides)),
+        ("pool_size", pool_size),
+        ("strides", strides),
         ("padding", entry::padding(padding)),
     ])
+}
+
+/// A kernel's extent once dilated: `(k - 1) · d + 1` per axis.
+pub(crate) fn dilated<const N: usize>(kernel: [usize; N], dilation: [usize; N]) -> [usize; N] {
+    std::array::from_fn(|a| (kernel[a].max(1) - 1) * dilation[a] + 1)
+}
+
+/// How a kernel slides over the `N` spatial axes of a convolution's input.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sliding<const N: usize> {
+    pub kernel_size: [usize; N],
+    pub strides: [usize; N],
+    pub padding: Padding,
+    pub dilation_rate: [usize; N],
+}
+
+impl<const N: usize> Sliding<N> {
+    /// The convolution of `x` (`[batch, spatial..., in]`, `input` its shape without the
+    /// batch, one the layer's shape rule accepted) with `kernel` (`[spatial..., in /
+    /// groups, out]`).
+    pub(crate) fn convolve(
+        &self,
+        g: &mut Graph,
+        x: Value,
+        kernel: Value,
+        input: &[usize],
+        groups: usize,
+    ) -> Result<Value> {
+        let window = dilated(self.kernel_size, self.dilation_rate);
+        let pads = pads(input, window, self.strides, self.padding);
+        g.convolution(
+            x,
+            kernel,
+            ConvParams {
+                strides: self.strides.to_vec(),
+                padding: pads
+                    .iter()
+                    .map(|&(lo, hi)| (lo as i64, hi as i64))
+                    .collect(),
+                lhs_dilation: vec![1; N],
+                rhs_dilation: self.dilation_rate.to_vec(),
+                feature_groups: groups,
+            },
+        )
+    }
+}
+
+/// The reduction of a global pooling layer over the given axes (mean or max).
+pub(crate) type Pool = fn(&mut Graph, Value, &[usize]) -> Result<Value>;
+
+pub(crate) fn mean_pool(g: &mut Graph, x: Value, axes: &[usize]) -> Result<Value> {
+    g.mean(x, axes)
+}
+
+pub(crate) fn max_pool(g: &mut Graph, x: Value, axes: &[usize]) -> Result<Value> {
+    g.reduce(ReduceOp::Max, x, axes)
+}
+
+/// Global pooling of `x` (`[batch, spatial..., channels]`) over its `n` spatial axes by
+/// `pool`, then the pooled axes back as size 1 on `keepdims` (`out`, the output without
+/// the batch, from the layer's shape rule).
+pub(crate) fn global_pool(
+    g: &mut Graph,
+    pool: Pool,
+    x: Value,
+    n: usize,
+    keepdims: bool,
+    out: Vec<usize>,
+) -> Result<Value> {
+    let axes: Vec<usize> = (1..=n).collect();
+    let pooled = pool(g, x, &axes)?;
+    if keepdims {
+        let mut shape = vec![g.ty(x).dims()[0]];
+        shape.extend(out);
+        return g.reshape(pooled, shape);
+    }
+    Ok(pooled)
 }
 
 /// ONNX's `pads` of a 2-D operator: every axis's low padding, then every axis's high.
