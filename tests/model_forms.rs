@@ -261,7 +261,12 @@ fn sequence_layers() {
         Input((16, 3)),
         Conv1D(8, 3, padding = same, activation = relu),
         MaxPooling1D(2),
-        Conv1D(filters = 4, kernel_size = (3,), dilation_rate = 2, groups = 2),
+        Conv1D(
+            filters = 4,
+            kernel_size = (3,),
+            dilation_rate = 2,
+            groups = 2
+        ),
         AvgPool1D(pool_size = 2, strides = 1, padding = same),
         GlobalAveragePooling1D(),
         Dense(2, softmax),
@@ -275,7 +280,11 @@ fn sequence_layers() {
         .map(|(input, l)| l.output_shape(input).unwrap())
         .collect();
     assert_eq!(shapes, [vec![16, 8], vec![8, 8], vec![4, 4], vec![4, 4]]);
-    assert_eq!(m.params()[2].dims, [3, 4, 4], "(kernel, in / groups, filters)");
+    assert_eq!(
+        m.params()[2].dims,
+        [3, 4, 4],
+        "(kernel, in / groups, filters)"
+    );
     let y = run(&m, filled(&[2, 16, 3], 0.5), false);
     assert_eq!(y[0].dims(), [2, 2]);
 

@@ -491,7 +491,10 @@ fn pooling1d_max_and_average() {
     let mut m = MaxPooling1D::new("max_pooling1d", 2);
     assert_close(&infer(&m, x.clone(), vec![]), &t(&[1, 2, 1], &[3.0, 4.0]));
     m.padding = Padding::Same;
-    assert_close(&infer(&m, x.clone(), vec![]), &t(&[1, 3, 1], &[3.0, 4.0, 5.0]));
+    assert_close(
+        &infer(&m, x.clone(), vec![]),
+        &t(&[1, 3, 1], &[3.0, 4.0, 5.0]),
+    );
     m.padding = Padding::Valid;
     m.strides = Some(1);
     let want = t(&[1, 4, 1], &[3.0, 4.0, 4.0, 5.0]);
@@ -515,7 +518,12 @@ fn pooling1d_max_and_average() {
 
 #[test]
 fn global_pooling1d_mean_and_max_of_each_channel() {
-    let x = t(&[2, 3, 2], &[1.0, -6.0, 2.0, -5.0, 6.0, -7.0, 0.0, 1.0, 0.0, 2.0, 3.0, 3.0]);
+    let x = t(
+        &[2, 3, 2],
+        &[
+            1.0, -6.0, 2.0, -5.0, 6.0, -7.0, 0.0, 1.0, 0.0, 2.0, 3.0, 3.0,
+        ],
+    );
     let mut gap = GlobalAveragePooling1D::new("global_average_pooling1d");
     let want = t(&[2, 2], &[3.0, -6.0, 1.0, 2.0]);
     assert_close(&infer(&gap, x.clone(), vec![]), &want);
@@ -576,7 +584,11 @@ fn separable_conv2d_is_depthwise_then_pointwise() {
     );
     assert_eq!(specs[1].dims, [1, 1, 4, 1]);
     // The pointwise kernel of ones adds the four depthwise channels.
-    let params = vec![depthwise_kernel(), t(&[1, 1, 4, 1], &[1.0; 4]), t(&[1], &[0.5])];
+    let params = vec![
+        depthwise_kernel(),
+        t(&[1, 1, 4, 1], &[1.0; 4]),
+        t(&[1], &[0.5]),
+    ];
     let y = infer(&s, x, params);
     assert_close(&y, &t(&[1, 2, 2, 1], &[108.5, 148.5, 228.5, 268.5]));
 }
@@ -609,7 +621,10 @@ fn conv2d_transpose_spreads_each_pixel_over_the_kernel() {
     let mut c = Conv2DTranspose::new("conv2d_transpose", 1, [1, 3], Activation::Linear);
     c.strides = [1, 2];
     let run = |c: &Conv2DTranspose| infer(c, x.clone(), vec![k.clone(), t(&[1], &[0.0])]);
-    assert_close(&run(&c), &t(&[1, 1, 5, 1], &[1.0, 10.0, 102.0, 20.0, 200.0]));
+    assert_close(
+        &run(&c),
+        &t(&[1, 1, 5, 1], &[1.0, 10.0, 102.0, 20.0, 200.0]),
+    );
     c.padding = Padding::Same;
     assert_close(&run(&c), &t(&[1, 1, 4, 1], &[1.0, 10.0, 102.0, 20.0]));
     c.padding = Padding::Valid;
@@ -655,8 +670,16 @@ fn group_normalization_normalises_each_group() {
     }
     let y = infer(&n, x, vec![t(&[4], &gamma), t(&[4], &beta)]);
     assert_close(&y, &t(&[1, 2, 4], &want));
-    let names: Vec<String> = n.params(&[2, 4]).unwrap().into_iter().map(|p| p.name).collect();
-    assert_eq!(names, ["group_normalization/gamma", "group_normalization/beta"]);
+    let names: Vec<String> = n
+        .params(&[2, 4])
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["group_normalization/gamma", "group_normalization/beta"]
+    );
     n.groups = 3;
     let e = n.output_shape(&[2, 4]).unwrap_err().to_string();
     assert!(e.contains("channels divisible by groups (3)"), "{e}");
@@ -747,7 +770,8 @@ fn layers_are_differentiable() {
     transpose_same.padding = Padding::Same;
     transpose_same.strides = [2, 2];
     transpose_same.output_padding = Some([1, 0]);
-    let mut transpose_dilated = Conv2DTranspose::new("conv2d_transpose", 2, [2, 2], Activation::Linear);
+    let mut transpose_dilated =
+        Conv2DTranspose::new("conv2d_transpose", 2, [2, 2], Activation::Linear);
     transpose_dilated.dilation_rate = [2, 1];
     let mut group_norm = GroupNormalization::new("group_normalization");
     group_norm.groups = 2;

@@ -142,7 +142,10 @@ fn conv<const N: usize>(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
     if a.get("groups").is_some() {
         split_into_groups(c, a.count("groups"))?;
     }
-    Ok(with_channels(convolved(a, input)?, Some(a.count("filters"))))
+    Ok(with_channels(
+        convolved(a, input)?,
+        Some(a.count("filters")),
+    ))
 }
 
 pub(crate) fn conv1d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
@@ -219,7 +222,9 @@ fn kernel(suffix: &'static str, dims: Vec<Option<usize>>, init_arg: &'static str
         .iter()
         .try_fold(1usize, |f, d| d.map(|d| f.saturating_mul(d)));
     let fan = |axis: Option<&Option<usize>>| {
-        field.zip(axis.copied().flatten()).map(|(f, d)| f.saturating_mul(d))
+        field
+            .zip(axis.copied().flatten())
+            .map(|(f, d)| f.saturating_mul(d))
     };
     let fans = [fan(dims.get(n.wrapping_sub(2))), fan(dims.last())];
     param(suffix, dims, init_arg, fans)

@@ -141,9 +141,23 @@ mod tests {
             Box::new(AveragePooling1D::new("average_pooling1d", 2)),
             Box::new(GlobalAveragePooling1D::new("global_average_pooling1d")),
             Box::new(GlobalMaxPooling1D::new("global_max_pooling1d")),
-            Box::new(DepthwiseConv2D::new("depthwise_conv2d", [3, 3], Activation::Relu)),
-            Box::new(SeparableConv2D::new("separable_conv2d", 2, [3, 3], Activation::Relu)),
-            Box::new(Conv2DTranspose::new("conv2d_transpose", 2, [3, 3], Activation::Relu)),
+            Box::new(DepthwiseConv2D::new(
+                "depthwise_conv2d",
+                [3, 3],
+                Activation::Relu,
+            )),
+            Box::new(SeparableConv2D::new(
+                "separable_conv2d",
+                2,
+                [3, 3],
+                Activation::Relu,
+            )),
+            Box::new(Conv2DTranspose::new(
+                "conv2d_transpose",
+                2,
+                [3, 3],
+                Activation::Relu,
+            )),
             Box::new(GroupNormalization::new("group_normalization")),
         ]
     }

@@ -1,8 +1,8 @@
 //! `GlobalAveragePooling2D` (alias `GlobalAvgPool2D`): the mean of each channel over the
 //! whole image.
 
-use crate::ir::Value;
 use super::spatial::{global_pool, mean_pool};
+use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};

@@ -1,8 +1,8 @@
 //! `GlobalMaxPooling2D` (alias `GlobalMaxPool2D`): the maximum of each channel over the
 //! whole image.
 
-use crate::ir::Value;
 use super::spatial::{global_pool, max_pool};
+use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
