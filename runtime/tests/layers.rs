@@ -646,6 +646,37 @@ fn conv2d_transpose_spreads_each_pixel_over_the_kernel() {
     assert!(e.contains("must be smaller than `strides`"), "{e}");
 }
 
+/// Against the definition by a direct loop, where `same` must split an odd total:
+/// `out[s·p + i - before] += x[p] · k[i]`, `before` half of what the full result has over
+/// the output (TensorFlow's placement), with an even kernel and output padding.
+#[test]
+fn conv2d_transpose_same_with_an_even_kernel_matches_the_definition() {
+    let x = [0.5f32, -1.0, 2.0];
+    let k = [0.25f32, -0.5, 1.5, 2.0];
+    for (stride, output_padding) in [(2, None), (3, Some(2)), (2, Some(1))] {
+        let mut c = Conv2DTranspose::new("conv2d_transpose", 1, [4, 1], Activation::Linear);
+        c.padding = Padding::Same;
+        c.strides = [stride, 1];
+        c.output_padding = output_padding.map(|p| [p, 0]);
+        let out = c.output_shape(&[3, 1, 1]).unwrap()[0];
+        let covered = 2 * stride + 4;
+        let before = covered.saturating_sub(out) / 2;
+        let mut want = vec![0.0f32; out];
+        for (p, xv) in x.iter().enumerate() {
+            for (i, kv) in k.iter().enumerate() {
+                if let Some(o) = (stride * p + i).checked_sub(before) {
+                    if o < out {
+                        want[o] += xv * kv;
+                    }
+                }
+            }
+        }
+        let params = vec![t(&[4, 1, 1, 1], &k), t(&[1], &[0.0])];
+        let y = infer(&c, t(&[1, 3, 1, 1], &x), params);
+        assert_close(&y, &t(&[1, out, 1, 1], &want));
+    }
+}
+
 #[test]
 fn group_normalization_normalises_each_group() {
     // Two steps of four channels in two groups: each group's statistics over its two
