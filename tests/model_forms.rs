@@ -296,6 +296,14 @@ fn sequence_layers() {
     ];
     assert_eq!(declared_output(&kept), Some(&[2][..]));
     agrees(&mut kept);
+
+    // Causal padding keeps every step, like same.
+    let mut causal = model![
+        Input((10, 2)),
+        Conv1D(3, 4, padding = causal, dilation_rate = 2),
+    ];
+    assert_eq!(declared_output(&causal), Some(&[10, 3][..]));
+    agrees(&mut causal);
 }
 
 #[test]

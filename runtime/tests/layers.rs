@@ -486,6 +486,39 @@ fn conv1d_valid_same_dilated_and_grouped() {
 }
 
 #[test]
+fn conv1d_causal_sees_no_later_step() {
+    // Causal pads (window - 1) zeros at the start: y[t] = x[t - 2] + 10 x[t - 1] + 100 x[t].
+    let x = iota(&[1, 5, 1]);
+    let k = t(&[3, 1, 1], &[1.0, 10.0, 100.0]);
+    let mut c = Conv1D::new("conv1d", 1, 3, Activation::Linear);
+    c.padding = Padding::Causal;
+    c.use_bias = false;
+    let y = infer(&c, x.clone(), vec![k.clone()]);
+    assert_close(&y, &t(&[1, 5, 1], &[100.0, 210.0, 321.0, 432.0, 543.0]));
+    // Dilated: taps two steps apart, four zeros of padding.
+    c.dilation_rate = 2;
+    let y = infer(&c, x.clone(), vec![k.clone()]);
+    assert_close(&y, &t(&[1, 5, 1], &[100.0, 200.0, 310.0, 420.0, 531.0]));
+    // Strided: ceil(5 / 2) outputs, at steps 0, 2 and 4.
+    c.dilation_rate = 1;
+    c.strides = 2;
+    let y = infer(&c, x, vec![k]);
+    assert_close(&y, &t(&[1, 3, 1], &[100.0, 321.0, 543.0]));
+
+    // Keras refuses causal padding anywhere else.
+    let mut c2 = Conv2D::new("conv2d", 1, [3, 3], Activation::Linear);
+    c2.padding = Padding::Causal;
+    let e = c2.output_shape(&[5, 5, 1]).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "conv2d (Conv2D): `causal` padding is only for Conv1D; use `valid` or `same`"
+    );
+    let mut p = MaxPooling1D::new("max_pooling1d", 2);
+    p.padding = Padding::Causal;
+    assert!(p.output_shape(&[5, 1]).is_err());
+}
+
+#[test]
 fn pooling1d_max_and_average() {
     let x = t(&[1, 5, 1], &[3.0, -1.0, 4.0, -1.0, 5.0]);
     let mut m = MaxPooling1D::new("max_pooling1d", 2);
@@ -785,6 +818,9 @@ fn layers_are_differentiable() {
     conv1d.groups = 2;
     let mut conv1d_dilated = Conv1D::new("conv1d_dilated", 3, 2, Activation::Linear);
     conv1d_dilated.dilation_rate = 3;
+    let mut conv1d_causal = Conv1D::new("conv1d_causal", 2, 3, Activation::Linear);
+    conv1d_causal.padding = Padding::Causal;
+    conv1d_causal.dilation_rate = 2;
     let mut max1d = MaxPooling1D::new("max_pooling1d", 2);
     max1d.padding = Padding::Same;
     let mut avg1d = AveragePooling1D::new("average_pooling1d", 3);
@@ -837,6 +873,7 @@ fn layers_are_differentiable() {
         (Box::new(Flatten::new("flatten")), vec![2, 3, 2], false),
         (Box::new(conv1d), sequence.to_vec(), false),
         (Box::new(conv1d_dilated), sequence.to_vec(), false),
+        (Box::new(conv1d_causal), sequence.to_vec(), false),
         (Box::new(max1d), sequence.to_vec(), false),
         (Box::new(avg1d), sequence.to_vec(), false),
         (

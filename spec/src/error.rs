@@ -59,7 +59,13 @@ impl ShapeError {
                 pool,
                 ..
             } => {
+                // `3x3` over an image's height x width; `3-step` along a sequence.
                 let (k, w) = (sizes(kernel), sizes(window));
+                let (k, at_least) = if window.len() == 1 {
+                    (format!("{k}-step"), format!("{w} steps"))
+                } else {
+                    (k, format!("{w} (height x width)"))
+                };
                 let what = if *pool {
                     format!("{k} pool")
                 } else if kernel == window {
@@ -67,12 +73,7 @@ impl ShapeError {
                 } else {
                     format!("{k} kernel dilated to {w}")
                 };
-                let axes = if window.len() == 1 {
-                    "steps"
-                } else {
-                    "height x width"
-                };
-                format!("an input of at least {w} ({axes}) for its {what} with valid padding")
+                format!("an input of at least {at_least} for its {what} with valid padding")
             }
             ShapeError::Groups { groups } => {
                 format!("input channels divisible by `groups` ({groups})")

@@ -51,11 +51,41 @@ fn strided_or_dilated<const N: usize>(a: &Args, errors: &mut Vec<ArgError>) {
     }
 }
 
-/// A convolution's checks over `N` spatial axes (Conv1D, Conv2D).
+/// As Keras: only Conv1D pads causally (a sequence's start); every other layer with a
+/// `padding` refuses it.
+fn not_causal(a: &Args, errors: &mut Vec<ArgError>) {
+    if a.causal_padding() {
+        errors.push(ArgError {
+            arg: "padding",
+            message: "`causal` padding is only for Conv1D; use `valid` or `same`".into(),
+        });
+    }
+}
+
+/// A convolution's checks over `N` spatial axes (Conv1D, Conv2D); causal padding only
+/// over one.
 fn conv_checks<const N: usize>(a: &Args) -> Vec<ArgError> {
     let mut errors = Vec::new();
     filters_in_groups(a, &mut errors);
     strided_or_dilated::<N>(a, &mut errors);
+    if N != 1 {
+        not_causal(a, &mut errors);
+    }
+    errors
+}
+
+/// The checks of a layer with no other rule on how its arguments combine but `padding`.
+fn padding_checks(a: &Args) -> Vec<ArgError> {
+    let mut errors = Vec::new();
+    not_causal(a, &mut errors);
+    errors
+}
+
+/// A depthwise or separable convolution's checks.
+fn depthwise_checks(a: &Args) -> Vec<ArgError> {
+    let mut errors = Vec::new();
+    strided_or_dilated::<2>(a, &mut errors);
+    not_causal(a, &mut errors);
     errors
 }
 
@@ -172,7 +202,7 @@ pub static LAYERS: &[LayerDef] = &[
         args: POOLING_ARGS,
         shape: pooling2d,
         params: no_params,
-        validate: no_checks,
+        validate: padding_checks,
         takes_ids: false,
     },
     LayerDef {
@@ -183,7 +213,7 @@ pub static LAYERS: &[LayerDef] = &[
         args: POOLING_ARGS,
         shape: pooling2d,
         params: no_params,
-        validate: no_checks,
+        validate: padding_checks,
         takes_ids: false,
     },
     LayerDef {
@@ -333,7 +363,7 @@ pub static LAYERS: &[LayerDef] = &[
         args: POOLING1D_ARGS,
         shape: pooling1d,
         params: no_params,
-        validate: no_checks,
+        validate: padding_checks,
         takes_ids: false,
     },
     LayerDef {
@@ -344,7 +374,7 @@ pub static LAYERS: &[LayerDef] = &[
         args: POOLING1D_ARGS,
         shape: pooling1d,
         params: no_params,
-        validate: no_checks,
+        validate: padding_checks,
         takes_ids: false,
     },
     LayerDef {
@@ -388,11 +418,7 @@ pub static LAYERS: &[LayerDef] = &[
         ],
         shape: depthwise_conv2d,
         params: depthwise_conv2d_params,
-        validate: |a| {
-            let mut errors = Vec::new();
-            strided_or_dilated::<2>(a, &mut errors);
-            errors
-        },
+        validate: depthwise_checks,
         takes_ids: false,
     },
     LayerDef {
@@ -416,11 +442,7 @@ pub static LAYERS: &[LayerDef] = &[
         ],
         shape: conv2d,
         params: separable_conv2d_params,
-        validate: |a| {
-            let mut errors = Vec::new();
-            strided_or_dilated::<2>(a, &mut errors);
-            errors
-        },
+        validate: depthwise_checks,
         takes_ids: false,
     },
     LayerDef {
@@ -444,8 +466,7 @@ pub static LAYERS: &[LayerDef] = &[
         shape: conv2d_transpose,
         params: conv2d_transpose_params,
         validate: |a| {
-            let mut errors = Vec::new();
-            strided_or_dilated::<2>(a, &mut errors);
+            let mut errors = depthwise_checks(a);
             // Output padding only places the last partial stride: it must be shorter.
             if let Some(p) = a.optional_sizes::<2>("output_padding") {
                 let s = a.sizes::<2>("strides");

@@ -204,8 +204,14 @@ impl Args {
         matches!(self.get(name), Some(Val::Bool(true)))
     }
 
+    /// Padding that keeps every position (`same`, and `causal`, which pads only the
+    /// start): the output has `ceil(input / stride)` positions.
     pub(crate) fn same_padding(&self) -> bool {
-        matches!(self.get("padding"), Some(Val::Padding(p)) if p.name == "same")
+        matches!(self.get("padding"), Some(Val::Padding(p)) if p.name == "same" || p.name == "causal")
+    }
+
+    pub(crate) fn causal_padding(&self) -> bool {
+        matches!(self.get("padding"), Some(Val::Padding(p)) if p.name == "causal")
     }
 
     pub(crate) fn axis(&self) -> i64 {

@@ -234,7 +234,7 @@ mod tests {
         for i in Initializer::ALL {
             assert!(same(initializer(i), i.name(), format!("{i:?}")), "{i:?}");
         }
-        for p in [Padding::Valid, Padding::Same] {
+        for p in [Padding::Valid, Padding::Same, Padding::Causal] {
             assert!(same(padding(p), p.name(), format!("{p:?}")), "{p:?}");
         }
     }

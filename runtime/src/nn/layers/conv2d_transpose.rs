@@ -94,7 +94,8 @@ impl Layer for Conv2DTranspose {
                 let covered = (n - 1) * s + k;
                 let before = match self.padding {
                     Padding::Same => covered.saturating_sub(o) / 2,
-                    Padding::Valid => 0,
+                    // Refused by the entry's checks (Conv1D only).
+                    Padding::Valid | Padding::Causal => 0,
                 };
                 let lo = (k - 1 - before) as i64;
                 let dilated_input = ((n - 1) * s + 1) as i64;

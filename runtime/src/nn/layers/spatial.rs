@@ -9,12 +9,14 @@ use crate::Result;
 use std::fmt;
 use strata_spec::{Args, Val};
 
-/// Keras' `padding`: `valid` (no padding; windows must fit) or `same` (pad so the output
-/// has `ceil(input / stride)` positions).
+/// Keras' `padding`: `valid` (no padding; windows must fit), `same` (pad so the output
+/// has `ceil(input / stride)` positions) or `causal` (Conv1D only: as many positions, all
+/// the padding at the start, so no output sees a later step).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Padding {
     Valid,
     Same,
+    Causal,
 }
 
 impl Padding {
@@ -22,11 +24,12 @@ impl Padding {
         match self {
             Padding::Valid => "valid",
             Padding::Same => "same",
+            Padding::Causal => "causal",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Padding> {
-        [Padding::Valid, Padding::Same]
+        [Padding::Valid, Padding::Same, Padding::Causal]
             .into_iter()
             .find(|p| p.name() == name)
     }
@@ -54,6 +57,7 @@ impl Padding {
                 let total = ((out - 1) * stride + window).saturating_sub(input);
                 Some((out, (total / 2, total - total / 2)))
             }
+            Padding::Causal => Some(((input - 1) / stride + 1, (window - 1, 0))),
         }
     }
 }
