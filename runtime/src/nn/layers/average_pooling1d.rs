@@ -1,9 +1,10 @@
 //! `AveragePooling1D` (alias `AvgPool1D`): the mean of each window of a sequence.
 
 use super::average_pooling2d::average;
-use super::spatial::{pool_args, pool_window, Padding};
+use super::spatial::{onnx_pool, pool_args, pool_window, Padding};
 use crate::ir::Value;
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -54,5 +55,25 @@ impl Layer for AveragePooling1D {
         let window = pool_window(input, [self.pool_size], strides, self.padding);
         // Divided by the real (unpadded) elements of each window, as Keras does.
         average(cx, x, input, &out, window)
+    }
+
+    /// `AveragePool` on `[batch, channels, steps]` with the same explicit padding.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        let strides = self.strides.map(|s| [s]);
+        Ok(onnx_pool(
+            cx,
+            "AveragePool",
+            &x,
+            [self.pool_size],
+            strides,
+            self.padding,
+        ))
     }
 }

@@ -1,9 +1,9 @@
 //! `AveragePooling2D` (alias `AvgPool2D`): the mean of each window of an image.
 
-use super::spatial::{onnx_nchw, onnx_window, pool_args, pool_window, Padding};
+use super::spatial::{onnx_pool, pool_args, pool_window, Padding};
 use crate::ir::{DType, ReduceOp, Value, Window};
 use crate::nn::layer::{expect_params, Forward, Layer};
-use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::{Result, Tensor};
 use strata_spec::{Args, Val};
 
@@ -114,17 +114,14 @@ impl Layer for AveragePooling2D {
         params: &[OnnxValue],
     ) -> Result<OnnxValue> {
         cx.params::<0>(params)?;
-        let input = cx.input_shape().to_vec();
-        self.output_shape(&input)?;
-        let strides = self.strides.unwrap_or(self.pool_size);
-        let mut attributes = onnx_window(
-            &input,
+        self.output_shape(cx.input_shape())?;
+        Ok(onnx_pool(
+            cx,
+            "AveragePool",
+            &x,
             self.pool_size,
-            self.pool_size,
-            strides,
+            self.strides,
             self.padding,
-        );
-        attributes.push(("count_include_pad", OnnxAttribute::Int(0)));
-        Ok(onnx_nchw(cx, "AveragePool", &x, &[], attributes))
+        ))
     }
 }

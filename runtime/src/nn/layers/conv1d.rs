@@ -5,6 +5,7 @@ use super::spatial::{Padding, Sliding};
 use crate::ir::Value;
 use crate::nn::entry::{activation, args, initializer, padding};
 use crate::nn::layer::{kernel_and_bias, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -50,6 +51,17 @@ impl Conv1D {
     }
 }
 
+impl Conv1D {
+    fn sliding(&self) -> Sliding<1> {
+        Sliding {
+            kernel_size: [self.kernel_size],
+            strides: [self.strides],
+            padding: self.padding,
+            dilation_rate: [self.dilation_rate],
+        }
+    }
+}
+
 impl Layer for Conv1D {
     fn class(&self) -> &'static str {
         "Conv1D"
@@ -79,16 +91,28 @@ impl Layer for Conv1D {
         let dims = cx.g.try_ty("conv1d", x)?.dims().to_vec();
         let input = dims.get(1..).unwrap_or(&[]);
         self.output_shape(input)?;
-        let sliding = Sliding {
-            kernel_size: [self.kernel_size],
-            strides: [self.strides],
-            padding: self.padding,
-            dilation_rate: [self.dilation_rate],
-        };
-        let mut y = sliding.convolve(cx.g, x, kernel, input, self.groups)?;
+        let mut y = self
+            .sliding()
+            .convolve(cx.g, x, kernel, input, self.groups)?;
         if let Some(b) = bias {
             y = cx.g.add(y, b)?;
         }
         cx.activate(self.activation, y)
+    }
+
+    /// `Conv` on `[batch, channels, steps]`, its weight the kernel transposed from
+    /// `[k, in / groups, out]` to `[out, in / groups, k]`; causal padding is explicit pads
+    /// at the start.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let (kernel, bias) = cx.kernel_and_bias(self.use_bias, params)?;
+        self.output_shape(cx.input_shape())?;
+        let w = cx.transpose(kernel, &[2, 1, 0]);
+        let y = self.sliding().onnx_conv(cx, &x, &w, bias, self.groups);
+        self.activation.onnx(cx, y)
     }
 }

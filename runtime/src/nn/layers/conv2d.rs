@@ -1,11 +1,11 @@
 //! `Conv2D`: a 2-D convolution over `(height, width, channels)` inputs (channels_last),
 //! plus bias and activation, with Keras' arguments and defaults.
 
-use super::spatial::{dilated, onnx_dilations, onnx_nchw, onnx_window, Padding, Sliding};
+use super::spatial::{Padding, Sliding};
 use crate::ir::Value;
 use crate::nn::entry::{activation, args, initializer, padding};
 use crate::nn::layer::{kernel_and_bias, Forward, Layer};
-use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -109,21 +109,9 @@ impl Layer for Conv2D {
         params: &[OnnxValue],
     ) -> Result<OnnxValue> {
         let (kernel, bias) = cx.kernel_and_bias(self.use_bias, params)?;
-        let input = cx.input_shape().to_vec();
-        self.output_shape(&input)?;
+        self.output_shape(cx.input_shape())?;
         let w = cx.transpose(kernel, &[3, 2, 0, 1]);
-        let mut attributes = onnx_window(
-            &input,
-            self.kernel_size,
-            dilated(self.kernel_size, self.dilation_rate),
-            self.strides,
-            self.padding,
-        );
-        attributes.push(onnx_dilations(self.dilation_rate));
-        attributes.push(("group", OnnxAttribute::Int(self.groups as i64)));
-        let mut rest = vec![&w];
-        rest.extend(bias);
-        let y = onnx_nchw(cx, "Conv", &x, &rest, attributes);
+        let y = self.sliding().onnx_conv(cx, &x, &w, bias, self.groups);
         self.activation.onnx(cx, y)
     }
 }

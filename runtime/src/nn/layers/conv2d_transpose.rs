@@ -2,10 +2,11 @@
 //! convolution, plus bias and activation, with Keras' arguments, defaults, kernel layout
 //! `[kh, kw, filters, in]` and output size (`deconv_output_length`).
 
-use super::spatial::{dilated, Padding};
+use super::spatial::{dilated, onnx_nchw, onnx_sizes, Padding};
 use crate::ir::{ConvParams, Value};
 use crate::nn::entry::{activation, args, initializer, padding};
 use crate::nn::layer::{kernel_and_bias, Forward, Layer};
+use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -52,6 +53,27 @@ impl Conv2DTranspose {
     }
 }
 
+impl Conv2DTranspose {
+    /// Where the output sits, per spatial axis, in the full transposed result (`(n - 1)
+    /// · s + k` long, `k` the dilated kernel): how much of the full result comes before
+    /// it, and how far the output reaches past the full result's end (negative: that
+    /// much of the end is cut). `same` cuts half of the excess before, as TensorFlow's
+    /// `conv2d_transpose` does (the odd element goes at the end).
+    fn placement(&self, input: &[usize], out: &[usize]) -> [(usize, i64); 2] {
+        let window = dilated(self.kernel_size, self.dilation_rate);
+        std::array::from_fn(|a| {
+            let (n, o, s, k) = (input[a], out[a], self.strides[a], window[a]);
+            let full = (n.max(1) - 1) * s + k;
+            let before = match self.padding {
+                Padding::Same => full.saturating_sub(o) / 2,
+                // Causal is refused by the entry's checks (Conv1D only).
+                Padding::Valid | Padding::Causal => 0,
+            };
+            (before, o as i64 + before as i64 - full as i64)
+        })
+    }
+}
+
 impl Layer for Conv2DTranspose {
     fn class(&self) -> &'static str {
         "Conv2DTranspose"
@@ -78,28 +100,21 @@ impl Layer for Conv2DTranspose {
 
     /// The convolution whose gradient this is, written forwards: the input dilated by the
     /// strides (zeros between pixels), the kernel flipped in space and its channel axes
-    /// swapped, stride 1. The padding places the output as TensorFlow's
-    /// `conv2d_transpose` does: for `same`, the forward convolution from the output back
-    /// to the input pads `total / 2` before; the rest of the output (and any output
-    /// padding) comes after, negative padding cropping.
+    /// swapped, stride 1, padded by `k - 1` at each end for the full result, less what
+    /// [`Self::placement`] cuts (negative padding crops).
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
         let (kernel, bias) = kernel_and_bias(self, self.use_bias, params)?;
         let dims = cx.g.try_ty("conv2d_transpose", x)?.dims().to_vec();
         let input = dims.get(1..).unwrap_or(&[]);
         let out = self.output_shape(input)?;
         let window = dilated(self.kernel_size, self.dilation_rate);
-        let padding = (0..2)
-            .map(|a| {
-                let (n, o, s, k) = (input[a], out[a], self.strides[a], window[a]);
-                let covered = (n - 1) * s + k;
-                let before = match self.padding {
-                    Padding::Same => covered.saturating_sub(o) / 2,
-                    // Refused by the entry's checks (Conv1D only).
-                    Padding::Valid | Padding::Causal => 0,
-                };
-                let lo = (k - 1 - before) as i64;
-                let dilated_input = ((n - 1) * s + 1) as i64;
-                (lo, o as i64 + k as i64 - 1 - dilated_input - lo)
+        let padding = self
+            .placement(input, &out)
+            .iter()
+            .zip(window)
+            .map(|(&(before, after), k)| {
+                let edge = k as i64 - 1;
+                (edge - before as i64, edge + after)
             })
             .collect();
         let swapped = cx.g.transpose(kernel, &[0, 1, 3, 2])?;
@@ -119,5 +134,37 @@ impl Layer for Conv2DTranspose {
             y = cx.g.add(y, b)?;
         }
         cx.activate(self.activation, y)
+    }
+
+    /// `ConvTranspose` on NCHW, its weight the kernel transposed from Keras' `[kh, kw,
+    /// filters, in]` to ONNX's `[in, filters, kh, kw]`; `pads` cut what
+    /// [`Self::placement`] cuts, and `output_padding` adds what reaches past the end.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let (kernel, bias) = cx.kernel_and_bias(self.use_bias, params)?;
+        let input = cx.input_shape().to_vec();
+        let out = self.output_shape(&input)?;
+        let place = self.placement(&input, &out);
+        let mut pads: Vec<i64> = place.iter().map(|&(before, _)| before as i64).collect();
+        pads.extend(place.iter().map(|&(_, after)| (-after).max(0)));
+        let attributes = vec![
+            ("kernel_shape", onnx_sizes(&self.kernel_size)),
+            ("strides", onnx_sizes(&self.strides)),
+            ("dilations", onnx_sizes(&self.dilation_rate)),
+            ("pads", OnnxAttribute::Ints(pads)),
+            (
+                "output_padding",
+                OnnxAttribute::Ints(place.iter().map(|&(_, after)| after.max(0)).collect()),
+            ),
+        ];
+        let w = cx.transpose(kernel, &[3, 2, 0, 1]);
+        let mut rest = vec![&w];
+        rest.extend(bias);
+        let y = onnx_nchw(cx, "ConvTranspose", &x, &rest, attributes);
+        self.activation.onnx(cx, y)
     }
 }

@@ -6,6 +6,7 @@ use super::spatial::{Padding, Sliding};
 use crate::ir::{Graph, Value};
 use crate::nn::entry::{activation, args, initializer, padding};
 use crate::nn::layer::{kernel_and_bias, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::{Error, Result};
 use strata_spec::{Args, Val};
@@ -80,6 +81,25 @@ pub(crate) fn depthwise(
     sliding.convolve(g, x, grouped, input, channels)
 }
 
+/// `depthwise` in ONNX: `Conv` with one group per channel, its weight the kernel
+/// reshaped to `[kh, kw, 1, channels · multiplier]` and transposed to `[channels ·
+/// multiplier, 1, kh, kw]`.
+pub(crate) fn onnx_depthwise(
+    cx: &mut OnnxForward<'_>,
+    x: &OnnxValue,
+    kernel: &OnnxValue,
+    bias: Option<&OnnxValue>,
+    sliding: Sliding<2>,
+    multiplier: usize,
+) -> OnnxValue {
+    let channels = cx.input_shape().get(2).copied().unwrap_or(1);
+    let [kh, kw] = sliding.kernel_size;
+    let shape = cx.ints(&[kh as i64, kw as i64, 1, (channels * multiplier) as i64]);
+    let grouped = cx.op("Reshape", &[kernel, &shape], vec![]);
+    let w = cx.transpose(&grouped, &[3, 2, 0, 1]);
+    sliding.onnx_conv(cx, x, &w, bias, channels)
+}
+
 impl Layer for DepthwiseConv2D {
     fn class(&self) -> &'static str {
         "DepthwiseConv2D"
@@ -116,5 +136,18 @@ impl Layer for DepthwiseConv2D {
             y = cx.g.add(y, b)?;
         }
         cx.activate(self.activation, y)
+    }
+
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let (kernel, bias) = cx.kernel_and_bias(self.use_bias, params)?;
+        self.output_shape(cx.input_shape())?;
+        let m = self.depth_multiplier;
+        let y = onnx_depthwise(cx, &x, kernel, bias, self.sliding(), m);
+        self.activation.onnx(cx, y)
     }
 }

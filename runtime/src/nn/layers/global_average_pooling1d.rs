@@ -1,10 +1,11 @@
 //! `GlobalAveragePooling1D` (alias `GlobalAvgPool1D`): the mean of each channel over the
 //! whole sequence.
 
-use super::spatial::{global_pool, mean_pool};
+use super::spatial::{global_pool, mean_pool, onnx_global_pool};
 use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -42,5 +43,17 @@ impl Layer for GlobalAveragePooling1D {
         let dims = cx.g.try_ty("global_average_pooling1d", x)?.dims().to_vec();
         let out = self.output_shape(dims.get(1..).unwrap_or(&[]))?;
         global_pool(cx.g, mean_pool, x, 1, self.keepdims, out)
+    }
+
+    /// `ReduceMean` over the steps.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        Ok(onnx_global_pool(cx, "ReduceMean", &x, 1, self.keepdims))
     }
 }

@@ -1,11 +1,11 @@
 //! `GlobalAveragePooling2D` (alias `GlobalAvgPool2D`): the mean of each channel over the
 //! whole image.
 
-use super::spatial::{global_pool, mean_pool};
+use super::spatial::{global_pool, mean_pool, onnx_global_pool};
 use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
-use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -54,13 +54,6 @@ impl Layer for GlobalAveragePooling2D {
     ) -> Result<OnnxValue> {
         cx.params::<0>(params)?;
         self.output_shape(cx.input_shape())?;
-        Ok(cx.op(
-            "ReduceMean",
-            &[&x],
-            vec![
-                ("axes", OnnxAttribute::Ints(vec![1, 2])),
-                ("keepdims", OnnxAttribute::Int(self.keepdims as i64)),
-            ],
-        ))
+        Ok(onnx_global_pool(cx, "ReduceMean", &x, 2, self.keepdims))
     }
 }

@@ -1,10 +1,11 @@
 //! `GlobalMaxPooling1D` (alias `GlobalMaxPool1D`): the maximum of each channel over the
 //! whole sequence.
 
-use super::spatial::{global_pool, max_pool};
+use super::spatial::{global_pool, max_pool, onnx_global_pool};
 use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -42,5 +43,17 @@ impl Layer for GlobalMaxPooling1D {
         let dims = cx.g.try_ty("global_max_pooling1d", x)?.dims().to_vec();
         let out = self.output_shape(dims.get(1..).unwrap_or(&[]))?;
         global_pool(cx.g, max_pool, x, 1, self.keepdims, out)
+    }
+
+    /// `ReduceMax` over the steps.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        Ok(onnx_global_pool(cx, "ReduceMax", &x, 1, self.keepdims))
     }
 }

@@ -4,10 +4,13 @@
 //! inference.
 
 use super::axis::feature_axis;
-use super::layer_normalization::{scale_and_offset, standardize, weights};
+use super::layer_normalization::{
+    onnx_scale_and_offset, onnx_standardize, scale_and_offset, standardize, weights,
+};
 use crate::ir::Value;
 use crate::nn::entry::{args, axis, initializer};
 use crate::nn::layer::{Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::Initializer;
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -82,5 +85,35 @@ impl Layer for GroupNormalization {
         let normalized = standardize(g, r, &over, self.epsilon)?;
         let y = g.reshape(normalized, shape.clone())?;
         scale_and_offset(g, y, gamma, beta, axis)
+    }
+
+    /// `forward`'s formula operator by operator, between `Reshape`s to and from the
+    /// grouped shape (`0` keeps the open batch size).
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let input = cx.input_shape().to_vec();
+        self.output_shape(&input)?;
+        let axis = feature_axis(self.axis, input.len() + 1);
+        let dims: Vec<i64> = std::iter::once(0)
+            .chain(input.iter().map(|&d| d as i64))
+            .collect();
+        let mut grouped = dims[..axis].to_vec();
+        let groups = self.groups as i64;
+        grouped.extend([groups, dims[axis] / groups]);
+        grouped.extend_from_slice(&dims[axis + 1..]);
+        let over: Vec<i64> = (1..grouped.len() as i64)
+            .filter(|&a| a != axis as i64)
+            .collect();
+        let shape = cx.ints(&grouped);
+        let r = cx.op("Reshape", &[&x, &shape], vec![]);
+        let normalized = onnx_standardize(cx, &r, over, self.epsilon);
+        let back = cx.ints(&dims);
+        let y = cx.op("Reshape", &[&normalized, &back], vec![]);
+        let learned = (self.scale, self.center);
+        onnx_scale_and_offset(self, cx, y, learned, params, axis)
     }
 }

@@ -137,41 +137,65 @@ impl Layer for LayerNormalization {
         self.output_shape(&input)?;
         let rank = input.len() + 1;
         let axis = feature_axis(self.axis, rank);
-        let (gamma, beta) = match (self.scale, self.center, params) {
-            (true, true, [g, b]) => (Some(g), Some(b)),
-            (true, false, [g]) => (Some(g), None),
-            (false, true, [b]) => (None, Some(b)),
-            (false, false, []) => (None, None),
-            _ => {
-                return Err(bad_config(
-                    self,
-                    format!("the ONNX mapping got {} weight(s)", params.len()),
-                ))
-            }
-        };
-        let over_axis = || {
-            vec![
-                ("axes", OnnxAttribute::Ints(vec![axis as i64])),
-                ("keepdims", OnnxAttribute::Int(1)),
-            ]
-        };
-        let mean = cx.op("ReduceMean", &[&x], over_axis());
-        let centered = cx.op("Sub", &[&x, &mean], vec![]);
-        let sq = cx.op("Mul", &[&centered, &centered], vec![]);
-        let var = cx.op("ReduceMean", &[&sq], over_axis());
-        let eps = cx.scalar(self.epsilon);
-        let ve = cx.op("Add", &[&var, &eps], vec![]);
-        let sd = cx.op("Sqrt", &[&ve], vec![]);
-        let inv = cx.op("Reciprocal", &[&sd], vec![]);
-        let mut y = cx.op("Mul", &[&centered, &inv], vec![]);
-        if let Some(gamma) = gamma {
-            let g = onnx_along(cx, gamma, axis, rank);
-            y = cx.op("Mul", &[&y, &g], vec![]);
-        }
-        if let Some(beta) = beta {
-            let b = onnx_along(cx, beta, axis, rank);
-            y = cx.op("Add", &[&y, &b], vec![]);
-        }
-        Ok(y)
+        let y = onnx_standardize(cx, &x, vec![axis as i64], self.epsilon);
+        onnx_scale_and_offset(self, cx, y, (self.scale, self.center), params, axis)
     }
+}
+
+/// `standardize` in ONNX, over `axes` of `x`.
+pub(crate) fn onnx_standardize(
+    cx: &mut OnnxForward<'_>,
+    x: &OnnxValue,
+    axes: Vec<i64>,
+    epsilon: f64,
+) -> OnnxValue {
+    let over = || {
+        vec![
+            ("axes", OnnxAttribute::Ints(axes.clone())),
+            ("keepdims", OnnxAttribute::Int(1)),
+        ]
+    };
+    let mean = cx.op("ReduceMean", &[x], over());
+    let centered = cx.op("Sub", &[x, &mean], vec![]);
+    let sq = cx.op("Mul", &[&centered, &centered], vec![]);
+    let var = cx.op("ReduceMean", &[&sq], over());
+    let eps = cx.scalar(epsilon);
+    let ve = cx.op("Add", &[&var, &eps], vec![]);
+    let sd = cx.op("Sqrt", &[&ve], vec![]);
+    let inv = cx.op("Reciprocal", &[&sd], vec![]);
+    cx.op("Mul", &[&centered, &inv], vec![])
+}
+
+/// `scale_and_offset` in ONNX: `y · gamma + beta` along `axis` of the layer's output,
+/// `learned` saying which of `gamma`, `beta` the layer has among its weights.
+pub(crate) fn onnx_scale_and_offset(
+    layer: &dyn Layer,
+    cx: &mut OnnxForward<'_>,
+    mut y: OnnxValue,
+    learned: (bool, bool),
+    params: &[OnnxValue],
+    axis: usize,
+) -> Result<OnnxValue> {
+    let rank = cx.input_shape().len() + 1;
+    let (gamma, beta) = match (learned, params) {
+        ((true, true), [g, b]) => (Some(g), Some(b)),
+        ((true, false), [g]) => (Some(g), None),
+        ((false, true), [b]) => (None, Some(b)),
+        ((false, false), []) => (None, None),
+        _ => {
+            return Err(bad_config(
+                layer,
+                format!("the ONNX mapping got {} weight(s)", params.len()),
+            ))
+        }
+    };
+    if let Some(gamma) = gamma {
+        let g = onnx_along(cx, gamma, axis, rank);
+        y = cx.op("Mul", &[&y, &g], vec![]);
+    }
+    if let Some(beta) = beta {
+        let b = onnx_along(cx, beta, axis, rank);
+        y = cx.op("Add", &[&y, &b], vec![]);
+    }
+    Ok(y)
 }

@@ -1,8 +1,9 @@
 //! `MaxPooling1D` (alias `MaxPool1D`): the maximum of each window of a sequence.
 
-use super::spatial::{pool_args, pool_window, Padding};
+use super::spatial::{onnx_pool, pool_args, pool_window, Padding};
 use crate::ir::{ReduceOp, Value};
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -53,5 +54,25 @@ impl Layer for MaxPooling1D {
         let strides = self.strides.map(|s| [s]);
         let window = pool_window(input, [self.pool_size], strides, self.padding);
         cx.g.reduce_window(ReduceOp::Max, x, window)
+    }
+
+    /// `MaxPool` on `[batch, channels, steps]` with the same explicit padding.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        cx.params::<0>(params)?;
+        self.output_shape(cx.input_shape())?;
+        let strides = self.strides.map(|s| [s]);
+        Ok(onnx_pool(
+            cx,
+            "MaxPool",
+            &x,
+            [self.pool_size],
+            strides,
+            self.padding,
+        ))
     }
 }

@@ -4,11 +4,12 @@
 //! `[kh, kw, in, depth_multiplier]`, `pointwise_kernel` `[1, 1, in · depth_multiplier,
 //! filters]`, `bias`).
 
-use super::depthwise_conv2d::depthwise;
+use super::depthwise_conv2d::{depthwise, onnx_depthwise};
 use super::spatial::{Padding, Sliding};
 use crate::ir::Value;
 use crate::nn::entry::{activation, args, initializer, padding};
 use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -56,6 +57,25 @@ impl SeparableConv2D {
     }
 }
 
+/// The 1x1 convolution that mixes the depthwise channels.
+const POINTWISE: Sliding<2> = Sliding {
+    kernel_size: [1, 1],
+    strides: [1, 1],
+    padding: Padding::Valid,
+    dilation_rate: [1, 1],
+};
+
+impl SeparableConv2D {
+    fn sliding(&self) -> Sliding<2> {
+        Sliding {
+            kernel_size: self.kernel_size,
+            strides: self.strides,
+            padding: self.padding,
+            dilation_rate: self.dilation_rate,
+        }
+    }
+}
+
 impl Layer for SeparableConv2D {
     fn class(&self) -> &'static str {
         "SeparableConv2D"
@@ -98,24 +118,35 @@ impl Layer for SeparableConv2D {
         let dims = cx.g.try_ty("separable_conv2d", x)?.dims().to_vec();
         let input = dims.get(1..).unwrap_or(&[]);
         let out = self.output_shape(input)?;
-        let sliding = Sliding {
-            kernel_size: self.kernel_size,
-            strides: self.strides,
-            padding: self.padding,
-            dilation_rate: self.dilation_rate,
-        };
-        let mid = depthwise(cx.g, x, depthwise_kernel, input, sliding)?;
+        let mid = depthwise(cx.g, x, depthwise_kernel, input, self.sliding())?;
         let mid_shape = [out[0], out[1], input[2] * self.depth_multiplier];
-        let pointwise = Sliding {
-            kernel_size: [1, 1],
-            strides: [1, 1],
-            padding: Padding::Valid,
-            dilation_rate: [1, 1],
-        };
-        let mut y = pointwise.convolve(cx.g, mid, pointwise_kernel, &mid_shape, 1)?;
+        let mut y = POINTWISE.convolve(cx.g, mid, pointwise_kernel, &mid_shape, 1)?;
         if let Some(b) = bias {
             y = cx.g.add(y, b)?;
         }
         cx.activate(self.activation, y)
+    }
+
+    /// The depthwise `Conv` (one group per channel), then a 1x1 `Conv` with the bias,
+    /// its weight the pointwise kernel transposed to `[filters, in · multiplier, 1, 1]`.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let (depthwise_kernel, pointwise_kernel, bias) = if self.use_bias {
+            let [d, p, b] = cx.params(params)?;
+            (d, p, Some(b))
+        } else {
+            let [d, p] = cx.params(params)?;
+            (d, p, None)
+        };
+        self.output_shape(cx.input_shape())?;
+        let m = self.depth_multiplier;
+        let mid = onnx_depthwise(cx, &x, depthwise_kernel, None, self.sliding(), m);
+        let w = cx.transpose(pointwise_kernel, &[3, 2, 0, 1]);
+        let y = POINTWISE.onnx_conv(cx, &mid, &w, bias, 1);
+        self.activation.onnx(cx, y)
     }
 }

@@ -195,17 +195,20 @@ pub(crate) fn global_pool(
     Ok(pooled)
 }
 
-/// ONNX's `pads` of a 2-D operator: every axis's low padding, then every axis's high.
-fn onnx_pads([(h_lo, h_hi), (w_lo, w_hi)]: [Pads; 2]) -> OnnxAttribute {
-    OnnxAttribute::Ints(vec![h_lo as i64, w_lo as i64, h_hi as i64, w_hi as i64])
+/// ONNX's `pads`: every axis's low padding, then every axis's high.
+fn onnx_pads(pads: &[Pads]) -> OnnxAttribute {
+    let lows = pads.iter().map(|&(lo, _)| lo as i64);
+    let highs = pads.iter().map(|&(_, hi)| hi as i64);
+    OnnxAttribute::Ints(lows.chain(highs).collect())
 }
 
-fn onnx_pair(p: [usize; 2]) -> OnnxAttribute {
+pub(crate) fn onnx_sizes(p: &[usize]) -> OnnxAttribute {
     OnnxAttribute::Ints(p.iter().map(|&v| v as i64).collect())
 }
 
-/// `op` (an ONNX operator on NCHW images: `Conv`, the pools) applied to the NHWC image
-/// `x`: transposed to NCHW, `op(x, rest...)`, transposed back.
+/// `op` (an ONNX operator on channels-first inputs: `Conv`, the pools) applied to the
+/// channels-last `x` (`[batch, spatial..., channels]`): transposed to `[batch, channels,
+/// spatial...]`, `op(x, rest...)`, transposed back.
 pub(crate) fn onnx_nchw(
     cx: &mut OnnxForward<'_>,
     op: &'static str,
@@ -213,31 +216,98 @@ pub(crate) fn onnx_nchw(
     rest: &[&OnnxValue],
     attributes: Vec<(&'static str, OnnxAttribute)>,
 ) -> OnnxValue {
-    let t = cx.transpose(x, &[0, 3, 1, 2]);
+    let rank = cx.input_shape().len() as i64 + 1;
+    let first: Vec<i64> = [0, rank - 1].into_iter().chain(1..rank - 1).collect();
+    let last: Vec<i64> = std::iter::once(0)
+        .chain(2..rank)
+        .chain(std::iter::once(1))
+        .collect();
+    let t = cx.transpose(x, &first);
     let mut inputs = vec![&t];
     inputs.extend_from_slice(rest);
     let y = cx.op(op, &inputs, attributes);
-    cx.transpose(&y, &[0, 2, 3, 1])
+    cx.transpose(&y, &last)
 }
 
 /// The attributes placing a window of `window` (already dilated: the padding is
 /// computed from it) with `kernel_shape` and `strides` as the layer's `forward` does:
 /// explicit pads, so `same`'s odd element goes at the end as in TensorFlow.
-pub(crate) fn onnx_window(
+pub(crate) fn onnx_window<const N: usize>(
     input: &[usize],
-    kernel_shape: [usize; 2],
-    window: [usize; 2],
-    strides: [usize; 2],
+    kernel_shape: [usize; N],
+    window: [usize; N],
+    strides: [usize; N],
     padding: Padding,
 ) -> Vec<(&'static str, OnnxAttribute)> {
     vec![
-        ("kernel_shape", onnx_pair(kernel_shape)),
-        ("strides", onnx_pair(strides)),
-        ("pads", onnx_pads(pads(input, window, strides, padding))),
+        ("kernel_shape", onnx_sizes(&kernel_shape)),
+        ("strides", onnx_sizes(&strides)),
+        ("pads", onnx_pads(&pads(input, window, strides, padding))),
     ]
 }
 
 /// The dilation attribute of `Conv`.
-pub(crate) fn onnx_dilations(d: [usize; 2]) -> (&'static str, OnnxAttribute) {
-    ("dilations", onnx_pair(d))
+pub(crate) fn onnx_dilations<const N: usize>(d: [usize; N]) -> (&'static str, OnnxAttribute) {
+    ("dilations", onnx_sizes(&d))
+}
+
+impl<const N: usize> Sliding<N> {
+    /// `Conv` of the channels-last `x` with `weight` (ONNX's `[out, in / groups,
+    /// spatial...]`) and `bias`, placed as `convolve` places it.
+    pub(crate) fn onnx_conv(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: &OnnxValue,
+        weight: &OnnxValue,
+        bias: Option<&OnnxValue>,
+        groups: usize,
+    ) -> OnnxValue {
+        let input = cx.input_shape().to_vec();
+        let window = dilated(self.kernel_size, self.dilation_rate);
+        let mut attributes =
+            onnx_window(&input, self.kernel_size, window, self.strides, self.padding);
+        attributes.push(onnx_dilations(self.dilation_rate));
+        attributes.push(("group", OnnxAttribute::Int(groups as i64)));
+        let mut rest = vec![weight];
+        rest.extend(bias);
+        onnx_nchw(cx, "Conv", x, &rest, attributes)
+    }
+}
+
+/// A pooling layer's ONNX operator (`MaxPool`, or `AveragePool` counting only real
+/// elements, as `forward` does), placed as `pool_window` places the window.
+pub(crate) fn onnx_pool<const N: usize>(
+    cx: &mut OnnxForward<'_>,
+    op: &'static str,
+    x: &OnnxValue,
+    pool_size: [usize; N],
+    strides: Option<[usize; N]>,
+    padding: Padding,
+) -> OnnxValue {
+    let input = cx.input_shape().to_vec();
+    let strides = strides.unwrap_or(pool_size);
+    let mut attributes = onnx_window(&input, pool_size, pool_size, strides, padding);
+    if op == "AveragePool" {
+        attributes.push(("count_include_pad", OnnxAttribute::Int(0)));
+    }
+    onnx_nchw(cx, op, x, &[], attributes)
+}
+
+/// Global pooling's ONNX operator (`ReduceMean` or `ReduceMax`) over the `n` spatial
+/// axes (opset 17 takes them as an attribute).
+pub(crate) fn onnx_global_pool(
+    cx: &mut OnnxForward<'_>,
+    op: &'static str,
+    x: &OnnxValue,
+    n: usize,
+    keepdims: bool,
+) -> OnnxValue {
+    cx.op(
+        op,
+        &[x],
+        vec![
+            ("axes", OnnxAttribute::Ints((1..=n as i64).collect())),
+            ("keepdims", OnnxAttribute::Int(keepdims as i64)),
+        ],
+    )
 }
