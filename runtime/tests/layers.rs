@@ -597,6 +597,17 @@ fn depthwise_conv2d_keeps_channels_apart() {
     d.padding = Padding::Same;
     d.strides = [2, 2];
     assert_eq!(d.output_shape(&[3, 3, 2]).unwrap(), [2, 2, 4]);
+
+    // Strided and dilated together (Keras 3 allows it here): a 2x2 kernel dilated to
+    // 3x3 over a 5x5 image in steps of 2 picks the corners of each 3x3 window.
+    let mut a = DepthwiseConv2D::new("depthwise_conv2d", [2, 2], Activation::Linear);
+    a.strides = [2, 2];
+    a.dilation_rate = [2, 2];
+    a.use_bias = false;
+    let y = infer(&a, iota(&[1, 5, 5, 1]), vec![t(&[2, 2, 1, 1], &[1.0; 4])]);
+    // Corners of the window at (0, 0): 1 + 3 + 11 + 13.
+    let want = [28.0, 36.0, 68.0, 76.0];
+    assert_close(&y, &t(&[1, 2, 2, 1], &want));
     assert!(d.output_shape(&[3, 3]).is_err());
 }
 
@@ -830,6 +841,10 @@ fn layers_are_differentiable() {
     depthwise.padding = Padding::Same;
     depthwise.strides = [2, 1];
     depthwise.depth_multiplier = 2;
+    // Keras 3 takes strides with dilation in the depthwise layers.
+    let mut depthwise_atrous = DepthwiseConv2D::new("depthwise_atrous", [2, 2], Activation::Linear);
+    depthwise_atrous.strides = [2, 1];
+    depthwise_atrous.dilation_rate = [2, 2];
     let mut separable = SeparableConv2D::new("separable_conv2d", 3, [2, 2], Activation::Linear);
     separable.depth_multiplier = 2;
     separable.padding = Padding::Same;
@@ -887,6 +902,7 @@ fn layers_are_differentiable() {
             false,
         ),
         (Box::new(depthwise), image.to_vec(), false),
+        (Box::new(depthwise_atrous), image.to_vec(), false),
         (Box::new(separable), image.to_vec(), false),
         (Box::new(transpose_same), image.to_vec(), false),
         (Box::new(transpose_dilated), image.to_vec(), false),

@@ -81,14 +81,6 @@ fn padding_checks(a: &Args) -> Vec<ArgError> {
     errors
 }
 
-/// A depthwise or separable convolution's checks.
-fn depthwise_checks(a: &Args) -> Vec<ArgError> {
-    let mut errors = Vec::new();
-    strided_or_dilated::<2>(a, &mut errors);
-    not_causal(a, &mut errors);
-    errors
-}
-
 pub static LAYERS: &[LayerDef] = &[
     LayerDef {
         class: "Input",
@@ -418,7 +410,8 @@ pub static LAYERS: &[LayerDef] = &[
         ],
         shape: depthwise_conv2d,
         params: depthwise_conv2d_params,
-        validate: depthwise_checks,
+        // Keras 3 takes strides with dilation here (unlike Conv2D's).
+        validate: padding_checks,
         takes_ids: false,
     },
     LayerDef {
@@ -442,7 +435,8 @@ pub static LAYERS: &[LayerDef] = &[
         ],
         shape: conv2d,
         params: separable_conv2d_params,
-        validate: depthwise_checks,
+        // Keras 3 takes strides with dilation here (unlike Conv2D's).
+        validate: padding_checks,
         takes_ids: false,
     },
     LayerDef {
@@ -466,7 +460,8 @@ pub static LAYERS: &[LayerDef] = &[
         shape: conv2d_transpose,
         params: conv2d_transpose_params,
         validate: |a| {
-            let mut errors = depthwise_checks(a);
+            let mut errors = padding_checks(a);
+            strided_or_dilated::<2>(a, &mut errors);
             // Output padding only places the last partial stride: it must be shorter.
             if let Some(p) = a.optional_sizes::<2>("output_padding") {
                 let s = a.sizes::<2>("strides");
