@@ -180,7 +180,11 @@ fn deconv_length(
             .saturating_add(window.saturating_sub(stride)),
         Some(p) => {
             let pad = if same { window / 2 } else { 0 };
-            ((n - 1).saturating_mul(stride) + window + p).saturating_sub(2 * pad)
+            (n - 1)
+                .saturating_mul(stride)
+                .saturating_add(window)
+                .saturating_add(p)
+                .saturating_sub(2 * pad)
         }
     }
 }
@@ -199,8 +203,8 @@ pub(crate) fn conv2d_transpose(a: &Args, x: &Shape) -> Result<Shape, ShapeError>
             0 => 0,
             n => deconv_length(n, window[i], strides[i], same, output_padding.map(|p| p[i])),
         };
-        // Only an empty input, or one pixel under `same` with an even kernel and no
-        // output padding, leaves nothing.
+        // Only an empty input, or one pixel under `same` with an even (dilated) kernel
+        // and an output padding of 0, leaves nothing.
         if len == 0 {
             return Err(ShapeError::Window {
                 kernel: kernel.to_vec(),
