@@ -88,9 +88,13 @@ pub mod prelude {
 /// `MaxPool2D`), `AveragePooling2D` (`AvgPool2D`), `GlobalAveragePooling2D`
 /// (`GlobalAvgPool2D`), `GlobalMaxPooling2D` (`GlobalMaxPool2D`), `BatchNormalization`,
 /// `LayerNormalization`, `Embedding` and `Activation`; `Rescaling`, `Softmax`, `ReLU`,
-/// `LeakyReLU`, `PReLU`, `ZeroPadding2D`, `Cropping2D`, `UpSampling2D` (nearest), `Permute`
-/// and `RepeatVector`, with Keras' arguments, positional order and defaults, as
-/// [`spec::LAYERS`] defines them. Every layer also takes `name = "..."`.
+/// `LeakyReLU`, `PReLU`, `ZeroPadding2D`, `Cropping2D`, `UpSampling2D`, `Permute` and
+/// `RepeatVector`; over sequences `(steps, channels)`: `Conv1D` (`Convolution1D`),
+/// `MaxPooling1D` (`MaxPool1D`), `AveragePooling1D` (`AvgPool1D`), `GlobalAveragePooling1D`
+/// (`GlobalAvgPool1D`), `GlobalMaxPooling1D` (`GlobalMaxPool1D`); and `DepthwiseConv2D`,
+/// `SeparableConv2D` (`SeparableConvolution2D`), `Conv2DTranspose` (`Convolution2DTranspose`)
+/// and `GroupNormalization`; with Keras' arguments, positional order, defaults and weight
+/// layouts, as [`spec::LAYERS`] defines them. Every layer also takes `name = "..."`.
 /// Activations, initializers and paddings are written by name, bare (`relu`) or quoted
 /// (`"relu"`); sizes must be literals, since they are checked at compile time.
 ///

@@ -255,6 +255,93 @@ fn global_max_pooling() {
     assert_eq!(kept.arch().layers()[1].name(), "peak");
 }
 
+#[test]
+fn sequence_layers() {
+    let mut m = model![
+        Input((16, 3)),
+        Conv1D(8, 3, padding = same, activation = relu),
+        MaxPooling1D(2),
+        Conv1D(
+            filters = 4,
+            kernel_size = (3,),
+            dilation_rate = 2,
+            groups = 2
+        ),
+        AvgPool1D(pool_size = 2, strides = 1, padding = same),
+        GlobalAveragePooling1D(),
+        Dense(2, softmax),
+    ];
+    // 16 same → 16, pooled → 8, a 3-kernel dilated to 5 → 4, pooled with stride 1 → 4.
+    assert_eq!(declared_output(&m), Some(&[2][..]));
+    agrees(&mut m);
+    let shapes: Vec<Vec<usize>> = [[16, 3], [16, 8], [8, 8], [4, 4]]
+        .iter()
+        .zip(m.arch().layers())
+        .map(|(input, l)| l.output_shape(input).unwrap())
+        .collect();
+    assert_eq!(shapes, [vec![16, 8], vec![8, 8], vec![4, 4], vec![4, 4]]);
+    assert_eq!(
+        m.params()[2].dims,
+        [3, 4, 4],
+        "(kernel, in / groups, filters)"
+    );
+    let y = run(&m, filled(&[2, 16, 3], 0.5), false);
+    assert_eq!(y[0].dims(), [2, 2]);
+
+    let mut kept = model![
+        Input((6, 2)),
+        MaxPool1D(3, strides = None),
+        GlobalMaxPool1D(keepdims = true),
+        Flatten(),
+    ];
+    assert_eq!(declared_output(&kept), Some(&[2][..]));
+    agrees(&mut kept);
+
+    // Causal padding keeps every step, like same.
+    let mut causal = model![
+        Input((10, 2)),
+        Conv1D(3, 4, padding = causal, dilation_rate = 2),
+    ];
+    assert_eq!(declared_output(&causal), Some(&[10, 3][..]));
+    agrees(&mut causal);
+}
+
+#[test]
+fn depthwise_separable_transposed_and_group_normalization() {
+    let mut m = model![
+        Input((8, 8, 4)),
+        DepthwiseConv2D(3, depth_multiplier = 2, padding = same),
+        SeparableConv2D(8, (3, 3), strides = 2, activation = relu),
+        GroupNormalization(groups = 4),
+        Conv2DTranspose(4, 3, strides = 2, padding = same, output_padding = 1),
+        Conv2DTranspose(2, (2, 2), output_padding = None),
+        GlobalAveragePooling2D(),
+    ];
+    // 8x8x4 → 8x8x8 → (8 - 3) / 2 + 1 = 3: 3x3x8 → (3 - 1)·2 + 3 - 2 + 1 = 6: 6x6x4 →
+    // 6 + 1 = 7: 7x7x2 → 2.
+    assert_eq!(declared_output(&m), Some(&[2][..]));
+    agrees(&mut m);
+    let dims: Vec<(&str, Vec<usize>)> = m
+        .params()
+        .iter()
+        .map(|p| (p.name.as_str(), p.dims.clone()))
+        .collect();
+    assert_eq!(
+        dims[..6],
+        [
+            ("depthwise_conv2d/kernel", vec![3, 3, 4, 2]),
+            ("depthwise_conv2d/bias", vec![8]),
+            ("separable_conv2d/depthwise_kernel", vec![3, 3, 8, 1]),
+            ("separable_conv2d/pointwise_kernel", vec![1, 1, 8, 8]),
+            ("separable_conv2d/bias", vec![8]),
+            ("group_normalization/gamma", vec![8]),
+        ]
+    );
+    assert_eq!(dims[7], ("conv2d_transpose/kernel", vec![3, 3, 4, 8]));
+    let y = run(&m, filled(&[2, 8, 8, 4], 0.5), false);
+    assert_eq!(y[0].dims(), [2, 2]);
+}
+
 /// The output shape `model!` worked out at compile time.
 fn declared_output<A: Architecture>(_: &Model<A>) -> Option<&'static [usize]> {
     A::OUTPUT_SHAPE

@@ -229,7 +229,11 @@ fn value(v: &Val) -> TokenStream {
             let p = pair(*p);
             quote!(::strata::__private::Some(#p))
         }
-        Val::OptionalPair(None) => quote!(::strata::__private::None),
+        Val::OptionalUsize(Some(n)) => {
+            let n = Literal::usize_unsuffixed(*n);
+            quote!(::strata::__private::Some(#n))
+        }
+        Val::OptionalPair(None) | Val::OptionalUsize(None) => quote!(::strata::__private::None),
         Val::Float(f) => {
             let f = Literal::f64_unsuffixed(*f);
             quote!(#f)

@@ -65,10 +65,24 @@ fn count(value: &Value, arg: &str) -> syn::Result<usize> {
     usize::try_from(v).map_err(|_| err(value, format!("`{arg}` is too large")))
 }
 
+fn non_negative(value: &Value, arg: &str) -> syn::Result<usize> {
+    let v = int(value, arg, "a whole number >= 0")?;
+    usize::try_from(v).map_err(|_| err(value, format!("`{arg}` must be at least 0, got {v}")))
+}
+
 fn pair(value: &Value, arg: &str) -> syn::Result<[usize; 2]> {
+    pair_of(value, arg, count)
+}
+
+/// One size for both axes, or a `(height, width)` pair, each read by `item`.
+fn pair_of(
+    value: &Value,
+    arg: &str,
+    item: fn(&Value, &str) -> syn::Result<usize>,
+) -> syn::Result<[usize; 2]> {
     match &value.kind {
         ValueKind::Tuple(items) if items.len() == 2 => {
-            Ok([count(&items[0], arg)?, count(&items[1], arg)?])
+            Ok([item(&items[0], arg)?, item(&items[1], arg)?])
         }
         ValueKind::Tuple(items) => Err(err(
             value,
@@ -78,7 +92,7 @@ fn pair(value: &Value, arg: &str) -> syn::Result<[usize; 2]> {
             ),
         )),
         _ => {
-            let n = count(value, arg)?;
+            let n = item(value, arg)?;
             Ok([n, n])
         }
     }
@@ -146,6 +160,21 @@ fn axes(value: &Value, arg: &str) -> syn::Result<Vec<usize>> {
             })
         })
         .collect()
+}
+
+/// One size, written `3` or `(3,)` (the one axis of a sequence).
+fn single(value: &Value, arg: &str) -> syn::Result<usize> {
+    match &value.kind {
+        ValueKind::Tuple(items) if items.len() == 1 => count(&items[0], arg),
+        ValueKind::Tuple(items) => Err(err(
+            value,
+            format!(
+                "`{arg}` must be one size or a (size,) tuple, found {} values",
+                items.len()
+            ),
+        )),
+        _ => count(value, arg),
+    }
 }
 
 fn float(value: &Value, arg: &str) -> syn::Result<f64> {
@@ -222,6 +251,11 @@ pub fn accept(kind: Kind, value: &Value, arg: &str) -> syn::Result<Val> {
             Kind::Interpolation => {
                 Val::Interpolation(choice(value, arg, "interpolation", INTERPOLATIONS)?)
             }
+            Kind::OptionalPadding if is_none => Val::OptionalPair(None),
+            Kind::OptionalPadding => Val::OptionalPair(Some(pair_of(value, arg, non_negative)?)),
+            Kind::Size => Val::Usize(single(value, arg)?),
+            Kind::OptionalSize if is_none => Val::OptionalUsize(None),
+            Kind::OptionalSize => Val::OptionalUsize(Some(single(value, arg)?)),
             Kind::Rate | Kind::Fraction | Kind::Positive | Kind::NonNegative | Kind::Number => {
                 let v = float(value, arg)?;
                 kind.check_float(arg, v).map_err(|m| err(value, m))?;

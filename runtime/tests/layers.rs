@@ -443,6 +443,324 @@ fn activation_layer_applies_and_marks_softmax_logits() {
     assert_eq!(cx.logits_of(y), Some(x));
 }
 
+#[test]
+fn conv1d_valid_same_dilated_and_grouped() {
+    // x = 1..5 along the steps; a kernel of ones sums each window.
+    let x = iota(&[1, 5, 1]);
+    let mut c = Conv1D::new("conv1d", 1, 3, Activation::Linear);
+    assert_eq!(c.params(&[5, 1]).unwrap()[0].dims, [3, 1, 1]);
+    let ones = t(&[3, 1, 1], &[1.0; 3]);
+    let y = infer(&c, x.clone(), vec![ones.clone(), t(&[1], &[1.0])]);
+    assert_close(&y, &t(&[1, 3, 1], &[7.0, 10.0, 13.0]));
+
+    // Same, stride 2: ceil(5 / 2) = 3 windows, one zero at each end.
+    c.padding = Padding::Same;
+    c.strides = 2;
+    let y = infer(&c, x.clone(), vec![ones, t(&[1], &[0.0])]);
+    assert_close(&y, &t(&[1, 3, 1], &[3.0, 9.0, 9.0]));
+
+    // Dilation 2: taps at steps 0, 2 and 4.
+    c.padding = Padding::Valid;
+    c.strides = 1;
+    c.dilation_rate = 2;
+    let k = t(&[3, 1, 1], &[1.0, 10.0, 100.0]);
+    let y = infer(&c, x, vec![k, t(&[1], &[0.0])]);
+    assert_close(&y, &t(&[1, 1, 1], &[531.0]));
+
+    // Two groups: each filter sees its own channel; relu applies.
+    let mut g = Conv1D::new("conv1d", 2, 1, Activation::Relu);
+    g.groups = 2;
+    g.use_bias = false;
+    assert_eq!(g.params(&[2, 2]).unwrap()[0].dims, [1, 1, 2]);
+    let x = t(&[1, 2, 2], &[1.0, -1.0, 2.0, 3.0]);
+    let y = infer(&g, x, vec![t(&[1, 1, 2], &[2.0, 3.0])]);
+    assert_close(&y, &t(&[1, 2, 2], &[2.0, 0.0, 4.0, 9.0]));
+
+    let e = c.output_shape(&[5]).unwrap_err().to_string();
+    assert!(
+        e.contains("conv1d (Conv1D)") && e.contains("(steps, channels) (rank 2)"),
+        "{e}"
+    );
+    let e = c.output_shape(&[4, 1]).unwrap_err().to_string();
+    assert!(e.contains("at least 5 in steps for a 5 window"), "{e}");
+}
+
+#[test]
+fn conv1d_causal_sees_no_later_step() {
+    // Causal pads (window - 1) zeros at the start: y[t] = x[t - 2] + 10 x[t - 1] + 100 x[t].
+    let x = iota(&[1, 5, 1]);
+    let k = t(&[3, 1, 1], &[1.0, 10.0, 100.0]);
+    let mut c = Conv1D::new("conv1d", 1, 3, Activation::Linear);
+    c.padding = Padding::Causal;
+    c.use_bias = false;
+    let y = infer(&c, x.clone(), vec![k.clone()]);
+    assert_close(&y, &t(&[1, 5, 1], &[100.0, 210.0, 321.0, 432.0, 543.0]));
+    // Dilated: taps two steps apart, four zeros of padding.
+    c.dilation_rate = 2;
+    let y = infer(&c, x.clone(), vec![k.clone()]);
+    assert_close(&y, &t(&[1, 5, 1], &[100.0, 200.0, 310.0, 420.0, 531.0]));
+    // Strided: ceil(5 / 2) outputs, at steps 0, 2 and 4.
+    c.dilation_rate = 1;
+    c.strides = 2;
+    let y = infer(&c, x, vec![k]);
+    assert_close(&y, &t(&[1, 3, 1], &[100.0, 321.0, 543.0]));
+
+    // Keras refuses causal padding anywhere else.
+    let mut c2 = Conv2D::new("conv2d", 1, [3, 3], Activation::Linear);
+    c2.padding = Padding::Causal;
+    let e = c2.output_shape(&[5, 5, 1]).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "conv2d (Conv2D): `causal` padding is only for Conv1D; use `valid` or `same`"
+    );
+    let mut p = MaxPooling1D::new("max_pooling1d", 2);
+    p.padding = Padding::Causal;
+    assert!(p.output_shape(&[5, 1]).is_err());
+}
+
+#[test]
+fn pooling1d_max_and_average() {
+    let x = t(&[1, 5, 1], &[3.0, -1.0, 4.0, -1.0, 5.0]);
+    let mut m = MaxPooling1D::new("max_pooling1d", 2);
+    assert_close(&infer(&m, x.clone(), vec![]), &t(&[1, 2, 1], &[3.0, 4.0]));
+    m.padding = Padding::Same;
+    assert_close(
+        &infer(&m, x.clone(), vec![]),
+        &t(&[1, 3, 1], &[3.0, 4.0, 5.0]),
+    );
+    m.padding = Padding::Valid;
+    m.strides = Some(1);
+    let want = t(&[1, 4, 1], &[3.0, 4.0, 4.0, 5.0]);
+    assert_close(&infer(&m, x, vec![]), &want);
+
+    let x = iota(&[1, 5, 1]);
+    let mut a = AveragePooling1D::new("average_pooling1d", 2);
+    assert_close(&infer(&a, x.clone(), vec![]), &t(&[1, 2, 1], &[1.5, 3.5]));
+    // The last window holds one real step: its mean is that step.
+    a.padding = Padding::Same;
+    let want = t(&[1, 3, 1], &[1.5, 3.5, 5.0]);
+    assert_close(&infer(&a, x.clone(), vec![]), &want);
+    a.pool_size = 3;
+    a.strides = Some(1);
+    let want = t(&[1, 5, 1], &[1.5, 2.0, 3.0, 4.0, 4.5]);
+    assert_close(&infer(&a, x, vec![]), &want);
+    assert!(a.params(&[5, 1]).unwrap().is_empty());
+    assert!(MaxPooling1D::new("p", 3).output_shape(&[2, 1]).is_err());
+    assert!(MaxPooling1D::new("p", 2).output_shape(&[4, 4, 1]).is_err());
+}
+
+#[test]
+fn global_pooling1d_mean_and_max_of_each_channel() {
+    let x = t(
+        &[2, 3, 2],
+        &[
+            1.0, -6.0, 2.0, -5.0, 6.0, -7.0, 0.0, 1.0, 0.0, 2.0, 3.0, 3.0,
+        ],
+    );
+    let mut gap = GlobalAveragePooling1D::new("global_average_pooling1d");
+    let want = t(&[2, 2], &[3.0, -6.0, 1.0, 2.0]);
+    assert_close(&infer(&gap, x.clone(), vec![]), &want);
+    gap.keepdims = true;
+    assert_eq!(gap.output_shape(&[3, 2]).unwrap(), [1, 2]);
+    let want = t(&[2, 1, 2], &[3.0, -6.0, 1.0, 2.0]);
+    assert_close(&infer(&gap, x.clone(), vec![]), &want);
+    let gmp = GlobalMaxPooling1D::new("global_max_pooling1d");
+    let want = t(&[2, 2], &[6.0, -5.0, 3.0, 3.0]);
+    assert_close(&infer(&gmp, x, vec![]), &want);
+    let e = gmp.output_shape(&[3, 3, 2]).unwrap_err().to_string();
+    assert!(e.contains("(steps, channels) (rank 2)"), "{e}");
+}
+
+/// A `[2, 2, 2, 2]` depthwise kernel: channel 0 times 1 and 2, channel 1 times 3 and -1.
+fn depthwise_kernel() -> Tensor {
+    t(&[2, 2, 2, 2], &[1.0, 2.0, 3.0, -1.0].repeat(4))
+}
+
+#[test]
+fn depthwise_conv2d_keeps_channels_apart() {
+    // Channel 0 holds the odd numbers 1..17, channel 1 the even ones; the 2x2 window sums
+    // of channel 0 are 20, 28, 44, 52, of channel 1 four more each.
+    let x = iota(&[1, 3, 3, 2]);
+    let mut d = DepthwiseConv2D::new("depthwise_conv2d", [2, 2], Activation::Linear);
+    d.depth_multiplier = 2;
+    let specs = d.params(&[3, 3, 2]).unwrap();
+    assert_eq!(specs[0].name, "depthwise_conv2d/kernel");
+    assert_eq!(specs[0].dims, [2, 2, 2, 2]);
+    assert_eq!(specs[1].dims, [4]);
+    assert_eq!((specs[0].fan_in, specs[0].fan_out), (8, 8));
+    let y = infer(&d, x.clone(), vec![depthwise_kernel(), t(&[4], &[0.0; 4])]);
+    let want = [
+        20.0, 40.0, 72.0, -24.0, 28.0, 56.0, 96.0, -32.0, //
+        44.0, 88.0, 144.0, -48.0, 52.0, 104.0, 168.0, -56.0,
+    ];
+    assert_close(&y, &t(&[1, 2, 2, 4], &want));
+    d.padding = Padding::Same;
+    d.strides = [2, 2];
+    assert_eq!(d.output_shape(&[3, 3, 2]).unwrap(), [2, 2, 4]);
+
+    // Strided and dilated together (Keras 3 allows it here): a 2x2 kernel dilated to
+    // 3x3 over a 5x5 image in steps of 2 picks the corners of each 3x3 window.
+    let mut a = DepthwiseConv2D::new("depthwise_conv2d", [2, 2], Activation::Linear);
+    a.strides = [2, 2];
+    a.dilation_rate = [2, 2];
+    a.use_bias = false;
+    let y = infer(&a, iota(&[1, 5, 5, 1]), vec![t(&[2, 2, 1, 1], &[1.0; 4])]);
+    // Corners of the window at (0, 0): 1 + 3 + 11 + 13.
+    let want = [28.0, 36.0, 68.0, 76.0];
+    assert_close(&y, &t(&[1, 2, 2, 1], &want));
+    assert!(d.output_shape(&[3, 3]).is_err());
+}
+
+#[test]
+fn separable_conv2d_is_depthwise_then_pointwise() {
+    let x = iota(&[1, 3, 3, 2]);
+    let mut s = SeparableConv2D::new("separable_conv2d", 1, [2, 2], Activation::Linear);
+    s.depth_multiplier = 2;
+    let specs = s.params(&[3, 3, 2]).unwrap();
+    let names: Vec<&str> = specs.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "separable_conv2d/depthwise_kernel",
+            "separable_conv2d/pointwise_kernel",
+            "separable_conv2d/bias"
+        ]
+    );
+    assert_eq!(specs[1].dims, [1, 1, 4, 1]);
+    // The pointwise kernel of ones adds the four depthwise channels.
+    let params = vec![
+        depthwise_kernel(),
+        t(&[1, 1, 4, 1], &[1.0; 4]),
+        t(&[1], &[0.5]),
+    ];
+    let y = infer(&s, x, params);
+    assert_close(&y, &t(&[1, 2, 2, 1], &[108.5, 148.5, 228.5, 268.5]));
+}
+
+#[test]
+fn conv2d_transpose_spreads_each_pixel_over_the_kernel() {
+    // Stride 2 with a 2x2 kernel: each pixel becomes its own 2x2 block, the kernel
+    // unflipped (out[2p + i] += x[p] · k[i]).
+    let x = t(&[1, 2, 2, 1], &[1.0, 2.0, 3.0, 4.0]);
+    let mut c = Conv2DTranspose::new("conv2d_transpose", 1, [2, 2], Activation::Linear);
+    c.strides = [2, 2];
+    let k = t(&[2, 2, 1, 1], &[1.0, 10.0, 100.0, 1000.0]);
+    let y = infer(&c, x.clone(), vec![k, t(&[1], &[0.0])]);
+    let want = [
+        1.0, 10.0, 2.0, 20.0, 100.0, 1000.0, 200.0, 2000.0, //
+        3.0, 30.0, 4.0, 40.0, 300.0, 3000.0, 400.0, 4000.0,
+    ];
+    assert_close(&y, &t(&[1, 4, 4, 1], &want));
+
+    // Stride 1: the full convolution, 3x3.
+    c.strides = [1, 1];
+    let y = infer(&c, x, vec![t(&[2, 2, 1, 1], &[1.0; 4]), t(&[1], &[0.0])]);
+    let want = [1.0, 3.0, 2.0, 4.0, 10.0, 6.0, 3.0, 7.0, 4.0];
+    assert_close(&y, &t(&[1, 3, 3, 1], &want));
+
+    // One row, a 1x3 kernel, stride 2: valid gives 2·2 + (3 - 2) = 5 columns, same 4
+    // (the forward convolution pads nothing before), output padding 1 one more than valid.
+    let x = t(&[1, 1, 2, 1], &[1.0, 2.0]);
+    let k = t(&[1, 3, 1, 1], &[1.0, 10.0, 100.0]);
+    let mut c = Conv2DTranspose::new("conv2d_transpose", 1, [1, 3], Activation::Linear);
+    c.strides = [1, 2];
+    let run = |c: &Conv2DTranspose| infer(c, x.clone(), vec![k.clone(), t(&[1], &[0.0])]);
+    assert_close(
+        &run(&c),
+        &t(&[1, 1, 5, 1], &[1.0, 10.0, 102.0, 20.0, 200.0]),
+    );
+    c.padding = Padding::Same;
+    assert_close(&run(&c), &t(&[1, 1, 4, 1], &[1.0, 10.0, 102.0, 20.0]));
+    c.padding = Padding::Valid;
+    c.output_padding = Some([0, 1]);
+    let want = t(&[1, 1, 6, 1], &[1.0, 10.0, 102.0, 20.0, 200.0, 0.0]);
+    assert_close(&run(&c), &want);
+
+    // Keras' kernel layout (kh, kw, filters, in) and deconv_output_length.
+    let mut c = Conv2DTranspose::new("conv2d_transpose", 4, [3, 3], Activation::Relu);
+    assert_eq!(c.params(&[5, 5, 2]).unwrap()[0].dims, [3, 3, 4, 2]);
+    assert_eq!(c.output_shape(&[5, 5, 2]).unwrap(), [7, 7, 4]);
+    c.strides = [2, 2];
+    c.padding = Padding::Same;
+    assert_eq!(c.output_shape(&[5, 5, 2]).unwrap(), [10, 10, 4]);
+    c.output_padding = Some([1, 0]);
+    assert_eq!(c.output_shape(&[5, 5, 2]).unwrap(), [10, 9, 4]);
+    c.output_padding = Some([2, 0]);
+    let e = c.output_shape(&[5, 5, 2]).unwrap_err().to_string();
+    assert!(e.contains("must be smaller than `strides`"), "{e}");
+}
+
+/// Against the definition by a direct loop, where `same` must split an odd total:
+/// `out[s·p + i - before] += x[p] · k[i]`, `before` half of what the full result has over
+/// the output (TensorFlow's placement), with an even kernel and output padding.
+#[test]
+fn conv2d_transpose_same_with_an_even_kernel_matches_the_definition() {
+    let x = [0.5f32, -1.0, 2.0];
+    let k = [0.25f32, -0.5, 1.5, 2.0];
+    for (stride, output_padding) in [(2, None), (3, Some(2)), (2, Some(1))] {
+        let mut c = Conv2DTranspose::new("conv2d_transpose", 1, [4, 1], Activation::Linear);
+        c.padding = Padding::Same;
+        c.strides = [stride, 1];
+        c.output_padding = output_padding.map(|p| [p, 0]);
+        let out = c.output_shape(&[3, 1, 1]).unwrap()[0];
+        let covered = 2 * stride + 4;
+        let before = covered.saturating_sub(out) / 2;
+        let mut want = vec![0.0f32; out];
+        for (p, xv) in x.iter().enumerate() {
+            for (i, kv) in k.iter().enumerate() {
+                if let Some(o) = (stride * p + i).checked_sub(before) {
+                    if o < out {
+                        want[o] += xv * kv;
+                    }
+                }
+            }
+        }
+        let params = vec![t(&[4, 1, 1, 1], &k), t(&[1], &[0.0])];
+        let y = infer(&c, t(&[1, 3, 1, 1], &x), params);
+        assert_close(&y, &t(&[1, out, 1, 1], &want));
+    }
+}
+
+#[test]
+fn group_normalization_normalises_each_group() {
+    // Two steps of four channels in two groups: each group's statistics over its two
+    // channels and both steps.
+    let x = t(&[1, 2, 4], &[1.0, 2.0, 10.0, 30.0, 3.0, 6.0, 20.0, 0.0]);
+    let mut n = GroupNormalization::new("group_normalization");
+    n.groups = 2;
+    let gamma = [1.0, 2.0, 0.5, 1.0];
+    let beta = [0.0, 1.0, 0.0, -1.0];
+    let v = x.to_vec::<f32>().unwrap();
+    let mut want = vec![0.0; 8];
+    for group in 0..2 {
+        let idx: Vec<usize> = (0..2)
+            .flat_map(|s| (0..2).map(move |c| s * 4 + group * 2 + c))
+            .collect();
+        let mean = idx.iter().map(|&i| v[i]).sum::<f32>() / 4.0;
+        let var = idx.iter().map(|&i| (v[i] - mean).powi(2)).sum::<f32>() / 4.0;
+        for &i in &idx {
+            let c = i % 4;
+            want[i] = (v[i] - mean) / (var + 1e-3).sqrt() * gamma[c] + beta[c];
+        }
+    }
+    let y = infer(&n, x, vec![t(&[4], &gamma), t(&[4], &beta)]);
+    assert_close(&y, &t(&[1, 2, 4], &want));
+    let names: Vec<String> = n
+        .params(&[2, 4])
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["group_normalization/gamma", "group_normalization/beta"]
+    );
+    n.groups = 3;
+    let e = n.output_shape(&[2, 4]).unwrap_err().to_string();
+    assert!(e.contains("channels divisible by groups (3)"), "{e}");
+    assert!(GroupNormalization::new("g").output_shape(&[16]).is_err());
+}
+
 /// A struct built by hand is checked against its catalogue entry's ranges, in the words
 /// `model!` uses for the same mistake; a shape it cannot take keeps the runtime's words.
 #[test]
@@ -524,6 +842,41 @@ fn layers_are_differentiable() {
     let mut bilinear = UpSampling2D::new("up_sampling2d_1");
     bilinear.size = [3, 2];
     bilinear.interpolation = Interpolation::Bilinear;
+    let sequence = [2, 7, 2];
+    let mut conv1d = Conv1D::new("conv1d", 4, 3, Activation::Tanh);
+    conv1d.padding = Padding::Same;
+    conv1d.strides = 2;
+    conv1d.groups = 2;
+    let mut conv1d_dilated = Conv1D::new("conv1d_dilated", 3, 2, Activation::Linear);
+    conv1d_dilated.dilation_rate = 3;
+    let mut conv1d_causal = Conv1D::new("conv1d_causal", 2, 3, Activation::Linear);
+    conv1d_causal.padding = Padding::Causal;
+    conv1d_causal.dilation_rate = 2;
+    let mut max1d = MaxPooling1D::new("max_pooling1d", 2);
+    max1d.padding = Padding::Same;
+    let mut avg1d = AveragePooling1D::new("average_pooling1d", 3);
+    avg1d.padding = Padding::Same;
+    avg1d.strides = Some(2);
+    let mut depthwise = DepthwiseConv2D::new("depthwise_conv2d", [3, 2], Activation::Tanh);
+    depthwise.padding = Padding::Same;
+    depthwise.strides = [2, 1];
+    depthwise.depth_multiplier = 2;
+    // Keras 3 takes strides with dilation in the depthwise layers.
+    let mut depthwise_atrous = DepthwiseConv2D::new("depthwise_atrous", [2, 2], Activation::Linear);
+    depthwise_atrous.strides = [2, 1];
+    depthwise_atrous.dilation_rate = [2, 2];
+    let mut separable = SeparableConv2D::new("separable_conv2d", 3, [2, 2], Activation::Linear);
+    separable.depth_multiplier = 2;
+    separable.padding = Padding::Same;
+    let mut transpose_same = Conv2DTranspose::new("conv2d_transpose", 3, [3, 2], Activation::Tanh);
+    transpose_same.padding = Padding::Same;
+    transpose_same.strides = [2, 2];
+    transpose_same.output_padding = Some([1, 0]);
+    let mut transpose_dilated =
+        Conv2DTranspose::new("conv2d_transpose", 2, [2, 2], Activation::Linear);
+    transpose_dilated.dilation_rate = [2, 1];
+    let mut group_norm = GroupNormalization::new("group_normalization");
+    group_norm.groups = 2;
     let cases: Vec<(Box<dyn Layer>, Vec<usize>, bool)> = vec![
         (
             Box::new(Dense::new("dense", 3, Activation::Gelu)),
@@ -574,6 +927,27 @@ fn layers_are_differentiable() {
             vec![2, 4],
             false,
         ),
+        (Box::new(conv1d), sequence.to_vec(), false),
+        (Box::new(conv1d_dilated), sequence.to_vec(), false),
+        (Box::new(conv1d_causal), sequence.to_vec(), false),
+        (Box::new(max1d), sequence.to_vec(), false),
+        (Box::new(avg1d), sequence.to_vec(), false),
+        (
+            Box::new(GlobalAveragePooling1D::new("gap1d")),
+            sequence.to_vec(),
+            false,
+        ),
+        (
+            Box::new(GlobalMaxPooling1D::new("gmp1d")),
+            sequence.to_vec(),
+            false,
+        ),
+        (Box::new(depthwise), image.to_vec(), false),
+        (Box::new(depthwise_atrous), image.to_vec(), false),
+        (Box::new(separable), image.to_vec(), false),
+        (Box::new(transpose_same), image.to_vec(), false),
+        (Box::new(transpose_dilated), image.to_vec(), false),
+        (Box::new(group_norm), vec![2, 3, 4], false),
     ];
     for (i, (layer, dims, training)) in cases.iter().enumerate() {
         let specs = layer.params(&dims[1..]).unwrap();

@@ -489,18 +489,26 @@ fn shape_and_activation_layers_match_predict() {
 /// onnxruntime).
 const EXPORTED: &[&str] = &[
     "Activation",
+    "AveragePooling1D",
     "AveragePooling2D",
     "BatchNormalization",
+    "Conv1D",
     "Conv2D",
+    "Conv2DTranspose",
     "Cropping2D",
     "Dense",
+    "DepthwiseConv2D",
     "Dropout",
     "Embedding",
     "Flatten",
+    "GlobalAveragePooling1D",
     "GlobalAveragePooling2D",
+    "GlobalMaxPooling1D",
     "GlobalMaxPooling2D",
+    "GroupNormalization",
     "LayerNormalization",
     "LeakyReLU",
+    "MaxPooling1D",
     "MaxPooling2D",
     "PReLU",
     "Permute",
@@ -508,10 +516,137 @@ const EXPORTED: &[&str] = &[
     "RepeatVector",
     "Rescaling",
     "Reshape",
+    "SeparableConv2D",
     "Softmax",
     "UpSampling2D",
     "ZeroPadding2D",
 ];
+
+#[test]
+fn sequence_layers_match_predict() {
+    let same = Conv1D {
+        padding: Padding::Same,
+        strides: 2,
+        ..Conv1D::new("conv_same", 4, 3, Activation::Relu)
+    };
+    let causal = Conv1D {
+        padding: Padding::Causal,
+        dilation_rate: 2,
+        groups: 2,
+        ..Conv1D::new("conv_causal", 6, 3, Activation::Tanh)
+    };
+    let max_same = MaxPooling1D {
+        padding: Padding::Same,
+        ..MaxPooling1D::new("max_same", 2)
+    };
+    let avg_same = AveragePooling1D {
+        padding: Padding::Same,
+        strides: Some(1),
+        ..AveragePooling1D::new("avg_same", 3)
+    };
+    let gap = GlobalAveragePooling1D {
+        keepdims: true,
+        ..GlobalAveragePooling1D::new("gap")
+    };
+    let layers: Vec<Box<dyn Layer>> = vec![
+        Box::new(same),
+        Box::new(causal),
+        Box::new(max_same),
+        Box::new(avg_same),
+        Box::new(gap),
+        Box::new(Flatten::new("flatten")),
+        Box::new(Dense::new("dense", 3, Activation::Linear)),
+    ];
+    let mut m = trained(&[13, 3], layers, normal(&[40, 13, 3], 21));
+    let ops = check(
+        "sequence",
+        &mut m,
+        &[normal(&[1, 13, 3], 22), normal(&[17, 13, 3], 23)],
+    );
+    for op in ["Conv", "MaxPool", "AveragePool", "ReduceMean"] {
+        assert!(ops.iter().any(|o| o == op), "{op} not in {ops:?}");
+    }
+
+    let layers: Vec<Box<dyn Layer>> = vec![
+        Box::new(Conv1D::new("conv", 5, 2, Activation::Elu)),
+        Box::new(MaxPooling1D::new("max_valid", 2)),
+        Box::new(GlobalMaxPooling1D::new("gmp")),
+        Box::new(Dense::new("dense", 2, Activation::Linear)),
+    ];
+    let mut m = trained(&[9, 2], layers, normal(&[40, 9, 2], 24));
+    let ops = check(
+        "sequence_max",
+        &mut m,
+        &[normal(&[3, 9, 2], 25), normal(&[20, 9, 2], 26)],
+    );
+    assert!(ops.iter().any(|o| o == "ReduceMax"), "{ops:?}");
+}
+
+#[test]
+fn depthwise_separable_transposed_and_group_norm_match_predict() {
+    let depthwise = DepthwiseConv2D {
+        padding: Padding::Same,
+        strides: [2, 1],
+        depth_multiplier: 2,
+        ..DepthwiseConv2D::new("depthwise", [3, 2], Activation::Relu)
+    };
+    let separable = SeparableConv2D {
+        depth_multiplier: 2,
+        dilation_rate: [1, 2],
+        ..SeparableConv2D::new("separable", 6, [2, 2], Activation::Tanh)
+    };
+    let group_norm = GroupNormalization {
+        groups: 3,
+        ..GroupNormalization::new("group_norm")
+    };
+    let up_same = Conv2DTranspose {
+        strides: [2, 3],
+        padding: Padding::Same,
+        output_padding: Some([1, 0]),
+        ..Conv2DTranspose::new("up_same", 3, [4, 3], Activation::Linear)
+    };
+    let up_valid = Conv2DTranspose {
+        strides: [3, 1],
+        use_bias: false,
+        ..Conv2DTranspose::new("up_valid", 2, [2, 2], Activation::Gelu)
+    };
+    let layers: Vec<Box<dyn Layer>> = vec![
+        Box::new(depthwise),
+        Box::new(separable),
+        Box::new(group_norm),
+        Box::new(up_same),
+        Box::new(up_valid),
+        Box::new(Flatten::new("flatten")),
+        Box::new(Dense::new("dense", 3, Activation::Linear)),
+    ];
+    let mut m = trained(&[9, 7, 2], layers, normal(&[40, 9, 7, 2], 31));
+    let ops = check(
+        "depthwise_transposed",
+        &mut m,
+        &[normal(&[1, 9, 7, 2], 32), normal(&[18, 9, 7, 2], 33)],
+    );
+    for op in ["Conv", "ConvTranspose", "Reshape", "ReduceMean"] {
+        assert!(ops.iter().any(|o| o == op), "{op} not in {ops:?}");
+    }
+
+    // Group normalisation on another axis, unscaled.
+    let group_rows = GroupNormalization {
+        groups: 2,
+        axis: 1,
+        scale: false,
+        ..GroupNormalization::new("group_rows")
+    };
+    let layers: Vec<Box<dyn Layer>> = vec![
+        Box::new(group_rows),
+        Box::new(Dense::new("dense", 2, Activation::Linear)),
+    ];
+    let mut m = trained(&[4, 3], layers, normal(&[40, 4, 3], 34));
+    check(
+        "group_rows",
+        &mut m,
+        &[normal(&[2, 4, 3], 35), normal(&[9, 4, 3], 36)],
+    );
+}
 
 #[test]
 fn every_layer_of_the_catalogue_is_exported_by_a_test() {

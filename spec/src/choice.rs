@@ -42,7 +42,13 @@ pub static INITIALIZERS: &[Choice] = &[
 ];
 
 /// `strata::nn::Padding`.
-pub static PADDINGS: &[Choice] = &[choice("valid", "Valid"), choice("same", "Same")];
+/// `causal` (Conv1D only: pad the start, so no output sees a later step) gives `same`'s
+/// output length.
+pub static PADDINGS: &[Choice] = &[
+    choice("valid", "Valid"),
+    choice("same", "Same"),
+    choice("causal", "Causal"),
+];
 
 /// Only channels_last exists (the layout of every Strata image layer); the argument is
 /// accepted so Keras code reads the same.

@@ -10,11 +10,14 @@ pub enum ShapeError {
     NoAxis,
     /// Image layers take `(height, width, channels)`.
     NotImage,
-    /// A `window` (the `kernel` or pool dilated; `pool` says which) that does not fit a
-    /// spatial axis with valid padding, or any window over an empty axis.
+    /// Sequence layers (1-D convolution and pooling) take `(steps, channels)`.
+    NotSequence,
+    /// A `window` (the `kernel` or pool dilated; `pool` says which; one size per spatial
+    /// axis) that does not fit a spatial axis with valid padding, or any window over an
+    /// empty axis.
     Window {
-        kernel: [usize; 2],
-        window: [usize; 2],
+        kernel: Vec<usize>,
+        window: Vec<usize>,
         pool: bool,
         same: bool,
     },
@@ -42,7 +45,10 @@ impl ShapeError {
     /// The argument behind the error, for the macro to point at.
     pub fn arg(&self) -> Option<&'static str> {
         match self {
-            ShapeError::NoAxis | ShapeError::NotImage | ShapeError::NotVector => None,
+            ShapeError::NoAxis
+            | ShapeError::NotImage
+            | ShapeError::NotVector
+            | ShapeError::NotSequence => None,
             ShapeError::Crop { .. } => Some("cropping"),
             ShapeError::Permute { .. } => Some("dims"),
             ShapeError::SharedAxis { .. } => Some("shared_axes"),
@@ -60,22 +66,28 @@ impl ShapeError {
         match self {
             ShapeError::NoAxis => "an input with at least one axis".into(),
             ShapeError::NotImage => "a rank-3 input (height, width, channels)".into(),
+            ShapeError::NotSequence => "a rank-2 input (steps, channels)".into(),
             ShapeError::Window {
-                kernel: [kh, kw],
-                window: [wh, ww],
+                kernel,
+                window,
                 pool,
                 ..
             } => {
-                let what = if *pool {
-                    format!("{kh}x{kw} pool")
-                } else if [kh, kw] == [wh, ww] {
-                    format!("{kh}x{kw} kernel")
+                // `3x3` over an image's height x width; `3-step` along a sequence.
+                let (k, w) = (sizes(kernel), sizes(window));
+                let (k, at_least) = if window.len() == 1 {
+                    (format!("{k}-step"), format!("{w} steps"))
                 } else {
-                    format!("{kh}x{kw} kernel dilated to {wh}x{ww}")
+                    (k, format!("{w} (height x width)"))
                 };
-                format!(
-                    "an input of at least {wh}x{ww} (height x width) for its {what} with valid padding"
-                )
+                let what = if *pool {
+                    format!("{k} pool")
+                } else if kernel == window {
+                    format!("{k} kernel")
+                } else {
+                    format!("{k} kernel dilated to {w}")
+                };
+                format!("an input of at least {at_least} for its {what} with valid padding")
             }
             ShapeError::Groups { groups } => {
                 format!("input channels divisible by `groups` ({groups})")
@@ -117,15 +129,16 @@ impl ShapeError {
         match self {
             ShapeError::NoAxis => "[..., features] (rank >= 1)".into(),
             ShapeError::NotImage => "(height, width, channels) (rank 3)".into(),
-            ShapeError::Window {
-                window: [wh, ww],
-                same,
-                ..
-            } => {
+            ShapeError::NotSequence => "(steps, channels) (rank 2)".into(),
+            ShapeError::Window { window, same, .. } => {
                 let padding = if *same { "same" } else { "valid" };
-                format!(
-                    "at least {wh}x{ww} in height and width for a {wh}x{ww} window with {padding} padding"
-                )
+                let w = sizes(window);
+                let axes = if window.len() == 1 {
+                    "steps"
+                } else {
+                    "height and width"
+                };
+                format!("at least {w} in {axes} for a {w} window with {padding} padding")
             }
             ShapeError::Groups { groups } => format!("channels divisible by groups ({groups})"),
             ShapeError::Reshape {
@@ -156,6 +169,12 @@ impl ShapeError {
             ShapeError::SharedAxis { axis } => format!("rank >= {axis} for shared axis {axis}"),
         }
     }
+}
+
+/// Per-axis sizes as the messages write them: `3x3`, or `3` for one axis.
+fn sizes(s: &[usize]) -> String {
+    let parts: Vec<String> = s.iter().map(|v| v.to_string()).collect();
+    parts.join("x")
 }
 
 /// A mistake in how arguments combine, pointed at `arg`.

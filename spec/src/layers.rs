@@ -5,12 +5,14 @@ use crate::entry::{
 };
 use crate::error::{ArgError, ShapeError};
 use crate::rules::{
-    check_permutation, conv2d, conv2d_params, cropping2d, features, gamma_beta, global_pooling2d,
-    normalization, permute, pooling2d, prelu, prelu_params, repeat_vector, reshape, upsampling2d,
-    zero_padding2d,
+    check_permutation, conv1d, conv1d_params, conv2d, conv2d_params, conv2d_transpose,
+    conv2d_transpose_params, cropping2d, depthwise_conv2d, depthwise_conv2d_params, features,
+    gamma_beta, global_pooling1d, global_pooling2d, group_normalization, normalization, permute,
+    pooling1d, pooling2d, prelu, prelu_params, repeat_vector, reshape, separable_conv2d_params,
+    upsampling2d, zero_padding2d,
 };
 use crate::shape::Shape;
-use crate::value::Kind;
+use crate::value::{Args, Kind};
 
 static POOLING_ARGS: &[ArgDef] = &[
     arg("pool_size", Kind::Pair, "2"),
@@ -18,6 +20,67 @@ static POOLING_ARGS: &[ArgDef] = &[
     arg("padding", Kind::Padding, "valid"),
     DATA_FORMAT,
 ];
+
+static POOLING1D_ARGS: &[ArgDef] = &[
+    arg("pool_size", Kind::Size, "2"),
+    arg("strides", Kind::OptionalSize, "None"),
+    arg("padding", Kind::Padding, "valid"),
+    DATA_FORMAT,
+];
+
+static GLOBAL_POOLING_ARGS: &[ArgDef] = &[DATA_FORMAT, arg("keepdims", Kind::Bool, "false")];
+
+/// `filters` a multiple of `groups`.
+fn filters_in_groups(a: &Args, errors: &mut Vec<ArgError>) {
+    let (filters, groups) = (a.count("filters"), a.count("groups"));
+    if filters % groups.max(1) != 0 {
+        errors.push(ArgError {
+            arg: "groups",
+            message: format!("`filters` ({filters}) must be a multiple of `groups` ({groups})"),
+        });
+    }
+}
+
+/// Keras refuses the combination: a strided atrous convolution skips inputs.
+fn strided_or_dilated<const N: usize>(a: &Args, errors: &mut Vec<ArgError>) {
+    let strided = a.sizes::<N>("strides").iter().any(|&s| s > 1);
+    if strided && a.sizes::<N>("dilation_rate").iter().any(|&d| d > 1) {
+        errors.push(ArgError {
+            arg: "dilation_rate",
+            message: "`dilation_rate` > 1 cannot be combined with `strides` > 1".into(),
+        });
+    }
+}
+
+/// As Keras: only Conv1D pads causally (a sequence's start); every other layer with a
+/// `padding` refuses it.
+fn not_causal(a: &Args, errors: &mut Vec<ArgError>) {
+    if a.causal_padding() {
+        errors.push(ArgError {
+            arg: "padding",
+            message: "`causal` padding is only for Conv1D; use `valid` or `same`".into(),
+        });
+    }
+}
+
+/// A convolution's checks over `N` spatial axes (Conv1D, Conv2D); causal padding only
+/// over one.
+fn conv_checks<const N: usize>(a: &Args) -> Vec<ArgError> {
+    let mut errors = Vec::new();
+    filters_in_groups(a, &mut errors);
+    strided_or_dilated::<N>(a, &mut errors);
+    if N != 1 {
+        not_causal(a, &mut errors);
+    }
+    errors
+}
+
+/// The checks of a layer with no other rule on how its arguments combine but `padding`.
+fn padding_checks(a: &Args) -> Vec<ArgError> {
+    let mut errors = Vec::new();
+    not_causal(a, &mut errors);
+    errors
+}
 
 pub static LAYERS: &[LayerDef] = &[
     LayerDef {
@@ -121,27 +184,7 @@ pub static LAYERS: &[LayerDef] = &[
         ],
         shape: conv2d,
         params: conv2d_params,
-        validate: |a| {
-            let mut errors = Vec::new();
-            let (filters, groups) = (a.count("filters"), a.count("groups"));
-            if filters % groups.max(1) != 0 {
-                errors.push(ArgError {
-                    arg: "groups",
-                    message: format!(
-                        "`filters` ({filters}) must be a multiple of `groups` ({groups})"
-                    ),
-                });
-            }
-            // Keras refuses the combination: a strided atrous convolution skips inputs.
-            let strided = a.pair("strides").iter().any(|&s| s > 1);
-            if strided && a.pair("dilation_rate").iter().any(|&d| d > 1) {
-                errors.push(ArgError {
-                    arg: "dilation_rate",
-                    message: "`dilation_rate` > 1 cannot be combined with `strides` > 1".into(),
-                });
-            }
-            errors
-        },
+        validate: conv_checks::<2>,
         takes_ids: false,
     },
     LayerDef {
@@ -152,7 +195,7 @@ pub static LAYERS: &[LayerDef] = &[
         args: POOLING_ARGS,
         shape: pooling2d,
         params: no_params,
-        validate: no_checks,
+        validate: padding_checks,
         takes_ids: false,
     },
     LayerDef {
@@ -163,7 +206,7 @@ pub static LAYERS: &[LayerDef] = &[
         args: POOLING_ARGS,
         shape: pooling2d,
         params: no_params,
-        validate: no_checks,
+        validate: padding_checks,
         takes_ids: false,
     },
     LayerDef {
@@ -171,7 +214,7 @@ pub static LAYERS: &[LayerDef] = &[
         aliases: &["GlobalAvgPool2D"],
         base_name: "global_average_pooling2d",
         runtime: "GlobalAveragePooling2D",
-        args: &[DATA_FORMAT, arg("keepdims", Kind::Bool, "false")],
+        args: GLOBAL_POOLING_ARGS,
         shape: global_pooling2d,
         params: no_params,
         validate: no_checks,
@@ -182,7 +225,7 @@ pub static LAYERS: &[LayerDef] = &[
         aliases: &["GlobalMaxPool2D"],
         base_name: "global_max_pooling2d",
         runtime: "GlobalMaxPooling2D",
-        args: &[DATA_FORMAT, arg("keepdims", Kind::Bool, "false")],
+        args: GLOBAL_POOLING_ARGS,
         shape: global_pooling2d,
         params: no_params,
         validate: no_checks,
@@ -277,6 +320,182 @@ pub static LAYERS: &[LayerDef] = &[
         args: &[required("activation", Kind::Activation)],
         shape: same_shape,
         params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    // Sequences (steps, channels); depthwise, separable and transposed 2-D convolutions;
+    // group normalisation.
+    LayerDef {
+        class: "Conv1D",
+        aliases: &["Convolution1D"],
+        base_name: "conv1d",
+        runtime: "Conv1D",
+        args: &[
+            required("filters", Kind::Count),
+            required("kernel_size", Kind::Size),
+            arg("strides", Kind::Size, "1"),
+            arg("padding", Kind::Padding, "valid"),
+            DATA_FORMAT,
+            arg("dilation_rate", Kind::Size, "1"),
+            arg("groups", Kind::Count, "1"),
+            arg("activation", Kind::Activation, "linear"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("kernel_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("bias_initializer", Kind::Initializer, "zeros"),
+        ],
+        shape: conv1d,
+        params: conv1d_params,
+        validate: conv_checks::<1>,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "MaxPooling1D",
+        aliases: &["MaxPool1D"],
+        base_name: "max_pooling1d",
+        runtime: "MaxPooling1D",
+        args: POOLING1D_ARGS,
+        shape: pooling1d,
+        params: no_params,
+        validate: padding_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "AveragePooling1D",
+        aliases: &["AvgPool1D"],
+        base_name: "average_pooling1d",
+        runtime: "AveragePooling1D",
+        args: POOLING1D_ARGS,
+        shape: pooling1d,
+        params: no_params,
+        validate: padding_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "GlobalAveragePooling1D",
+        aliases: &["GlobalAvgPool1D"],
+        base_name: "global_average_pooling1d",
+        runtime: "GlobalAveragePooling1D",
+        args: GLOBAL_POOLING_ARGS,
+        shape: global_pooling1d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "GlobalMaxPooling1D",
+        aliases: &["GlobalMaxPool1D"],
+        base_name: "global_max_pooling1d",
+        runtime: "GlobalMaxPooling1D",
+        args: GLOBAL_POOLING_ARGS,
+        shape: global_pooling1d,
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "DepthwiseConv2D",
+        aliases: &[],
+        base_name: "depthwise_conv2d",
+        runtime: "DepthwiseConv2D",
+        args: &[
+            required("kernel_size", Kind::Pair),
+            arg("strides", Kind::Pair, "1"),
+            arg("padding", Kind::Padding, "valid"),
+            arg("depth_multiplier", Kind::Count, "1"),
+            DATA_FORMAT,
+            arg("dilation_rate", Kind::Pair, "1"),
+            arg("activation", Kind::Activation, "linear"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("depthwise_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("bias_initializer", Kind::Initializer, "zeros"),
+        ],
+        shape: depthwise_conv2d,
+        params: depthwise_conv2d_params,
+        // Keras 3 takes strides with dilation here (unlike Conv2D's).
+        validate: padding_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "SeparableConv2D",
+        aliases: &["SeparableConvolution2D"],
+        base_name: "separable_conv2d",
+        runtime: "SeparableConv2D",
+        args: &[
+            required("filters", Kind::Count),
+            required("kernel_size", Kind::Pair),
+            arg("strides", Kind::Pair, "1"),
+            arg("padding", Kind::Padding, "valid"),
+            DATA_FORMAT,
+            arg("dilation_rate", Kind::Pair, "1"),
+            arg("depth_multiplier", Kind::Count, "1"),
+            arg("activation", Kind::Activation, "linear"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("depthwise_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("pointwise_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("bias_initializer", Kind::Initializer, "zeros"),
+        ],
+        shape: conv2d,
+        params: separable_conv2d_params,
+        // Keras 3 takes strides with dilation here (unlike Conv2D's).
+        validate: padding_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "Conv2DTranspose",
+        aliases: &["Convolution2DTranspose"],
+        base_name: "conv2d_transpose",
+        runtime: "Conv2DTranspose",
+        args: &[
+            required("filters", Kind::Count),
+            required("kernel_size", Kind::Pair),
+            arg("strides", Kind::Pair, "1"),
+            arg("padding", Kind::Padding, "valid"),
+            arg("output_padding", Kind::OptionalPadding, "None"),
+            DATA_FORMAT,
+            arg("dilation_rate", Kind::Pair, "1"),
+            arg("activation", Kind::Activation, "linear"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("kernel_initializer", Kind::Initializer, "glorot_uniform"),
+            arg("bias_initializer", Kind::Initializer, "zeros"),
+        ],
+        shape: conv2d_transpose,
+        params: conv2d_transpose_params,
+        validate: |a| {
+            let mut errors = padding_checks(a);
+            strided_or_dilated::<2>(a, &mut errors);
+            // Output padding only places the last partial stride: it must be shorter.
+            if let Some(p) = a.optional_sizes::<2>("output_padding") {
+                let s = a.sizes::<2>("strides");
+                if p[0] >= s[0] || p[1] >= s[1] {
+                    errors.push(ArgError {
+                        arg: "output_padding",
+                        message: format!(
+                            "`output_padding` ({}, {}) must be smaller than `strides` ({}, {})",
+                            p[0], p[1], s[0], s[1]
+                        ),
+                    });
+                }
+            }
+            errors
+        },
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "GroupNormalization",
+        aliases: &[],
+        base_name: "group_normalization",
+        runtime: "GroupNormalization",
+        args: &[
+            arg("groups", Kind::Count, "32"),
+            arg("axis", Kind::Axis, "-1"),
+            arg("epsilon", Kind::Positive, "0.001"),
+            arg("center", Kind::Bool, "true"),
+            arg("scale", Kind::Bool, "true"),
+            arg("beta_initializer", Kind::Initializer, "zeros"),
+            arg("gamma_initializer", Kind::Initializer, "ones"),
+        ],
+        shape: group_normalization,
+        params: gamma_beta,
         validate: no_checks,
         takes_ids: false,
     },

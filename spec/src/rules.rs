@@ -36,9 +36,28 @@ pub(crate) fn reshape(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
     })
 }
 
-/// `(height, width, channels)` of an image input.
-pub(crate) fn image(x: &Shape) -> Result<[Option<usize>; 3], ShapeError> {
-    x.exactly::<3>().ok_or(ShapeError::NotImage)
+/// The spatial sizes and the channels of an input with `N` spatial axes: `(steps,
+/// channels)` for `N = 1`, `(height, width, channels)` for `N = 2`; unknown leading axes
+/// filled in when the shape is open.
+fn spatial<const N: usize>(x: &Shape) -> Result<([Option<usize>; N], Option<usize>), ShapeError> {
+    let rank = N + 1;
+    if x.dims.len() > rank || (!x.open && x.dims.len() != rank) {
+        return Err(if N == 1 {
+            ShapeError::NotSequence
+        } else {
+            ShapeError::NotImage
+        });
+    }
+    let mut all = vec![None; rank - x.dims.len()];
+    all.extend_from_slice(&x.dims);
+    Ok((std::array::from_fn(|i| all[i]), all[N]))
+}
+
+/// `spatial` sizes followed by `channels`: a layer's output.
+fn with_channels<const N: usize>(spatial: [Option<usize>; N], channels: Option<usize>) -> Shape {
+    let mut dims = spatial.to_vec();
+    dims.push(channels);
+    Shape { open: false, dims }
 }
 
 /// One spatial axis of a sliding window: its output size, `Err` when it does not fit (a
@@ -61,100 +80,261 @@ fn slide(
     }
 }
 
-/// Slides `window` (`kernel` once dilated) over both spatial axes.
-fn slide2(
-    [h, w]: [Option<usize>; 2],
-    kernel: [usize; 2],
-    window: [usize; 2],
-    strides: [usize; 2],
+/// Slides `window` (`kernel` once dilated) over every spatial axis.
+fn slide_all<const N: usize>(
+    input: [Option<usize>; N],
+    kernel: [usize; N],
+    window: [usize; N],
+    strides: [usize; N],
     same: bool,
     pool: bool,
-) -> Result<[Option<usize>; 2], ShapeError> {
-    match (
-        slide(h, window[0], strides[0], same),
-        slide(w, window[1], strides[1], same),
-    ) {
-        (Ok(oh), Ok(ow)) => Ok([oh, ow]),
-        _ => Err(ShapeError::Window {
-            kernel,
-            window,
+) -> Result<[Option<usize>; N], ShapeError> {
+    let mut out = [None; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = slide(input[i], window[i], strides[i], same).map_err(|()| ShapeError::Window {
+            kernel: kernel.to_vec(),
+            window: window.to_vec(),
             pool,
             same,
-        }),
+        })?;
     }
+    Ok(out)
 }
 
-pub(crate) fn conv2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
-    let [h, w, c] = image(x)?;
-    let groups = a.count("groups");
-    if let Some(c) = c {
-        if c % groups.max(1) != 0 {
-            return Err(ShapeError::Groups { groups });
-        }
-    }
-    let kernel = a.pair("kernel_size");
-    let [dh, dw] = a.pair("dilation_rate");
-    let dilated = |k: usize, d: usize| (k.max(1) - 1).saturating_mul(d).saturating_add(1);
-    let window = [dilated(kernel[0], dh), dilated(kernel[1], dw)];
-    let [oh, ow] = slide2(
-        [h, w],
-        kernel,
-        window,
-        a.pair("strides"),
-        a.same_padding(),
-        false,
-    )?;
-    Ok(Shape {
-        open: false,
-        dims: vec![oh, ow, Some(a.count("filters"))],
+/// The kernel's extent once dilated: `(k - 1) · d + 1` per axis.
+fn dilated<const N: usize>(a: &Args) -> [usize; N] {
+    let (kernel, dilation) = (a.sizes::<N>("kernel_size"), a.sizes::<N>("dilation_rate"));
+    std::array::from_fn(|i| {
+        (kernel[i].max(1) - 1)
+            .saturating_mul(dilation[i])
+            .saturating_add(1)
     })
 }
 
-pub(crate) fn conv2d_params(a: &Args, x: &Shape) -> Vec<Param> {
-    let [kh, kw] = a.pair("kernel_size");
-    let filters = a.count("filters");
-    let groups = a.count("groups").max(1);
-    let c = x.exactly::<3>().and_then(|[_, _, c]| c);
-    // Keras' fans for convolution kernels: channels times the receptive field.
-    let field = kh.saturating_mul(kw);
-    let fans = [
-        c.map(|c| field.saturating_mul(c) / groups),
-        Some(field.saturating_mul(filters)),
-    ];
-    let mut p = vec![param(
-        "kernel",
-        vec![Some(kh), Some(kw), c.map(|c| c / groups), Some(filters)],
-        "kernel_initializer",
-        fans,
-    )];
+/// The spatial output of the layer's kernel (`kernel_size`, `dilation_rate`, `strides`,
+/// `padding`) sliding over `input`.
+fn convolved<const N: usize>(
+    a: &Args,
+    input: [Option<usize>; N],
+) -> Result<[Option<usize>; N], ShapeError> {
+    slide_all(
+        input,
+        a.sizes("kernel_size"),
+        dilated(a),
+        a.sizes("strides"),
+        a.same_padding(),
+        false,
+    )
+}
+
+/// Channels split into `groups` (grouped convolution, group normalisation).
+fn split_into_groups(channels: Option<usize>, groups: usize) -> Result<(), ShapeError> {
+    match channels {
+        Some(c) if c % groups.max(1) != 0 => Err(ShapeError::Groups { groups }),
+        _ => Ok(()),
+    }
+}
+
+/// A convolution over `N` spatial axes (Conv1D, Conv2D, SeparableConv2D): `filters`
+/// output channels.
+fn conv<const N: usize>(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    let (input, c) = spatial::<N>(x)?;
+    if a.get("groups").is_some() {
+        split_into_groups(c, a.count("groups"))?;
+    }
+    Ok(with_channels(
+        convolved(a, input)?,
+        Some(a.count("filters")),
+    ))
+}
+
+pub(crate) fn conv1d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    conv::<1>(a, x)
+}
+
+pub(crate) fn conv2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    conv::<2>(a, x)
+}
+
+/// A depthwise convolution: each input channel convolved with `depth_multiplier` kernels
+/// of its own.
+pub(crate) fn depthwise_conv2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    let (input, c) = spatial::<2>(x)?;
+    let out = c.map(|c| c.saturating_mul(a.count("depth_multiplier")));
+    Ok(with_channels(convolved(a, input)?, out))
+}
+
+/// One axis of a transposed convolution's output, as Keras' `deconv_output_length`
+/// computes it from the input length `n` and the dilated kernel `window`.
+fn deconv_length(
+    n: usize,
+    window: usize,
+    stride: usize,
+    same: bool,
+    output_padding: Option<usize>,
+) -> usize {
+    match output_padding {
+        None if same => n.saturating_mul(stride),
+        None => n
+            .saturating_mul(stride)
+            .saturating_add(window.saturating_sub(stride)),
+        Some(p) => {
+            let pad = if same { window / 2 } else { 0 };
+            (n - 1)
+                .saturating_mul(stride)
+                .saturating_add(window)
+                .saturating_add(p)
+                .saturating_sub(2 * pad)
+        }
+    }
+}
+
+pub(crate) fn conv2d_transpose(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    let (input, _) = spatial::<2>(x)?;
+    let kernel = a.sizes::<2>("kernel_size");
+    let window = dilated::<2>(a);
+    let strides = a.sizes::<2>("strides");
+    let output_padding = a.optional_sizes::<2>("output_padding");
+    let same = a.same_padding();
+    let mut out = [None; 2];
+    for (i, o) in out.iter_mut().enumerate() {
+        let Some(n) = input[i] else { continue };
+        let len = match n {
+            0 => 0,
+            n => deconv_length(n, window[i], strides[i], same, output_padding.map(|p| p[i])),
+        };
+        // Only an empty input, or one pixel under `same` with an even (dilated) kernel
+        // and an output padding of 0, leaves nothing.
+        if len == 0 {
+            return Err(ShapeError::Window {
+                kernel: kernel.to_vec(),
+                window: window.to_vec(),
+                pool: false,
+                same,
+            });
+        }
+        *o = Some(len);
+    }
+    Ok(with_channels(out, Some(a.count("filters"))))
+}
+
+/// A kernel parameter with Keras' fans: the receptive field (every axis but the last two)
+/// times the second-to-last axis in, times the last axis out.
+fn kernel(suffix: &'static str, dims: Vec<Option<usize>>, init_arg: &'static str) -> Param {
+    let n = dims.len();
+    let field = dims[..n.saturating_sub(2)]
+        .iter()
+        .try_fold(1usize, |f, d| d.map(|d| f.saturating_mul(d)));
+    let fan = |axis: Option<&Option<usize>>| {
+        field
+            .zip(axis.copied().flatten())
+            .map(|(f, d)| f.saturating_mul(d))
+    };
+    let fans = [fan(dims.get(n.wrapping_sub(2))), fan(dims.last())];
+    param(suffix, dims, init_arg, fans)
+}
+
+/// `kernel`, then a bias of `units` (on `use_bias`) with the kernel's fans.
+fn kernel_and_bias(a: &Args, kernel: Param, units: Option<usize>) -> Vec<Param> {
+    let fans = kernel.fans;
+    let mut p = vec![kernel];
     if a.flag("use_bias") {
-        p.push(param("bias", vec![Some(filters)], "bias_initializer", fans));
+        p.push(param("bias", vec![units], "bias_initializer", fans));
     }
     p
 }
 
+/// The sizes of `name` over `N` axes, as kernel dims.
+fn known<const N: usize>(a: &Args, name: &str) -> Vec<Option<usize>> {
+    a.sizes::<N>(name).iter().map(|&k| Some(k)).collect()
+}
+
+/// A convolution's kernel `[spatial..., in / groups, filters]` and bias.
+fn conv_params<const N: usize>(a: &Args, x: &Shape) -> Vec<Param> {
+    let filters = Some(a.count("filters"));
+    let c = spatial::<N>(x).ok().and_then(|(_, c)| c);
+    let mut dims = known::<N>(a, "kernel_size");
+    dims.extend([c.map(|c| c / a.count("groups").max(1)), filters]);
+    kernel_and_bias(a, kernel("kernel", dims, "kernel_initializer"), filters)
+}
+
+pub(crate) fn conv1d_params(a: &Args, x: &Shape) -> Vec<Param> {
+    conv_params::<1>(a, x)
+}
+
+pub(crate) fn conv2d_params(a: &Args, x: &Shape) -> Vec<Param> {
+    conv_params::<2>(a, x)
+}
+
+/// The depthwise kernel `[kh, kw, in, depth_multiplier]`, stored as `suffix`.
+fn depthwise_kernel(a: &Args, x: &Shape, suffix: &'static str) -> (Param, Option<usize>) {
+    let c = spatial::<2>(x).ok().and_then(|(_, c)| c);
+    let m = a.count("depth_multiplier");
+    let mut dims = known::<2>(a, "kernel_size");
+    dims.extend([c, Some(m)]);
+    let init = "depthwise_initializer";
+    (kernel(suffix, dims, init), c.map(|c| c.saturating_mul(m)))
+}
+
+pub(crate) fn depthwise_conv2d_params(a: &Args, x: &Shape) -> Vec<Param> {
+    let (k, out) = depthwise_kernel(a, x, "kernel");
+    kernel_and_bias(a, k, out)
+}
+
+/// Keras' order: `depthwise_kernel`, `pointwise_kernel` `[1, 1, in · depth_multiplier,
+/// filters]`, `bias`.
+pub(crate) fn separable_conv2d_params(a: &Args, x: &Shape) -> Vec<Param> {
+    let (depthwise, mid) = depthwise_kernel(a, x, "depthwise_kernel");
+    let filters = Some(a.count("filters"));
+    let dims = vec![Some(1), Some(1), mid, filters];
+    let pointwise = kernel("pointwise_kernel", dims, "pointwise_initializer");
+    let mut p = vec![depthwise];
+    p.extend(kernel_and_bias(a, pointwise, filters));
+    p
+}
+
+/// Keras stores a transposed convolution's kernel as `[kh, kw, filters, in]`.
+pub(crate) fn conv2d_transpose_params(a: &Args, x: &Shape) -> Vec<Param> {
+    let filters = Some(a.count("filters"));
+    let c = spatial::<2>(x).ok().and_then(|(_, c)| c);
+    let mut dims = known::<2>(a, "kernel_size");
+    dims.extend([filters, c]);
+    kernel_and_bias(a, kernel("kernel", dims, "kernel_initializer"), filters)
+}
+
+/// Pooling over `N` spatial axes: the channels kept.
+fn pooling<const N: usize>(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    let (input, c) = spatial::<N>(x)?;
+    let pool = a.sizes::<N>("pool_size");
+    let strides = a.optional_sizes::<N>("strides").unwrap_or(pool);
+    let out = slide_all(input, pool, pool, strides, a.same_padding(), true)?;
+    Ok(with_channels(out, c))
+}
+
+pub(crate) fn pooling1d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    pooling::<1>(a, x)
+}
+
 pub(crate) fn pooling2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
-    let [h, w, c] = image(x)?;
-    let pool = a.pair("pool_size");
-    let strides = a.optional_pair("strides").unwrap_or(pool);
-    let [oh, ow] = slide2([h, w], pool, pool, strides, a.same_padding(), true)?;
-    Ok(Shape {
-        open: false,
-        dims: vec![oh, ow, c],
-    })
+    pooling::<2>(a, x)
 }
 
 /// Global pooling: one value per channel, the pooled axes kept as size 1 on `keepdims`.
-pub(crate) fn global_pooling2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
-    let [_, _, c] = image(x)?;
-    Ok(Shape {
-        open: false,
-        dims: if a.flag("keepdims") {
-            vec![Some(1), Some(1), c]
-        } else {
-            vec![c]
-        },
+fn global_pooling<const N: usize>(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    let (_, c) = spatial::<N>(x)?;
+    Ok(if a.flag("keepdims") {
+        with_channels([Some(1); N], c)
+    } else {
+        with_channels([], c)
     })
+}
+
+pub(crate) fn global_pooling1d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    global_pooling::<1>(a, x)
+}
+
+pub(crate) fn global_pooling2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    global_pooling::<2>(a, x)
 }
 
 /// The normalised features' count: the size of `axis`, when known.
@@ -167,6 +347,13 @@ pub(crate) fn normalization(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
         Ok(_) => Ok(x.clone()),
         Err(_) => Err(ShapeError::Axis { axis: a.axis() }),
     }
+}
+
+/// Group normalisation: the features along `axis` split into `groups`.
+pub(crate) fn group_normalization(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
+    let out = normalization(a, x)?;
+    split_into_groups(features(a, x), a.count("groups"))?;
+    Ok(out)
 }
 
 /// Learned scale and offset, one per feature (batch and layer normalisation), in Keras'
@@ -205,7 +392,7 @@ pub(crate) fn keras_fans(dims: &[Option<usize>]) -> [Option<usize>; 2] {
 
 /// The image grown by its `padding` on each side (ZeroPadding2D).
 pub(crate) fn zero_padding2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
-    let [h, w, c] = image(x)?;
+    let ([h, w], c) = spatial::<2>(x)?;
     let [[t, b], [l, r]] = a.margins("padding");
     let grow =
         |n: Option<usize>, lo: usize, hi: usize| n.map(|n| n.saturating_add(lo).saturating_add(hi));
@@ -218,7 +405,7 @@ pub(crate) fn zero_padding2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
 /// The image less its `cropping` on each side, at least one row and column left
 /// (Cropping2D; Keras refuses an empty result too).
 pub(crate) fn cropping2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
-    let [h, w, c] = image(x)?;
+    let ([h, w], c) = spatial::<2>(x)?;
     let cropping = a.margins("cropping");
     let crop = |n: Option<usize>, [lo, hi]: [usize; 2]| match n {
         None => Ok(None),
@@ -236,8 +423,8 @@ pub(crate) fn cropping2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
 
 /// Each pixel repeated `size` times along each spatial axis (UpSampling2D).
 pub(crate) fn upsampling2d(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
-    let [h, w, c] = image(x)?;
-    let [sh, sw] = a.pair("size");
+    let ([h, w], c) = spatial::<2>(x)?;
+    let [sh, sw] = a.sizes::<2>("size");
     Ok(Shape {
         open: false,
         dims: vec![

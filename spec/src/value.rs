@@ -14,6 +14,14 @@ pub enum Kind {
     Pair,
     /// `None` or a [`Kind::Pair`] (pooling strides, which default to the pool size).
     OptionalPair,
+    /// `None` or a size >= 0 for both spatial axes, or a `(height, width)` pair of them
+    /// (a transposed convolution's output padding).
+    OptionalPadding,
+    /// A size >= 1 for the one axis of a sequence, written `3` or `(3,)` (a 1-D
+    /// kernel_size, stride or dilation).
+    Size,
+    /// `None` or a [`Kind::Size`] (1-D pooling strides).
+    OptionalSize,
     /// A fraction in `[0, 1)` (dropout rate).
     Rate,
     /// A fraction in `[0, 1]` (momentum).
@@ -58,6 +66,7 @@ pub enum Val {
     Usize(usize),
     Pair([usize; 2]),
     OptionalPair(Option<[usize; 2]>),
+    OptionalUsize(Option<usize>),
     Float(f64),
     Bool(bool),
     Activation(&'static Choice),
@@ -124,8 +133,11 @@ impl Kind {
     pub fn check(self, arg: &str, v: &Val) -> Result<(), String> {
         let size = |n: usize| check_size(arg, i64::try_from(n).unwrap_or(i64::MAX));
         match v {
-            Val::Usize(n) if self == Kind::Count => size(*n),
-            Val::Pair(p) | Val::OptionalPair(Some(p)) => p.iter().try_for_each(|&n| size(n)),
+            Val::Usize(n) if matches!(self, Kind::Count | Kind::Size) => size(*n),
+            Val::OptionalUsize(Some(n)) => size(*n),
+            Val::Pair(p) | Val::OptionalPair(Some(p)) if self != Kind::OptionalPadding => {
+                p.iter().try_for_each(|&n| size(n))
+            }
             Val::Float(f) | Val::OptionalFloat(Some(f)) => self.check_float(arg, *f),
             Val::Axes(Some(axes)) | Val::Dims(axes) => axes.iter().try_for_each(|&n| size(n)),
             Val::Shape(dims) => dims.iter().try_for_each(|&n| {
@@ -154,7 +166,8 @@ impl fmt::Display for Val {
         match self {
             Val::Usize(n) => write!(f, "{n}"),
             Val::Pair([a, b]) | Val::OptionalPair(Some([a, b])) => write!(f, "({a}, {b})"),
-            Val::OptionalPair(None) => f.write_str("None"),
+            Val::OptionalUsize(Some(n)) => write!(f, "{n}"),
+            Val::OptionalPair(None) | Val::OptionalUsize(None) => f.write_str("None"),
             Val::Float(v) => write!(f, "{v:?}"),
             Val::Bool(b) => write!(f, "{b}"),
             Val::Activation(c) | Val::Initializer(c) | Val::Padding(c) | Val::DataFormat(c) => {
@@ -201,17 +214,22 @@ impl Args {
         }
     }
 
-    pub(crate) fn pair(&self, name: &str) -> [usize; 2] {
-        match self.get(name) {
-            Some(Val::Pair(p) | Val::OptionalPair(Some(p))) => *p,
-            _ => [1, 1],
-        }
+    /// A per-axis size of a layer over `N` spatial axes: a `Size` (one axis) or a `Pair`
+    /// (two), given or optional.
+    pub(crate) fn sizes<const N: usize>(&self, name: &str) -> [usize; N] {
+        let given: &[usize] = match self.get(name) {
+            Some(Val::Usize(n) | Val::OptionalUsize(Some(n))) => std::slice::from_ref(n),
+            Some(Val::Pair(p) | Val::OptionalPair(Some(p))) => p,
+            _ => &[],
+        };
+        std::array::from_fn(|i| given.get(i).or(given.first()).copied().unwrap_or(1))
     }
 
-    pub(crate) fn optional_pair(&self, name: &str) -> Option<[usize; 2]> {
+    /// [`Args::sizes`] of an optional argument: `None` when it is `None`.
+    pub(crate) fn optional_sizes<const N: usize>(&self, name: &str) -> Option<[usize; N]> {
         match self.get(name) {
-            Some(Val::OptionalPair(p)) => *p,
-            _ => None,
+            Some(Val::OptionalPair(None) | Val::OptionalUsize(None)) | None => None,
+            Some(_) => Some(self.sizes(name)),
         }
     }
 
@@ -219,8 +237,14 @@ impl Args {
         matches!(self.get(name), Some(Val::Bool(true)))
     }
 
+    /// Padding that keeps every position (`same`, and `causal`, which pads only the
+    /// start): the output has `ceil(input / stride)` positions.
     pub(crate) fn same_padding(&self) -> bool {
-        matches!(self.get("padding"), Some(Val::Padding(p)) if p.name == "same")
+        matches!(self.get("padding"), Some(Val::Padding(p)) if p.name == "same" || p.name == "causal")
+    }
+
+    pub(crate) fn causal_padding(&self) -> bool {
+        matches!(self.get("padding"), Some(Val::Padding(p)) if p.name == "causal")
     }
 
     pub(crate) fn axis(&self) -> i64 {

@@ -153,6 +153,29 @@ mod tests {
             Box::new(UpSampling2D::new("up_sampling2d")),
             Box::new(Permute::new("permute", vec![2, 1])),
             Box::new(RepeatVector::new("repeat_vector", 3)),
+            Box::new(Conv1D::new("conv1d", 2, 3, Activation::Relu)),
+            Box::new(MaxPooling1D::new("max_pooling1d", 2)),
+            Box::new(AveragePooling1D::new("average_pooling1d", 2)),
+            Box::new(GlobalAveragePooling1D::new("global_average_pooling1d")),
+            Box::new(GlobalMaxPooling1D::new("global_max_pooling1d")),
+            Box::new(DepthwiseConv2D::new(
+                "depthwise_conv2d",
+                [3, 3],
+                Activation::Relu,
+            )),
+            Box::new(SeparableConv2D::new(
+                "separable_conv2d",
+                2,
+                [3, 3],
+                Activation::Relu,
+            )),
+            Box::new(Conv2DTranspose::new(
+                "conv2d_transpose",
+                2,
+                [3, 3],
+                Activation::Relu,
+            )),
+            Box::new(GroupNormalization::new("group_normalization")),
         ]
     }
 
@@ -177,7 +200,13 @@ mod tests {
                         (a.kind, v),
                         (strata_spec::Kind::Count, Val::Usize(_))
                             | (strata_spec::Kind::Pair, Val::Pair(_))
-                            | (strata_spec::Kind::OptionalPair, Val::OptionalPair(_))
+                            | (
+                                strata_spec::Kind::OptionalPair
+                                    | strata_spec::Kind::OptionalPadding,
+                                Val::OptionalPair(_)
+                            )
+                            | (strata_spec::Kind::Size, Val::Usize(_))
+                            | (strata_spec::Kind::OptionalSize, Val::OptionalUsize(_))
                             | (
                                 strata_spec::Kind::Rate
                                     | strata_spec::Kind::Fraction
@@ -234,7 +263,7 @@ mod tests {
         for i in Initializer::ALL {
             assert!(same(initializer(i), i.name(), format!("{i:?}")), "{i:?}");
         }
-        for p in [Padding::Valid, Padding::Same] {
+        for p in [Padding::Valid, Padding::Same, Padding::Causal] {
             assert!(same(padding(p), p.name(), format!("{p:?}")), "{p:?}");
         }
         for i in Interpolation::ALL {

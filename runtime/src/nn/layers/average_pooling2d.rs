@@ -1,11 +1,11 @@
 //! `AveragePooling2D` (alias `AvgPool2D`): the mean of each window of an image.
 
-use super::spatial::{onnx_nchw, onnx_window, pool_args, pool_window, Padding};
-use crate::ir::{DType, ReduceOp, Value};
+use super::spatial::{onnx_pool, pool_args, pool_window, Padding};
+use crate::ir::{DType, ReduceOp, Value, Window};
 use crate::nn::layer::{expect_params, Forward, Layer};
-use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::{Result, Tensor};
-use strata_spec::Args;
+use strata_spec::{Args, Val};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct AveragePooling2D {
@@ -35,6 +35,49 @@ fn overlap(start: usize, size: usize, lo: usize, len: usize) -> usize {
     b.saturating_sub(a)
 }
 
+/// The mean of each `window` of `x` (`[batch, spatial..., channels]`; `input` and `out`
+/// its shape and the output's without the batch, as the layer's shape rule gives them).
+/// Keras divides by the number of real (unpadded) elements in each window, which varies
+/// along the border under same padding: a constant `[spatial..., 1]` of counts, known
+/// when the graph is built.
+pub(crate) fn average(
+    cx: &mut Forward<'_>,
+    x: Value,
+    input: &[usize],
+    out: &[usize],
+    window: Window,
+) -> Result<Value> {
+    let sum = cx.g.reduce_window(ReduceOp::Sum, x, window.clone())?;
+    let spatial = &out[..out.len().saturating_sub(1)];
+    let mut counts = vec![1.0f32; spatial.iter().product()];
+    // Row-major over the output positions: each axis multiplies in its overlap.
+    let mut stride = counts.len();
+    for (axis, &len) in spatial.iter().enumerate() {
+        stride /= len.max(1);
+        for (k, c) in counts.iter_mut().enumerate() {
+            let i = (k / stride.max(1)) % len.max(1);
+            let w = axis + 1;
+            *c *= overlap(
+                i * window.strides[w],
+                window.dims[w],
+                window.padding[w].0,
+                input[axis],
+            ) as f32;
+        }
+    }
+    for c in &mut counts {
+        *c = c.max(1.0);
+    }
+    let mut shape = spatial.to_vec();
+    shape.push(1);
+    let mut counts = cx.g.constant(Tensor::from_vec(&shape, counts)?);
+    let dtype = cx.g.ty(x).dtype;
+    if dtype != DType::F32 {
+        counts = cx.g.convert(counts, dtype)?;
+    }
+    cx.g.div(sum, counts)
+}
+
 impl Layer for AveragePooling2D {
     fn class(&self) -> &'static str {
         "AveragePooling2D"
@@ -45,7 +88,11 @@ impl Layer for AveragePooling2D {
     }
 
     fn args(&self) -> Option<Args> {
-        Some(pool_args(self.pool_size, self.strides, self.padding))
+        Some(pool_args(
+            Val::Pair(self.pool_size),
+            Val::OptionalPair(self.strides),
+            self.padding,
+        ))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
@@ -54,35 +101,7 @@ impl Layer for AveragePooling2D {
         let input = dims.get(1..).unwrap_or(&[]);
         let out = self.output_shape(input)?;
         let window = pool_window(input, self.pool_size, self.strides, self.padding);
-        let sum = cx.g.reduce_window(ReduceOp::Sum, x, window.clone())?;
-        // Keras divides by the number of real (unpadded) elements in each window, which
-        // varies along the border under same padding: a constant `[h, w, 1]` of counts,
-        // known when the graph is built.
-        let (h, w) = (out[0], out[1]);
-        let mut counts = Vec::with_capacity(h * w);
-        for i in 0..h {
-            let rows = overlap(
-                i * window.strides[1],
-                window.dims[1],
-                window.padding[1].0,
-                input[0],
-            );
-            for j in 0..w {
-                let cols = overlap(
-                    j * window.strides[2],
-                    window.dims[2],
-                    window.padding[2].0,
-                    input[1],
-                );
-                counts.push((rows * cols).max(1) as f32);
-            }
-        }
-        let mut counts = cx.g.constant(Tensor::from_vec(&[h, w, 1], counts)?);
-        let dtype = cx.g.ty(x).dtype;
-        if dtype != DType::F32 {
-            counts = cx.g.convert(counts, dtype)?;
-        }
-        cx.g.div(sum, counts)
+        average(cx, x, input, &out, window)
     }
 
     /// `AveragePool` between NHWC/NCHW transposes, with the same explicit padding and
@@ -95,17 +114,14 @@ impl Layer for AveragePooling2D {
         params: &[OnnxValue],
     ) -> Result<OnnxValue> {
         cx.params::<0>(params)?;
-        let input = cx.input_shape().to_vec();
-        self.output_shape(&input)?;
-        let strides = self.strides.unwrap_or(self.pool_size);
-        let mut attributes = onnx_window(
-            &input,
+        self.output_shape(cx.input_shape())?;
+        Ok(onnx_pool(
+            cx,
+            "AveragePool",
+            &x,
             self.pool_size,
-            self.pool_size,
-            strides,
+            self.strides,
             self.padding,
-        );
-        attributes.push(("count_include_pad", OnnxAttribute::Int(0)));
-        Ok(onnx_nchw(cx, "AveragePool", &x, &[], attributes))
+        ))
     }
 }

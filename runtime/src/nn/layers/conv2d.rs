@@ -1,11 +1,11 @@
 //! `Conv2D`: a 2-D convolution over `(height, width, channels)` inputs (channels_last),
 //! plus bias and activation, with Keras' arguments and defaults.
 
-use super::spatial::{onnx_dilations, onnx_nchw, onnx_window, pads, Padding};
-use crate::ir::{ConvParams, Value};
+use super::spatial::{Padding, Sliding};
+use crate::ir::Value;
 use crate::nn::entry::{activation, args, initializer, padding};
 use crate::nn::layer::{kernel_and_bias, Forward, Layer};
-use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -50,9 +50,13 @@ impl Conv2D {
         }
     }
 
-    /// The kernel's extent once dilated: `(k - 1) · d + 1`.
-    fn dilated_kernel(&self) -> [usize; 2] {
-        [0, 1].map(|a| (self.kernel_size[a].max(1) - 1) * self.dilation_rate[a] + 1)
+    fn sliding(&self) -> Sliding<2> {
+        Sliding {
+            kernel_size: self.kernel_size,
+            strides: self.strides,
+            padding: self.padding,
+            dilation_rate: self.dilation_rate,
+        }
     }
 }
 
@@ -85,21 +89,9 @@ impl Layer for Conv2D {
         let dims = cx.g.try_ty("conv2d", x)?.dims().to_vec();
         let input = dims.get(1..).unwrap_or(&[]);
         self.output_shape(input)?;
-        let pads = pads(input, self.dilated_kernel(), self.strides, self.padding);
-        let mut y = cx.g.convolution(
-            x,
-            kernel,
-            ConvParams {
-                strides: self.strides.to_vec(),
-                padding: pads
-                    .iter()
-                    .map(|&(lo, hi)| (lo as i64, hi as i64))
-                    .collect(),
-                lhs_dilation: vec![1, 1],
-                rhs_dilation: self.dilation_rate.to_vec(),
-                feature_groups: self.groups,
-            },
-        )?;
+        let mut y = self
+            .sliding()
+            .convolve(cx.g, x, kernel, input, self.groups)?;
         if let Some(b) = bias {
             y = cx.g.add(y, b)?;
         }
@@ -117,21 +109,9 @@ impl Layer for Conv2D {
         params: &[OnnxValue],
     ) -> Result<OnnxValue> {
         let (kernel, bias) = cx.kernel_and_bias(self.use_bias, params)?;
-        let input = cx.input_shape().to_vec();
-        self.output_shape(&input)?;
+        self.output_shape(cx.input_shape())?;
         let w = cx.transpose(kernel, &[3, 2, 0, 1]);
-        let mut attributes = onnx_window(
-            &input,
-            self.kernel_size,
-            self.dilated_kernel(),
-            self.strides,
-            self.padding,
-        );
-        attributes.push(onnx_dilations(self.dilation_rate));
-        attributes.push(("group", OnnxAttribute::Int(self.groups as i64)));
-        let mut rest = vec![&w];
-        rest.extend(bias);
-        let y = onnx_nchw(cx, "Conv", &x, &rest, attributes);
+        let y = self.sliding().onnx_conv(cx, &x, &w, bias, self.groups);
         self.activation.onnx(cx, y)
     }
 }

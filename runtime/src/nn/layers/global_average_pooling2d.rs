@@ -1,10 +1,11 @@
 //! `GlobalAveragePooling2D` (alias `GlobalAvgPool2D`): the mean of each channel over the
 //! whole image.
 
+use super::spatial::{global_pool, mean_pool, onnx_global_pool};
 use crate::ir::Value;
 use crate::nn::entry::args;
 use crate::nn::layer::{expect_params, Forward, Layer};
-use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
 
@@ -41,13 +42,7 @@ impl Layer for GlobalAveragePooling2D {
         expect_params::<0>(self, params)?;
         let dims = cx.g.try_ty("global_average_pooling2d", x)?.dims().to_vec();
         let out = self.output_shape(dims.get(1..).unwrap_or(&[]))?;
-        let m = cx.g.mean(x, &[1, 2])?;
-        if self.keepdims {
-            let mut shape = vec![dims[0]];
-            shape.extend(out);
-            return cx.g.reshape(m, shape);
-        }
-        Ok(m)
+        global_pool(cx.g, mean_pool, x, 2, self.keepdims, out)
     }
 
     /// `ReduceMean` over the two image axes (opset 17 takes them as an attribute).
@@ -59,13 +54,6 @@ impl Layer for GlobalAveragePooling2D {
     ) -> Result<OnnxValue> {
         cx.params::<0>(params)?;
         self.output_shape(cx.input_shape())?;
-        Ok(cx.op(
-            "ReduceMean",
-            &[&x],
-            vec![
-                ("axes", OnnxAttribute::Ints(vec![1, 2])),
-                ("keepdims", OnnxAttribute::Int(self.keepdims as i64)),
-            ],
-        ))
+        Ok(onnx_global_pool(cx, "ReduceMean", &x, 2, self.keepdims))
     }
 }

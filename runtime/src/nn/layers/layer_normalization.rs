@@ -3,7 +3,7 @@
 
 use super::axis::feature_axis;
 use super::axis::onnx_along;
-use crate::ir::{UnaryOp, Value};
+use crate::ir::{Graph, UnaryOp, Value};
 use crate::nn::entry::{args, axis, initializer};
 use crate::nn::layer::{bad_config, Forward, Layer};
 use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
@@ -40,6 +40,62 @@ impl LayerNormalization {
     }
 }
 
+/// The learned scale and offset among a normalisation layer's parameter values (`gamma`,
+/// then `beta`, each only when the layer learns it).
+pub(crate) fn weights(
+    layer: &dyn Layer,
+    scale: bool,
+    center: bool,
+    params: &[Value],
+) -> Result<(Option<Value>, Option<Value>)> {
+    match (scale, center, params) {
+        (true, true, &[g, b]) => Ok((Some(g), Some(b))),
+        (true, false, &[g]) => Ok((Some(g), None)),
+        (false, true, &[b]) => Ok((None, Some(b))),
+        (false, false, &[]) => Ok((None, None)),
+        _ => Err(bad_config(
+            layer,
+            format!("forward got {} parameter value(s)", params.len()),
+        )),
+    }
+}
+
+/// `(x - mean) / sqrt(variance + epsilon)`, the statistics over `axes` of `x`.
+pub(crate) fn standardize(g: &mut Graph, x: Value, axes: &[usize], epsilon: f64) -> Result<Value> {
+    let shape = g.ty(x).shape.clone();
+    // Statistics have one value per position off the axes.
+    let others: Vec<usize> = (0..shape.rank()).filter(|a| !axes.contains(a)).collect();
+    let mean = g.mean(x, axes)?;
+    let mean = g.broadcast_in_dim(mean, shape.clone(), &others)?;
+    let centered = g.sub(x, mean)?;
+    let sq = g.mul(centered, centered)?;
+    let var = g.mean(sq, axes)?;
+    let ve = g.add_scalar(var, epsilon)?;
+    let inv = g.unary(UnaryOp::Rsqrt, ve)?;
+    let inv = g.broadcast_in_dim(inv, shape, &others)?;
+    g.mul(centered, inv)
+}
+
+/// `y · gamma + beta`, one weight per feature along `axis`.
+pub(crate) fn scale_and_offset(
+    g: &mut Graph,
+    mut y: Value,
+    gamma: Option<Value>,
+    beta: Option<Value>,
+    axis: usize,
+) -> Result<Value> {
+    let shape = g.ty(y).shape.clone();
+    if let Some(gamma) = gamma {
+        let gb = g.broadcast_in_dim(gamma, shape.clone(), &[axis])?;
+        y = g.mul(y, gb)?;
+    }
+    if let Some(beta) = beta {
+        let bb = g.broadcast_in_dim(beta, shape, &[axis])?;
+        y = g.add(y, bb)?;
+    }
+    Ok(y)
+}
+
 impl Layer for LayerNormalization {
     fn class(&self) -> &'static str {
         "LayerNormalization"
@@ -64,39 +120,9 @@ impl Layer for LayerNormalization {
         let shape = cx.g.try_ty("layer_normalization", x)?.shape.clone();
         self.output_shape(shape.dims().get(1..).unwrap_or(&[]))?;
         let axis = feature_axis(self.axis, shape.rank());
-        let (gamma, beta) = match (self.scale, self.center, params) {
-            (true, true, &[g, b]) => (Some(g), Some(b)),
-            (true, false, &[g]) => (Some(g), None),
-            (false, true, &[b]) => (None, Some(b)),
-            (false, false, &[]) => (None, None),
-            _ => {
-                return Err(bad_config(
-                    self,
-                    format!("forward got {} parameter value(s)", params.len()),
-                ))
-            }
-        };
-        let g = &mut *cx.g;
-        // Statistics have one value per position off the axis; weights one per feature.
-        let others: Vec<usize> = (0..shape.rank()).filter(|&a| a != axis).collect();
-        let mean = g.mean(x, &[axis])?;
-        let mean = g.broadcast_in_dim(mean, shape.clone(), &others)?;
-        let centered = g.sub(x, mean)?;
-        let sq = g.mul(centered, centered)?;
-        let var = g.mean(sq, &[axis])?;
-        let ve = g.add_scalar(var, self.epsilon)?;
-        let inv = g.unary(UnaryOp::Rsqrt, ve)?;
-        let inv = g.broadcast_in_dim(inv, shape.clone(), &others)?;
-        let mut y = g.mul(centered, inv)?;
-        if let Some(gamma) = gamma {
-            let gb = g.broadcast_in_dim(gamma, shape.clone(), &[axis])?;
-            y = g.mul(y, gb)?;
-        }
-        if let Some(beta) = beta {
-            let bb = g.broadcast_in_dim(beta, shape, &[axis])?;
-            y = g.add(y, bb)?;
-        }
-        Ok(y)
+        let (gamma, beta) = weights(self, self.scale, self.center, params)?;
+        let y = standardize(cx.g, x, &[axis], self.epsilon)?;
+        scale_and_offset(cx.g, y, gamma, beta, axis)
     }
 
     /// `forward`'s formula operator by operator (ONNX's LayerNormalization normalises
@@ -111,41 +137,65 @@ impl Layer for LayerNormalization {
         self.output_shape(&input)?;
         let rank = input.len() + 1;
         let axis = feature_axis(self.axis, rank);
-        let (gamma, beta) = match (self.scale, self.center, params) {
-            (true, true, [g, b]) => (Some(g), Some(b)),
-            (true, false, [g]) => (Some(g), None),
-            (false, true, [b]) => (None, Some(b)),
-            (false, false, []) => (None, None),
-            _ => {
-                return Err(bad_config(
-                    self,
-                    format!("the ONNX mapping got {} weight(s)", params.len()),
-                ))
-            }
-        };
-        let over_axis = || {
-            vec![
-                ("axes", OnnxAttribute::Ints(vec![axis as i64])),
-                ("keepdims", OnnxAttribute::Int(1)),
-            ]
-        };
-        let mean = cx.op("ReduceMean", &[&x], over_axis());
-        let centered = cx.op("Sub", &[&x, &mean], vec![]);
-        let sq = cx.op("Mul", &[&centered, &centered], vec![]);
-        let var = cx.op("ReduceMean", &[&sq], over_axis());
-        let eps = cx.scalar(self.epsilon);
-        let ve = cx.op("Add", &[&var, &eps], vec![]);
-        let sd = cx.op("Sqrt", &[&ve], vec![]);
-        let inv = cx.op("Reciprocal", &[&sd], vec![]);
-        let mut y = cx.op("Mul", &[&centered, &inv], vec![]);
-        if let Some(gamma) = gamma {
-            let g = onnx_along(cx, gamma, axis, rank);
-            y = cx.op("Mul", &[&y, &g], vec![]);
-        }
-        if let Some(beta) = beta {
-            let b = onnx_along(cx, beta, axis, rank);
-            y = cx.op("Add", &[&y, &b], vec![]);
-        }
-        Ok(y)
+        let y = onnx_standardize(cx, &x, vec![axis as i64], self.epsilon);
+        onnx_scale_and_offset(self, cx, y, (self.scale, self.center), params, axis)
     }
+}
+
+/// `standardize` in ONNX, over `axes` of `x`.
+pub(crate) fn onnx_standardize(
+    cx: &mut OnnxForward<'_>,
+    x: &OnnxValue,
+    axes: Vec<i64>,
+    epsilon: f64,
+) -> OnnxValue {
+    let over = || {
+        vec![
+            ("axes", OnnxAttribute::Ints(axes.clone())),
+            ("keepdims", OnnxAttribute::Int(1)),
+        ]
+    };
+    let mean = cx.op("ReduceMean", &[x], over());
+    let centered = cx.op("Sub", &[x, &mean], vec![]);
+    let sq = cx.op("Mul", &[&centered, &centered], vec![]);
+    let var = cx.op("ReduceMean", &[&sq], over());
+    let eps = cx.scalar(epsilon);
+    let ve = cx.op("Add", &[&var, &eps], vec![]);
+    let sd = cx.op("Sqrt", &[&ve], vec![]);
+    let inv = cx.op("Reciprocal", &[&sd], vec![]);
+    cx.op("Mul", &[&centered, &inv], vec![])
+}
+
+/// `scale_and_offset` in ONNX: `y · gamma + beta` along `axis` of the layer's output,
+/// `learned` saying which of `gamma`, `beta` the layer has among its weights.
+pub(crate) fn onnx_scale_and_offset(
+    layer: &dyn Layer,
+    cx: &mut OnnxForward<'_>,
+    mut y: OnnxValue,
+    learned: (bool, bool),
+    params: &[OnnxValue],
+    axis: usize,
+) -> Result<OnnxValue> {
+    let rank = cx.input_shape().len() + 1;
+    let (gamma, beta) = match (learned, params) {
+        ((true, true), [g, b]) => (Some(g), Some(b)),
+        ((true, false), [g]) => (Some(g), None),
+        ((false, true), [b]) => (None, Some(b)),
+        ((false, false), []) => (None, None),
+        _ => {
+            return Err(bad_config(
+                layer,
+                format!("the ONNX mapping got {} weight(s)", params.len()),
+            ))
+        }
+    };
+    if let Some(gamma) = gamma {
+        let g = onnx_along(cx, gamma, axis, rank);
+        y = cx.op("Mul", &[&y, &g], vec![]);
+    }
+    if let Some(beta) = beta {
+        let b = onnx_along(cx, beta, axis, rank);
+        y = cx.op("Add", &[&y, &b], vec![]);
+    }
+    Ok(y)
 }

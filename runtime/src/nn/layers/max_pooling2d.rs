@@ -1,11 +1,11 @@
 //! `MaxPooling2D` (alias `MaxPool2D`): the maximum of each window of an image.
 
-use super::spatial::{onnx_nchw, onnx_window, pool_args, pool_window, Padding};
+use super::spatial::{onnx_pool, pool_args, pool_window, Padding};
 use crate::ir::{ReduceOp, Value};
 use crate::nn::layer::{expect_params, Forward, Layer};
 use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
-use strata_spec::Args;
+use strata_spec::{Args, Val};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct MaxPooling2D {
@@ -38,7 +38,11 @@ impl Layer for MaxPooling2D {
     }
 
     fn args(&self) -> Option<Args> {
-        Some(pool_args(self.pool_size, self.strides, self.padding))
+        Some(pool_args(
+            Val::Pair(self.pool_size),
+            Val::OptionalPair(self.strides),
+            self.padding,
+        ))
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
@@ -60,16 +64,14 @@ impl Layer for MaxPooling2D {
         params: &[OnnxValue],
     ) -> Result<OnnxValue> {
         cx.params::<0>(params)?;
-        let input = cx.input_shape().to_vec();
-        self.output_shape(&input)?;
-        let strides = self.strides.unwrap_or(self.pool_size);
-        let attributes = onnx_window(
-            &input,
+        self.output_shape(cx.input_shape())?;
+        Ok(onnx_pool(
+            cx,
+            "MaxPool",
+            &x,
             self.pool_size,
-            self.pool_size,
-            strides,
+            self.strides,
             self.padding,
-        );
-        Ok(onnx_nchw(cx, "MaxPool", &x, &[], attributes))
+        ))
     }
 }

@@ -3,19 +3,28 @@
 //! and parameters are its `strata_spec` entry's.
 
 mod activation;
+mod average_pooling1d;
 mod average_pooling2d;
 mod axis;
 mod batch_normalization;
+mod conv1d;
 mod conv2d;
+mod conv2d_transpose;
 mod dense;
+mod depthwise_conv2d;
 mod dropout;
 mod embedding;
 mod flatten;
+mod global_average_pooling1d;
 mod global_average_pooling2d;
+mod global_max_pooling1d;
 mod global_max_pooling2d;
+mod group_normalization;
 mod layer_normalization;
+mod max_pooling1d;
 mod max_pooling2d;
 mod reshape;
+mod separable_conv2d;
 mod spatial;
 // Issue 14: shape and activation layers.
 mod permute;
@@ -26,18 +35,27 @@ mod upsampling2d;
 mod zero_padding2d;
 
 pub use activation::ActivationLayer;
+pub use average_pooling1d::AveragePooling1D;
 pub use average_pooling2d::AveragePooling2D;
 pub use batch_normalization::BatchNormalization;
+pub use conv1d::Conv1D;
 pub use conv2d::Conv2D;
+pub use conv2d_transpose::Conv2DTranspose;
 pub use dense::Dense;
+pub use depthwise_conv2d::DepthwiseConv2D;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use flatten::Flatten;
+pub use global_average_pooling1d::GlobalAveragePooling1D;
 pub use global_average_pooling2d::GlobalAveragePooling2D;
+pub use global_max_pooling1d::GlobalMaxPooling1D;
 pub use global_max_pooling2d::GlobalMaxPooling2D;
+pub use group_normalization::GroupNormalization;
 pub use layer_normalization::LayerNormalization;
+pub use max_pooling1d::MaxPooling1D;
 pub use max_pooling2d::MaxPooling2D;
 pub use reshape::Reshape;
+pub use separable_conv2d::SeparableConv2D;
 pub use spatial::Padding;
 // Issue 14: shape and activation layers.
 pub use permute::{Permute, RepeatVector};

@@ -1,18 +1,22 @@
-//! What the 2-D layers (convolution, pooling) share: Keras' `padding` argument and the
-//! geometry of a window sliding over `(height, width, channels)` inputs.
+//! What the convolution and pooling layers share, over sequences `(steps, channels)` and
+//! images `(height, width, channels)` alike: Keras' `padding` argument, the geometry of a
+//! window sliding over the spatial axes, and the convolution itself.
 
-use crate::ir::Window;
+use crate::ir::{ConvParams, Graph, ReduceOp, Value, Window};
 use crate::nn::entry::{self, args};
 use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
+use crate::Result;
 use std::fmt;
 use strata_spec::{Args, Val};
 
-/// Keras' `padding`: `valid` (no padding; windows must fit) or `same` (pad so the output
-/// has `ceil(input / stride)` positions).
+/// Keras' `padding`: `valid` (no padding; windows must fit), `same` (pad so the output
+/// has `ceil(input / stride)` positions) or `causal` (Conv1D only: as many positions, all
+/// the padding at the start, so no output sees a later step).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Padding {
     Valid,
     Same,
+    Causal,
 }
 
 impl Padding {
@@ -20,11 +24,12 @@ impl Padding {
         match self {
             Padding::Valid => "valid",
             Padding::Same => "same",
+            Padding::Causal => "causal",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Padding> {
-        [Padding::Valid, Padding::Same]
+        [Padding::Valid, Padding::Same, Padding::Causal]
             .into_iter()
             .find(|p| p.name() == name)
     }
@@ -52,6 +57,7 @@ impl Padding {
                 let total = ((out - 1) * stride + window).saturating_sub(input);
                 Some((out, (total / 2, total - total / 2)))
             }
+            Padding::Causal => Some(((input - 1) / stride + 1, (window - 1, 0))),
         }
     }
 }
@@ -65,15 +71,16 @@ impl fmt::Display for Padding {
 /// `(low, high)` padding of one axis.
 pub(crate) type Pads = (usize, usize);
 
-/// The padding of each spatial axis for `window` (already dilated) moving in `strides`
-/// over an image input, one the layer's shape rule accepted (so the window fits).
-pub(crate) fn pads(
+/// The padding of each of the `N` spatial axes for `window` (already dilated) moving in
+/// `strides` over an input (without batch) the layer's shape rule accepted (so the window
+/// fits).
+pub(crate) fn pads<const N: usize>(
     input: &[usize],
-    window: [usize; 2],
-    strides: [usize; 2],
+    window: [usize; N],
+    strides: [usize; N],
     padding: Padding,
-) -> [Pads; 2] {
-    [0, 1].map(|axis| {
+) -> [Pads; N] {
+    std::array::from_fn(|axis| {
         let size = input.get(axis).copied().unwrap_or(0);
         padding
             .window(size, window[axis], strides[axis])
@@ -81,47 +88,127 @@ pub(crate) fn pads(
     })
 }
 
-/// A pooling layer's window over `[batch, height, width, channels]` for an input its shape
+/// A pooling layer's window over `[batch, spatial..., channels]` for an input its shape
 /// rule accepted (`strides` defaults to the pool size, as in Keras).
-pub(crate) fn pool_window(
+pub(crate) fn pool_window<const N: usize>(
     input: &[usize],
-    pool_size: [usize; 2],
-    strides: Option<[usize; 2]>,
+    pool_size: [usize; N],
+    strides: Option<[usize; N]>,
     padding: Padding,
 ) -> Window {
     let strides = strides.unwrap_or(pool_size);
-    let [ph, pw] = pads(input, pool_size, strides, padding);
+    let around = |inner: &[usize]| [&[1][..], inner, &[1]].concat();
+    let mut pads = vec![(0, 0)];
+    pads.extend(self::pads(input, pool_size, strides, padding));
+    pads.push((0, 0));
     Window {
-        dims: vec![1, pool_size[0], pool_size[1], 1],
-        strides: vec![1, strides[0], strides[1], 1],
-        padding: vec![(0, 0), ph, pw, (0, 0)],
+        dims: around(&pool_size),
+        strides: around(&strides),
+        padding: pads,
     }
 }
 
-/// The arguments every 2-D pooling layer takes.
-pub(crate) fn pool_args(
-    pool_size: [usize; 2],
-    strides: Option<[usize; 2]>,
-    padding: Padding,
-) -> Args {
+/// The arguments every pooling layer takes: `pool_size` and `strides` as the entry's
+/// kinds for its rank (sizes of a sequence, pairs of an image).
+pub(crate) fn pool_args(pool_size: Val, strides: Val, padding: Padding) -> Args {
     args([
-        ("pool_size", Val::Pair(pool_size)),
-        ("strides", Val::OptionalPair(strides)),
+        ("pool_size", pool_size),
+        ("strides", strides),
         ("padding", entry::padding(padding)),
     ])
 }
 
-/// ONNX's `pads` of a 2-D operator: every axis's low padding, then every axis's high.
-fn onnx_pads([(h_lo, h_hi), (w_lo, w_hi)]: [Pads; 2]) -> OnnxAttribute {
-    OnnxAttribute::Ints(vec![h_lo as i64, w_lo as i64, h_hi as i64, w_hi as i64])
+/// A kernel's extent once dilated: `(k - 1) · d + 1` per axis.
+pub(crate) fn dilated<const N: usize>(kernel: [usize; N], dilation: [usize; N]) -> [usize; N] {
+    std::array::from_fn(|a| (kernel[a].max(1) - 1) * dilation[a] + 1)
 }
 
-fn onnx_pair(p: [usize; 2]) -> OnnxAttribute {
+/// How a kernel slides over the `N` spatial axes of a convolution's input.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sliding<const N: usize> {
+    pub kernel_size: [usize; N],
+    pub strides: [usize; N],
+    pub padding: Padding,
+    pub dilation_rate: [usize; N],
+}
+
+impl<const N: usize> Sliding<N> {
+    /// The convolution of `x` (`[batch, spatial..., in]`, `input` its shape without the
+    /// batch, one the layer's shape rule accepted) with `kernel` (`[spatial..., in /
+    /// groups, out]`).
+    pub(crate) fn convolve(
+        &self,
+        g: &mut Graph,
+        x: Value,
+        kernel: Value,
+        input: &[usize],
+        groups: usize,
+    ) -> Result<Value> {
+        let window = dilated(self.kernel_size, self.dilation_rate);
+        let pads = pads(input, window, self.strides, self.padding);
+        g.convolution(
+            x,
+            kernel,
+            ConvParams {
+                strides: self.strides.to_vec(),
+                padding: pads
+                    .iter()
+                    .map(|&(lo, hi)| (lo as i64, hi as i64))
+                    .collect(),
+                lhs_dilation: vec![1; N],
+                rhs_dilation: self.dilation_rate.to_vec(),
+                feature_groups: groups,
+            },
+        )
+    }
+}
+
+/// The reduction of a global pooling layer over the given axes (mean or max).
+pub(crate) type Pool = fn(&mut Graph, Value, &[usize]) -> Result<Value>;
+
+pub(crate) fn mean_pool(g: &mut Graph, x: Value, axes: &[usize]) -> Result<Value> {
+    g.mean(x, axes)
+}
+
+pub(crate) fn max_pool(g: &mut Graph, x: Value, axes: &[usize]) -> Result<Value> {
+    g.reduce(ReduceOp::Max, x, axes)
+}
+
+/// Global pooling of `x` (`[batch, spatial..., channels]`) over its `n` spatial axes by
+/// `pool`, then the pooled axes back as size 1 on `keepdims` (`out`, the output without
+/// the batch, from the layer's shape rule).
+pub(crate) fn global_pool(
+    g: &mut Graph,
+    pool: Pool,
+    x: Value,
+    n: usize,
+    keepdims: bool,
+    out: Vec<usize>,
+) -> Result<Value> {
+    let axes: Vec<usize> = (1..=n).collect();
+    let pooled = pool(g, x, &axes)?;
+    if keepdims {
+        let mut shape = vec![g.ty(x).dims()[0]];
+        shape.extend(out);
+        return g.reshape(pooled, shape);
+    }
+    Ok(pooled)
+}
+
+/// ONNX's `pads`: every axis's low padding, then every axis's high.
+fn onnx_pads(pads: &[Pads]) -> OnnxAttribute {
+    let lows = pads.iter().map(|&(lo, _)| lo as i64);
+    let highs = pads.iter().map(|&(_, hi)| hi as i64);
+    OnnxAttribute::Ints(lows.chain(highs).collect())
+}
+
+pub(crate) fn onnx_sizes(p: &[usize]) -> OnnxAttribute {
     OnnxAttribute::Ints(p.iter().map(|&v| v as i64).collect())
 }
 
-/// `op` (an ONNX operator on NCHW images: `Conv`, the pools) applied to the NHWC image
-/// `x`: transposed to NCHW, `op(x, rest...)`, transposed back.
+/// `op` (an ONNX operator on channels-first inputs: `Conv`, the pools) applied to the
+/// channels-last `x` (`[batch, spatial..., channels]`): transposed to `[batch, channels,
+/// spatial...]`, `op(x, rest...)`, transposed back.
 pub(crate) fn onnx_nchw(
     cx: &mut OnnxForward<'_>,
     op: &'static str,
@@ -129,31 +216,98 @@ pub(crate) fn onnx_nchw(
     rest: &[&OnnxValue],
     attributes: Vec<(&'static str, OnnxAttribute)>,
 ) -> OnnxValue {
-    let t = cx.transpose(x, &[0, 3, 1, 2]);
+    let rank = cx.input_shape().len() as i64 + 1;
+    let first: Vec<i64> = [0, rank - 1].into_iter().chain(1..rank - 1).collect();
+    let last: Vec<i64> = std::iter::once(0)
+        .chain(2..rank)
+        .chain(std::iter::once(1))
+        .collect();
+    let t = cx.transpose(x, &first);
     let mut inputs = vec![&t];
     inputs.extend_from_slice(rest);
     let y = cx.op(op, &inputs, attributes);
-    cx.transpose(&y, &[0, 2, 3, 1])
+    cx.transpose(&y, &last)
 }
 
 /// The attributes placing a window of `window` (already dilated: the padding is
 /// computed from it) with `kernel_shape` and `strides` as the layer's `forward` does:
 /// explicit pads, so `same`'s odd element goes at the end as in TensorFlow.
-pub(crate) fn onnx_window(
+pub(crate) fn onnx_window<const N: usize>(
     input: &[usize],
-    kernel_shape: [usize; 2],
-    window: [usize; 2],
-    strides: [usize; 2],
+    kernel_shape: [usize; N],
+    window: [usize; N],
+    strides: [usize; N],
     padding: Padding,
 ) -> Vec<(&'static str, OnnxAttribute)> {
     vec![
-        ("kernel_shape", onnx_pair(kernel_shape)),
-        ("strides", onnx_pair(strides)),
-        ("pads", onnx_pads(pads(input, window, strides, padding))),
+        ("kernel_shape", onnx_sizes(&kernel_shape)),
+        ("strides", onnx_sizes(&strides)),
+        ("pads", onnx_pads(&pads(input, window, strides, padding))),
     ]
 }
 
 /// The dilation attribute of `Conv`.
-pub(crate) fn onnx_dilations(d: [usize; 2]) -> (&'static str, OnnxAttribute) {
-    ("dilations", onnx_pair(d))
+pub(crate) fn onnx_dilations<const N: usize>(d: [usize; N]) -> (&'static str, OnnxAttribute) {
+    ("dilations", onnx_sizes(&d))
+}
+
+impl<const N: usize> Sliding<N> {
+    /// `Conv` of the channels-last `x` with `weight` (ONNX's `[out, in / groups,
+    /// spatial...]`) and `bias`, placed as `convolve` places it.
+    pub(crate) fn onnx_conv(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: &OnnxValue,
+        weight: &OnnxValue,
+        bias: Option<&OnnxValue>,
+        groups: usize,
+    ) -> OnnxValue {
+        let input = cx.input_shape().to_vec();
+        let window = dilated(self.kernel_size, self.dilation_rate);
+        let mut attributes =
+            onnx_window(&input, self.kernel_size, window, self.strides, self.padding);
+        attributes.push(onnx_dilations(self.dilation_rate));
+        attributes.push(("group", OnnxAttribute::Int(groups as i64)));
+        let mut rest = vec![weight];
+        rest.extend(bias);
+        onnx_nchw(cx, "Conv", x, &rest, attributes)
+    }
+}
+
+/// A pooling layer's ONNX operator (`MaxPool`, or `AveragePool` counting only real
+/// elements, as `forward` does), placed as `pool_window` places the window.
+pub(crate) fn onnx_pool<const N: usize>(
+    cx: &mut OnnxForward<'_>,
+    op: &'static str,
+    x: &OnnxValue,
+    pool_size: [usize; N],
+    strides: Option<[usize; N]>,
+    padding: Padding,
+) -> OnnxValue {
+    let input = cx.input_shape().to_vec();
+    let strides = strides.unwrap_or(pool_size);
+    let mut attributes = onnx_window(&input, pool_size, pool_size, strides, padding);
+    if op == "AveragePool" {
+        attributes.push(("count_include_pad", OnnxAttribute::Int(0)));
+    }
+    onnx_nchw(cx, op, x, &[], attributes)
+}
+
+/// Global pooling's ONNX operator (`ReduceMean` or `ReduceMax`) over the `n` spatial
+/// axes (opset 17 takes them as an attribute).
+pub(crate) fn onnx_global_pool(
+    cx: &mut OnnxForward<'_>,
+    op: &'static str,
+    x: &OnnxValue,
+    n: usize,
+    keepdims: bool,
+) -> OnnxValue {
+    cx.op(
+        op,
+        &[x],
+        vec![
+            ("axes", OnnxAttribute::Ints((1..=n as i64).collect())),
+            ("keepdims", OnnxAttribute::Int(keepdims as i64)),
+        ],
+    )
 }

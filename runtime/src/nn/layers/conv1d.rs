@@ -1,0 +1,118 @@
+//! `Conv1D`: a 1-D convolution over `(steps, channels)` inputs (channels_last), plus bias
+//! and activation, with Keras' arguments and defaults.
+
+use super::spatial::{Padding, Sliding};
+use crate::ir::Value;
+use crate::nn::entry::{activation, args, initializer, padding};
+use crate::nn::layer::{kernel_and_bias, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
+use crate::nn::{Activation, Initializer};
+use crate::Result;
+use strata_spec::{Args, Val};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conv1D {
+    pub name: String,
+    pub filters: usize,
+    pub kernel_size: usize,
+    pub strides: usize,
+    pub padding: Padding,
+    pub dilation_rate: usize,
+    /// Input and output channels are split into this many independent groups.
+    pub groups: usize,
+    pub activation: Activation,
+    pub use_bias: bool,
+    pub kernel_initializer: Initializer,
+    pub bias_initializer: Initializer,
+}
+
+impl Conv1D {
+    /// A convolution with Keras' defaults: stride 1, valid padding, no dilation, one
+    /// group, a bias, glorot_uniform kernel.
+    pub fn new(
+        name: impl Into<String>,
+        filters: usize,
+        kernel_size: usize,
+        activation: Activation,
+    ) -> Conv1D {
+        Conv1D {
+            name: name.into(),
+            filters,
+            kernel_size,
+            strides: 1,
+            padding: Padding::Valid,
+            dilation_rate: 1,
+            groups: 1,
+            activation,
+            use_bias: true,
+            kernel_initializer: Initializer::GlorotUniform,
+            bias_initializer: Initializer::Zeros,
+        }
+    }
+}
+
+impl Conv1D {
+    fn sliding(&self) -> Sliding<1> {
+        Sliding {
+            kernel_size: [self.kernel_size],
+            strides: [self.strides],
+            padding: self.padding,
+            dilation_rate: [self.dilation_rate],
+        }
+    }
+}
+
+impl Layer for Conv1D {
+    fn class(&self) -> &'static str {
+        "Conv1D"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn args(&self) -> Option<Args> {
+        Some(args([
+            ("filters", Val::Usize(self.filters)),
+            ("kernel_size", Val::Usize(self.kernel_size)),
+            ("strides", Val::Usize(self.strides)),
+            ("padding", padding(self.padding)),
+            ("dilation_rate", Val::Usize(self.dilation_rate)),
+            ("groups", Val::Usize(self.groups)),
+            ("activation", activation(self.activation)),
+            ("use_bias", Val::Bool(self.use_bias)),
+            ("kernel_initializer", initializer(self.kernel_initializer)),
+            ("bias_initializer", initializer(self.bias_initializer)),
+        ]))
+    }
+
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        let (kernel, bias) = kernel_and_bias(self, self.use_bias, params)?;
+        let dims = cx.g.try_ty("conv1d", x)?.dims().to_vec();
+        let input = dims.get(1..).unwrap_or(&[]);
+        self.output_shape(input)?;
+        let mut y = self
+            .sliding()
+            .convolve(cx.g, x, kernel, input, self.groups)?;
+        if let Some(b) = bias {
+            y = cx.g.add(y, b)?;
+        }
+        cx.activate(self.activation, y)
+    }
+
+    /// `Conv` on `[batch, channels, steps]`, its weight the kernel transposed from
+    /// `[k, in / groups, out]` to `[out, in / groups, k]`; causal padding is explicit pads
+    /// at the start.
+    fn onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        x: OnnxValue,
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        let (kernel, bias) = cx.kernel_and_bias(self.use_bias, params)?;
+        self.output_shape(cx.input_shape())?;
+        let w = cx.transpose(kernel, &[2, 1, 0]);
+        let y = self.sliding().onnx_conv(cx, &x, &w, bias, self.groups);
+        self.activation.onnx(cx, y)
+    }
+}
