@@ -4,7 +4,7 @@
 use super::spatial::{Padding, Sliding};
 use crate::ir::Value;
 use crate::nn::entry::{activation, args, initializer, padding};
-use crate::nn::layer::{kernel_and_bias, Forward, Layer};
+use crate::nn::layer::{Forward, Layer};
 use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
@@ -87,17 +87,8 @@ impl Layer for Conv1D {
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
-        let (kernel, bias) = kernel_and_bias(self, self.use_bias, params)?;
-        let dims = cx.g.try_ty("conv1d", x)?.dims().to_vec();
-        let input = dims.get(1..).unwrap_or(&[]);
-        self.output_shape(input)?;
-        let mut y = self
-            .sliding()
-            .convolve(cx.g, x, kernel, input, self.groups)?;
-        if let Some(b) = bias {
-            y = cx.g.add(y, b)?;
-        }
-        cx.activate(self.activation, y)
+        let config = (self.use_bias, self.groups, self.activation);
+        self.sliding().conv_layer(self, cx, (x, params), config)
     }
 
     /// `Conv` on `[batch, channels, steps]`, its weight the kernel transposed from

@@ -4,7 +4,9 @@
 
 use crate::ir::{ConvParams, Graph, ReduceOp, Value, Window};
 use crate::nn::entry::{self, args};
+use crate::nn::layer::{kernel_and_bias, Forward, Layer};
 use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
+use crate::nn::Activation;
 use crate::Result;
 use std::fmt;
 use strata_spec::{Args, Val};
@@ -160,6 +162,26 @@ impl<const N: usize> Sliding<N> {
                 feature_groups: groups,
             },
         )
+    }
+
+    /// A convolution layer's forward pass (`Conv1D`, `Conv2D`): its kernel over `x`
+    /// checked by the layer's shape rule, its bias added, its activation applied.
+    pub(crate) fn conv_layer(
+        &self,
+        layer: &dyn Layer,
+        cx: &mut Forward<'_>,
+        (x, params): (Value, &[Value]),
+        (use_bias, groups, activation): (bool, usize, Activation),
+    ) -> Result<Value> {
+        let (kernel, bias) = kernel_and_bias(layer, use_bias, params)?;
+        let dims = cx.g.try_ty("convolution layer", x)?.dims().to_vec();
+        let input = dims.get(1..).unwrap_or(&[]);
+        layer.output_shape(input)?;
+        let mut y = self.convolve(cx.g, x, kernel, input, groups)?;
+        if let Some(b) = bias {
+            y = cx.g.add(y, b)?;
+        }
+        cx.activate(activation, y)
     }
 }
 
