@@ -1188,3 +1188,44 @@ fn repeat_vector_repeats_along_a_new_axis() {
     assert!(e.contains("(features,) (rank 1)"), "{e}");
     assert!(RepeatVector::new("r", 0).output_shape(&[3]).is_err());
 }
+
+/// Sizes no image could have (margins, strides and repeats near `usize::MAX`) on layers
+/// built by hand: a typed error naming what is too large, never a panic and never a
+/// wrapped size that silently computes something else.
+#[test]
+fn absurd_sizes_are_typed_errors() {
+    use strata_runtime::Model;
+    let huge = usize::MAX;
+    let mut pad = ZeroPadding2D::new("pad");
+    pad.padding = [[huge, 1], [0, 0]];
+    let mut pad_i64 = ZeroPadding2D::new("pad_i64");
+    pad_i64.padding = [[huge / 2, 1], [0, 0]];
+    let mut crop = Cropping2D::new("crop");
+    crop.cropping = [[huge, 1], [0, 0]];
+    let mut transposed = Conv2DTranspose::new("transposed", 2, [3, 3], Activation::Relu);
+    transposed.strides = [huge / 2, 1];
+    let mut upsample = UpSampling2D::new("upsample");
+    upsample.size = [huge, 1];
+    let cases: Vec<(Box<dyn Layer>, Vec<usize>, &str)> = vec![
+        (Box::new(pad), vec![4, 4, 1], "too large"),
+        (Box::new(pad_i64), vec![4, 4, 1], "overflows"),
+        (Box::new(crop), vec![4, 4, 1], "to crop"),
+        (Box::new(transposed), vec![4, 4, 1], "too large"),
+        (Box::new(upsample), vec![4, 4, 1], "more than 2^64 bytes"),
+        (
+            Box::new(RepeatVector::new("repeat", huge)),
+            vec![3],
+            "more than 2^64 bytes",
+        ),
+    ];
+    for (layer, input, want) in cases {
+        let name = layer.name().to_string();
+        let model = Model::new(Sequential::new(Some(input.clone()), vec![layer]));
+        let rows = [&[2usize][..], &input].concat();
+        let x = strata_runtime::random::normal(&rows, 0.0, 1.0, 0).unwrap();
+        match model.predict(&x) {
+            Err(e) => assert!(e.to_string().contains(want), "{name}: {e}"),
+            Ok(y) => panic!("{name}: expected an error, got {:?}", y.dims()),
+        }
+    }
+}

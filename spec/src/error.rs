@@ -162,8 +162,8 @@ impl ShapeError {
                 cropping: [[t, b], [l, r]],
             } => format!(
                 "more than {} rows and {} columns to crop {t}+{b} and {l}+{r} from",
-                t + b,
-                l + r
+                t.saturating_add(*b),
+                l.saturating_add(*r)
             ),
             ShapeError::Permute { rank } => format!("rank {rank}, as many axes as `dims`"),
             ShapeError::SharedAxis { axis } => format!("rank >= {axis} for shared axis {axis}"),

@@ -31,7 +31,21 @@ pub(crate) fn check(
     let mut dims = Vec::with_capacity(r);
     for d in 0..r {
         let n = t.dims()[d] as i64;
-        let size = low[d] + high[d] + n + (n - 1).max(0) * interior[d] as i64;
+        let size = i64::try_from(interior[d])
+            .ok()
+            .and_then(|i| (n - 1).max(0).checked_mul(i))
+            .and_then(|v| v.checked_add(n))
+            .and_then(|v| v.checked_add(low[d]))
+            .and_then(|v| v.checked_add(high[d]))
+            .ok_or_else(|| {
+                Error::shape(
+                    "pad",
+                    format!(
+                        "dimension {d} of {t} padded by {}, {} and {} interior overflows",
+                        low[d], high[d], interior[d]
+                    ),
+                )
+            })?;
         if size < 0 {
             return Err(Error::shape(
                 "pad",

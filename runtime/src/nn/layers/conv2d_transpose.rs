@@ -5,7 +5,7 @@
 use super::spatial::{dilated, onnx_nchw, onnx_sizes, Padding};
 use crate::ir::{ConvParams, Value};
 use crate::nn::entry::{activation, args, initializer, padding};
-use crate::nn::layer::{kernel_and_bias, Forward, Layer};
+use crate::nn::layer::{bad_config, kernel_and_bias, Forward, Layer};
 use crate::nn::onnx::{OnnxAttribute, OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
@@ -59,18 +59,33 @@ impl Conv2DTranspose {
     /// it, and how far the output reaches past the full result's end (negative: that
     /// much of the end is cut). `same` cuts half of the excess before, as TensorFlow's
     /// `conv2d_transpose` does (the odd element goes at the end).
-    fn placement(&self, input: &[usize], out: &[usize]) -> [(usize, i64); 2] {
+    fn placement(&self, input: &[usize], out: &[usize]) -> Result<[(usize, i64); 2]> {
         let window = dilated(self.kernel_size, self.dilation_rate);
-        std::array::from_fn(|a| {
+        let mut place = [(0, 0); 2];
+        for (a, p) in place.iter_mut().enumerate() {
             let (n, o, s, k) = (input[a], out[a], self.strides[a], window[a]);
-            let full = (n.max(1) - 1) * s + k;
+            // Sizes past i64 (strides or dilations of absurd size) are an error, not a wrap.
+            let full = (n.max(1) - 1)
+                .checked_mul(s)
+                .and_then(|v| v.checked_add(k))
+                .filter(|&f| i64::try_from(f).is_ok() && i64::try_from(o).is_ok())
+                .ok_or_else(|| {
+                    bad_config(
+                        self,
+                        format!(
+                            "the transposed output of {n} pixels with stride {s} and a {k}-pixel \
+                             window is too large to index"
+                        ),
+                    )
+                })?;
             let before = match self.padding {
                 Padding::Same => full.saturating_sub(o) / 2,
                 // Causal is refused by the entry's checks (Conv1D only).
                 Padding::Valid | Padding::Causal => 0,
             };
-            (before, o as i64 + before as i64 - full as i64)
-        })
+            *p = (before, o as i64 + before as i64 - full as i64);
+        }
+        Ok(place)
     }
 }
 
@@ -109,7 +124,7 @@ impl Layer for Conv2DTranspose {
         let out = self.output_shape(input)?;
         let window = dilated(self.kernel_size, self.dilation_rate);
         let padding = self
-            .placement(input, &out)
+            .placement(input, &out)?
             .iter()
             .zip(window)
             .map(|(&(before, after), k)| {
@@ -148,7 +163,7 @@ impl Layer for Conv2DTranspose {
         let (kernel, bias) = cx.kernel_and_bias(self.use_bias, params)?;
         let input = cx.input_shape().to_vec();
         let out = self.output_shape(&input)?;
-        let place = self.placement(&input, &out);
+        let place = self.placement(&input, &out)?;
         let mut pads: Vec<i64> = place.iter().map(|&(before, _)| before as i64).collect();
         pads.extend(place.iter().map(|&(_, after)| (-after).max(0)));
         let attributes = vec![

@@ -2,7 +2,7 @@
 
 use crate::ir::{DType, DotDims, Value};
 use crate::nn::entry::{args, interpolation};
-use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::layer::{bad_config, expect_params, Forward, Layer};
 use crate::nn::onnx::{OnnxData, OnnxForward, OnnxValue};
 use crate::{Result, Tensor};
 use std::fmt;
@@ -123,6 +123,12 @@ impl Layer for UpSampling2D {
     ) -> Result<OnnxValue> {
         cx.params::<0>(params)?;
         let out = self.output_shape(cx.input_shape())?;
+        if out.iter().any(|&d| i64::try_from(d).is_err()) {
+            return Err(bad_config(
+                self,
+                format!("an output of {out:?} is too large"),
+            ));
+        }
         if out.contains(&0) {
             // ONNX's Reshape reads a 0 as "copy the input's axis".
             return Err(cx.unsupported("Reshape", format!("an empty image ({out:?})")));

@@ -3,7 +3,7 @@
 
 use crate::ir::Value;
 use crate::nn::entry::args;
-use crate::nn::layer::{expect_params, Forward, Layer};
+use crate::nn::layer::{bad_config, expect_params, Forward, Layer};
 use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::Result;
 use strata_spec::{Args, Val};
@@ -26,6 +26,21 @@ impl ZeroPadding2D {
     }
 }
 
+impl ZeroPadding2D {
+    /// The padding as the signed sizes the pad op takes; a margin past `i64` is an error
+    /// (the image it would make could never be allocated anyway), never a wrap.
+    fn margins(&self) -> Result<[[i64; 2]; 2]> {
+        let mut out = [[0i64; 2]; 2];
+        for (o, p) in out.iter_mut().zip(self.padding) {
+            for (o, v) in o.iter_mut().zip(p) {
+                *o = i64::try_from(v)
+                    .map_err(|_| bad_config(self, format!("padding {v} is too large")))?;
+            }
+        }
+        Ok(out)
+    }
+}
+
 impl Layer for ZeroPadding2D {
     fn class(&self) -> &'static str {
         "ZeroPadding2D"
@@ -44,7 +59,7 @@ impl Layer for ZeroPadding2D {
         let ty = cx.g.try_ty("zero_padding2d", x)?.clone();
         // Checks the input is an image.
         self.output_shape(ty.dims().get(1..).unwrap_or(&[]))?;
-        let [[t, b], [l, r]] = self.padding.map(|p| p.map(|v| v as i64));
+        let [[t, b], [l, r]] = self.margins()?;
         let zero = cx.g.scalar(0.0, ty.dtype);
         cx.g.pad(x, zero, &[0, t, l, 0], &[0, b, r, 0], &[0; 4])
     }
@@ -59,7 +74,7 @@ impl Layer for ZeroPadding2D {
     ) -> Result<OnnxValue> {
         cx.params::<0>(params)?;
         self.output_shape(cx.input_shape())?;
-        let [[t, b], [l, r]] = self.padding.map(|p| p.map(|v| v as i64));
+        let [[t, b], [l, r]] = self.margins()?;
         let pads = cx.ints(&[0, t, l, 0, 0, b, r, 0]);
         Ok(cx.op("Pad", &[&x, &pads], vec![]))
     }
