@@ -15,10 +15,7 @@ mod depthwise_conv2d;
 mod dropout;
 mod embedding;
 mod flatten;
-mod global_average_pooling1d;
-mod global_average_pooling2d;
-mod global_max_pooling1d;
-mod global_max_pooling2d;
+mod global_pooling;
 mod group_normalization;
 mod layer_normalization;
 mod max_pooling1d;
@@ -46,10 +43,10 @@ pub use depthwise_conv2d::DepthwiseConv2D;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use flatten::Flatten;
-pub use global_average_pooling1d::GlobalAveragePooling1D;
-pub use global_average_pooling2d::GlobalAveragePooling2D;
-pub use global_max_pooling1d::GlobalMaxPooling1D;
-pub use global_max_pooling2d::GlobalMaxPooling2D;
+pub use global_pooling::{
+    GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalMaxPooling1D, GlobalMaxPooling2D,
+    GlobalPooling,
+};
 pub use group_normalization::GroupNormalization;
 pub use layer_normalization::LayerNormalization;
 pub use max_pooling1d::MaxPooling1D;
