@@ -1206,7 +1206,13 @@ fn absurd_sizes_are_typed_errors() {
     transposed.strides = [huge / 2, 1];
     let mut upsample = UpSampling2D::new("upsample");
     upsample.size = [huge, 1];
+    let mut depthwise = DepthwiseConv2D::new("depthwise", [3, 3], Activation::Relu);
+    depthwise.depth_multiplier = huge / 2;
+    let mut separable = SeparableConv2D::new("separable", 2, [3, 3], Activation::Relu);
+    separable.depth_multiplier = huge / 2;
     let cases: Vec<(Box<dyn Layer>, Vec<usize>, &str)> = vec![
+        (Box::new(depthwise), vec![4, 4, 3], "bytes"),
+        (Box::new(separable), vec![4, 4, 3], "bytes"),
         (Box::new(pad), vec![4, 4, 1], "too large"),
         (Box::new(pad_i64), vec![4, 4, 1], "overflows"),
         (Box::new(crop), vec![4, 4, 1], "to crop"),
