@@ -397,11 +397,13 @@ pub(crate) fn train_graph<A: Architecture>(
         // What the optimizer's rule, its globals and the EMA count: the steps, or with
         // accumulation the updates so far (Keras' `iterations`), so that bias corrections
         // run as on one step of the combined batch.
-        let updates_before = match cfg.gradient_accumulation_steps {
-            Some(n) => g.binary_scalar(BinaryOp::Div, it, n as f64)?,
-            None => it,
+        let (updates_before, counted) = match cfg.gradient_accumulation_steps {
+            Some(n) => {
+                let before = g.binary_scalar(BinaryOp::Div, it, n as f64)?;
+                (before, g.add_scalar(before, 1.0)?)
+            }
+            None => (it, next),
         };
-        let counted = g.add_scalar(updates_before, 1.0)?;
         let tf = g.convert(counted, DType::F32)?;
         let globals = opt.update_globals(&mut g, tf, &cur[layout.globals.clone()])?;
         for (i, &v) in layout.globals.clone().zip(&globals) {
