@@ -17,15 +17,55 @@ pub struct Model {
     /// The declared input shape (`Input(...)` or `input_shape`); `None`: deferred.
     pub input: Option<Vec<usize>>,
     pub layers: Vec<Layer>,
+    /// The graph form's calls (`None`: a stack, each layer called once in order).
+    pub graph: Option<Graph>,
 }
 
 impl Model {
     pub fn output(&self) -> Shape {
-        self.layers
-            .last()
-            .map(|l| l.output.clone())
-            .unwrap_or_else(Shape::unknown)
+        match &self.graph {
+            Some(g) => g.shape(g.output),
+            None => self
+                .layers
+                .last()
+                .map(|l| l.output.clone())
+                .unwrap_or_else(Shape::unknown),
+        }
     }
+}
+
+/// A graph model's wiring, every shape known (it passed the checks).
+pub struct Graph {
+    /// The input's name in summaries (`Input(.., name = "left")`), when given.
+    pub input_name: Option<String>,
+    pub input_shape: Shape,
+    pub calls: Vec<CallNode>,
+    pub output: Node,
+}
+
+impl Graph {
+    pub fn shape(&self, node: Node) -> Shape {
+        match node {
+            Node::Input => self.input_shape.clone(),
+            Node::Call(c) => self.calls[c].output.clone(),
+        }
+    }
+}
+
+/// A value of a graph model: its input, or a call's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Node {
+    Input,
+    Call(usize),
+}
+
+/// One call of a layer (`layer` indexes `Model::layers`).
+pub struct CallNode {
+    pub layer: usize,
+    pub inputs: Vec<Node>,
+    /// Called on a list (`Add()([a, b])`) rather than on one value.
+    pub list: bool,
+    pub output: Shape,
 }
 
 pub struct Layer {
@@ -43,24 +83,24 @@ pub struct Layer {
 
 /// A layer whose entry and arguments were read; `given` maps each argument the user
 /// wrote to its tokens, so later errors can point at it.
-struct Resolved<'s> {
-    def: &'static LayerDef,
-    syntax: &'s LayerSyntax,
-    args: Args,
-    given: Vec<(&'static str, &'s ArgSyntax)>,
+pub(crate) struct Resolved<'s> {
+    pub def: &'static LayerDef,
+    pub syntax: &'s LayerSyntax,
+    pub args: Args,
+    pub given: Vec<(&'static str, &'s ArgSyntax)>,
     /// All arguments were read without error.
-    ok: bool,
+    pub ok: bool,
 }
 
 impl Resolved<'_> {
     /// Tokens of the argument `arg` if written, else of the whole layer.
-    fn tokens(&self, arg: Option<&str>) -> TokenStream {
+    pub fn tokens(&self, arg: Option<&str>) -> TokenStream {
         arg.and_then(|a| self.given.iter().find(|(n, _)| *n == a))
             .map(|(_, s)| s.tokens.clone())
             .unwrap_or_else(|| self.syntax.tokens.clone())
     }
 
-    fn written(&self) -> String {
+    pub fn written(&self) -> String {
         let parts: Vec<String> = self
             .given
             .iter()
@@ -81,23 +121,26 @@ impl Resolved<'_> {
 }
 
 #[derive(Default)]
-struct Errors(Option<syn::Error>);
+pub(crate) struct Errors(pub Option<syn::Error>);
 
 impl Errors {
-    fn add(&mut self, e: syn::Error) {
+    pub fn add(&mut self, e: syn::Error) {
         match &mut self.0 {
             Some(all) => all.combine(e),
             None => self.0 = Some(e),
         }
     }
 
-    fn at(&mut self, tokens: impl ToTokens, message: impl std::fmt::Display) {
+    pub fn at(&mut self, tokens: impl ToTokens, message: impl std::fmt::Display) {
         self.add(syn::Error::new_spanned(tokens, message));
     }
 }
 
 /// Checks a parsed invocation; `Err` holds every mistake found, combined.
 pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
+    if let Some(graph) = &syntax.graph {
+        return crate::check_graph::check_graph(graph);
+    }
     let mut errors = Errors::default();
     let resolved: Vec<Option<Resolved>> = syntax
         .layers
@@ -152,7 +195,13 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
         for e in (r.def.validate)(&r.args) {
             errors.at(r.tokens(Some(e.arg)), format!("{label}: {}", e.message));
         }
-        let output = match (r.def.shape)(&r.args, &shape) {
+        let spec::Rule::One(rule) = r.def.shape else {
+            errors.at(&r.syntax.tokens, in_a_stack(&label, r.def));
+            shape = Shape::unknown();
+            previous = Some(label);
+            continue;
+        };
+        let output = match rule(&r.args, &shape) {
             Ok(s) => s,
             Err(e) => {
                 let source = match &previous {
@@ -181,12 +230,25 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
     }
     match errors.0 {
         Some(e) => Err(e),
-        None => Ok(Model { input, layers: out }),
+        None => Ok(Model {
+            input,
+            layers: out,
+            graph: None,
+        }),
     }
 }
 
+/// Why a merge layer cannot be one of a stack's layers.
+pub(crate) fn in_a_stack(label: &str, def: &LayerDef) -> String {
+    format!(
+        "{label} merges a list of inputs, so it belongs in a graph model: \
+         `let y = {}()([a, b]);`",
+        def.class
+    )
+}
+
 /// Looks the layer up and reads its arguments against its entry.
-fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<'s>> {
+pub(crate) fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<'s>> {
     let written = syntax.name.to_string();
     let Some(def) = spec::layer(&written) else {
         let hint = match did_you_mean(&written, &spec::layer_names()) {
@@ -204,7 +266,11 @@ fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<
         return None;
     };
     let all: Vec<&'static ArgDef> = if def.is_input() {
-        def.args.iter().collect()
+        // An input may be named (`Input(32, name = "left")`), as in Keras.
+        def.args
+            .iter()
+            .chain(COMMON.iter().filter(|a| a.name == "name"))
+            .collect()
     } else {
         def.args.iter().chain(COMMON).collect()
     };
@@ -343,7 +409,9 @@ fn declared_input(resolved: &[Option<Resolved>], errors: &mut Errors) -> Option<
                     &r.syntax.tokens,
                     "`Input` declares the model's input, so it must come first",
                 );
-            } else if let Some(shape) = r.args.shape("shape") {
+            } else if let Some(shape) = r.args.shape("shape").filter(|_| r.ok) {
+                // A malformed `Input` declares nothing: the shapes after it are unknown
+                // rather than read from its first argument.
                 input = Some((shape.to_vec(), "Input(...)"));
             }
             continue;
@@ -371,7 +439,7 @@ fn declared_input(resolved: &[Option<Resolved>], errors: &mut Errors) -> Option<
 
 /// Keras' layer names: `name = "..."` where given (unique), else the class' base name
 /// numbered per class (`dense`, `dense_1`, …), skipping names already taken.
-fn names(layers: &[&Option<Resolved>], errors: &mut Errors) -> Vec<String> {
+pub(crate) fn names(layers: &[&Option<Resolved>], errors: &mut Errors) -> Vec<String> {
     let explicit = |r: &Resolved| match r.args.get("name") {
         Some(Val::Name(n)) => Some(n.clone()),
         _ => None,

@@ -5,7 +5,7 @@
 //! Paths are absolute (`::strata::...`), and the locals `forward` needs for itself are
 //! mixed-site, so layer names (`name = "cx"`) cannot capture them.
 
-use crate::check::{Layer, Model};
+use crate::check::{Graph, Layer, Model, Node};
 use crate::parse::Form;
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
@@ -42,6 +42,8 @@ pub fn expand(form: &Form, model: &Model) -> TokenStream {
         }
     });
     let inits = model.layers.iter().map(init);
+    // Keras names a functional model `functional`, a `Sequential` one `sequential`.
+    let name = name.or_else(|| model.graph.as_ref().map(|_| "functional".to_string()));
     let name_fn = name.map(|n| {
         quote! {
             fn name(&self) -> &str {
@@ -56,7 +58,10 @@ pub fn expand(form: &Form, model: &Model) -> TokenStream {
         let f = field(l);
         quote!(&self.#f)
     });
-    let forward = forward(model);
+    let forward = match &model.graph {
+        Some(g) => graph_forward(model, g),
+        None => forward(model),
+    };
     let count = Literal::usize_unsuffixed(model.layers.len());
     let constructor = match form {
         Form::Expr => quote! {
@@ -125,7 +130,15 @@ fn snake_case(name: &str) -> String {
 }
 
 fn field(l: &Layer) -> Ident {
-    Ident::new(&l.name, Span::call_site())
+    ident(&l.name, Span::call_site())
+}
+
+/// `name` as an identifier, raw (`r#match`) where it is a keyword.
+fn ident(name: &str, span: Span) -> Ident {
+    match syn::parse_str::<Ident>(name) {
+        Ok(_) => Ident::new(name, span),
+        Err(_) => Ident::new_raw(name, span),
+    }
 }
 
 /// `(None, 784) → (None, 10), 109,386 parameters`.
@@ -356,6 +369,128 @@ fn forward(model: &Model) -> TokenStream {
             };
             #(#statements)*
             ::strata::__private::Ok(#previous)
+        }
+    }
+}
+
+/// The graph form's `topology`, `input_name` and `forward`: one statement per call, each
+/// under a doc line with its shapes; a call's value is named after its layer
+/// (`conv2d`; a shared layer's later calls `dense_call1`, …).
+fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
+    let hygienic = |s: &str| Ident::new(s, Span::mixed_site());
+    let (cx, input, params) = (hygienic("cx"), hygienic("input"), hygienic("params"));
+    let groups: Vec<Ident> = model
+        .layers
+        .iter()
+        .map(|l| hygienic(&format!("{}_params", l.name)))
+        .collect();
+    let count = Literal::usize_unsuffixed(model.layers.len());
+    // The local each call's value is bound to, unique among the layers' names.
+    let mut taken: Vec<String> = model.layers.iter().map(|l| l.name.clone()).collect();
+    let mut calls_of = vec![0usize; model.layers.len()];
+    let mut locals: Vec<String> = Vec::new();
+    for c in &g.calls {
+        let l = &model.layers[c.layer];
+        let k = calls_of[c.layer];
+        calls_of[c.layer] += 1;
+        let mut local = if k == 0 {
+            l.name.clone()
+        } else {
+            format!("{}_call{k}", l.name)
+        };
+        while k > 0 && taken.contains(&local) {
+            local.push('_');
+        }
+        taken.push(local.clone());
+        locals.push(local);
+    }
+    let node_local = |n: Node| match n {
+        Node::Input => "input".to_string(),
+        Node::Call(c) => locals[c].clone(),
+    };
+    let node_ident = |n: Node| ident(&node_local(n), Span::mixed_site());
+    let mut statements = Vec::new();
+    for (c, call) in g.calls.iter().enumerate() {
+        let l = &model.layers[call.layer];
+        let f = field(l);
+        let group = &groups[call.layer];
+        let local = ident(&locals[c], Span::mixed_site());
+        let names: Vec<String> = call.inputs.iter().map(|&n| node_local(n)).collect();
+        let shapes: Vec<String> = call
+            .inputs
+            .iter()
+            .map(|&n| g.shape(n).to_string())
+            .collect();
+        let (operands, shapes) = if call.list {
+            (
+                format!("[{}]", names.join(", ")),
+                format!("[{}]", shapes.join(", ")),
+            )
+        } else {
+            (names.join(", "), shapes.join(", "))
+        };
+        let doc = format!(" {}({operands}): {shapes} → {}", l.written, call.output);
+        let inputs = call.inputs.iter().map(|&n| node_ident(n));
+        statements.push(if call.list {
+            quote! {
+                #[doc = #doc]
+                let #local = ::strata::nn::Layer::call(&self.#f, #cx, &[#(#inputs),*], #group)?;
+            }
+        } else {
+            quote! {
+                #[doc = #doc]
+                let #local = ::strata::nn::Layer::forward(&self.#f, #cx, #(#inputs),*, #group)?;
+            }
+        });
+    }
+    let port = |n: Node| match n {
+        Node::Input => quote!(::strata::nn::Port::Input(0)),
+        Node::Call(c) => {
+            let c = Literal::usize_unsuffixed(c);
+            quote!(::strata::nn::Port::Call(#c))
+        }
+    };
+    let calls = g.calls.iter().map(|c| {
+        let layer = Literal::usize_unsuffixed(c.layer);
+        let inputs = c.inputs.iter().map(|&n| port(n));
+        quote! {
+            ::strata::nn::Call {
+                layer: #layer,
+                inputs: ::strata::__private::Vec::from([#(#inputs),*]),
+            }
+        }
+    });
+    let output = port(g.output);
+    let result = node_ident(g.output);
+    let input_name = g.input_name.as_ref().map(|n| {
+        quote! {
+            fn input_name(&self) -> &str {
+                #n
+            }
+        }
+    });
+    quote! {
+        #input_name
+
+        fn topology(&self) -> ::strata::nn::Topology {
+            ::strata::nn::Topology {
+                calls: ::strata::__private::Vec::from([#(#calls),*]),
+                output: #output,
+            }
+        }
+
+        #[allow(unused_doc_comments)]
+        fn forward(
+            &self,
+            #cx: &mut ::strata::nn::Forward<'_>,
+            #input: ::strata::ir::Value,
+            #params: &[&[::strata::ir::Value]],
+        ) -> ::strata::Result<::strata::ir::Value> {
+            let [#(#groups),*] = #params else {
+                return ::strata::__private::Err(::strata::__private::param_groups(#count, #params.len()));
+            };
+            #(#statements)*
+            ::strata::__private::Ok(#result)
         }
     }
 }

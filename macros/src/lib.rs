@@ -7,9 +7,11 @@
 //! is on the `strata::model` re-export.
 
 mod check;
+mod check_graph;
 mod expand;
 mod fallback;
 mod parse;
+mod parse_graph;
 mod suggest;
 mod value;
 

@@ -4,6 +4,7 @@
 //! Each layer and each argument is parsed on its own, so one malformed argument is
 //! reported without hiding the mistakes in the others.
 
+use crate::parse_graph::{is_graph, parse_graph, GraphSyntax};
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::parse::{Parse, ParseStream, Parser};
@@ -26,6 +27,8 @@ pub struct ModelSyntax {
     pub form: Form,
     /// `None` where a layer could not be parsed at all (its error is already reported).
     pub layers: Vec<Option<LayerSyntax>>,
+    /// The graph form's bindings and output (`layers` is then empty).
+    pub graph: Option<GraphSyntax>,
 }
 
 /// `Dense(128, relu)`, `Flatten` or `Dropout(rate = 0.2)`, with any doc comments above it.
@@ -71,6 +74,20 @@ pub fn parse(input: TokenStream) -> (Option<ModelSyntax>, Vec<syn::Error>) {
         Ok(parts) => parts,
         Err(e) => return (None, vec![e]),
     };
+    if is_graph(&body) {
+        let (graph, errs) = parse_graph(body);
+        errors.extend(errs);
+        let graph = Some(graph);
+        let layers = Vec::new();
+        return (
+            Some(ModelSyntax {
+                form,
+                layers,
+                graph,
+            }),
+            errors,
+        );
+    }
     let mut layers = Vec::new();
     for chunk in split_commas(body) {
         match parse_layer.parse2(chunk) {
@@ -84,7 +101,15 @@ pub fn parse(input: TokenStream) -> (Option<ModelSyntax>, Vec<syn::Error>) {
             }
         }
     }
-    (Some(ModelSyntax { form, layers }), errors)
+    let graph = None;
+    (
+        Some(ModelSyntax {
+            form,
+            layers,
+            graph,
+        }),
+        errors,
+    )
 }
 
 /// Separates the named form's header (`/// docs pub struct Name`) from the layer list.
@@ -116,8 +141,25 @@ fn split_form(input: TokenStream) -> syn::Result<(Form, TokenStream)> {
     }
 }
 
+/// Splits a graph body at the `;` outside any group: the statements, and the piece after
+/// the last `;` when there is one (the output expression).
+pub(crate) fn split_statements(tokens: TokenStream) -> (Vec<TokenStream>, Option<TokenStream>) {
+    let mut statements = Vec::new();
+    let mut piece = TokenStream::new();
+    for tt in tokens {
+        match &tt {
+            TokenTree::Punct(p) if p.as_char() == ';' => {
+                statements.push(std::mem::take(&mut piece))
+            }
+            _ => piece.extend([tt]),
+        }
+    }
+    statements.retain(|p| !p.is_empty());
+    (statements, (!piece.is_empty()).then_some(piece))
+}
+
 /// Splits at the commas outside any group, dropping empty pieces (a trailing comma).
-fn split_commas(tokens: TokenStream) -> Vec<TokenStream> {
+pub(crate) fn split_commas(tokens: TokenStream) -> Vec<TokenStream> {
     let mut pieces = Vec::new();
     let mut piece = TokenStream::new();
     for tt in tokens {
@@ -131,7 +173,7 @@ fn split_commas(tokens: TokenStream) -> Vec<TokenStream> {
     pieces
 }
 
-fn parse_layer(s: ParseStream) -> syn::Result<(LayerSyntax, Vec<syn::Error>)> {
+pub(crate) fn parse_layer(s: ParseStream) -> syn::Result<(LayerSyntax, Vec<syn::Error>)> {
     let tokens: TokenStream = s.fork().parse()?;
     let docs = s.call(Attribute::parse_outer)?;
     let name: Ident = s

@@ -306,7 +306,10 @@ pub fn accept(kind: Kind, value: &Value, arg: &str) -> syn::Result<Val> {
                     && name
                         .chars()
                         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-                if !snake || syn::parse_str::<syn::Ident>(name).is_err() {
+                // A keyword (`"match"`) is a field through a raw identifier (`r#match`).
+                let ident = syn::parse_str::<syn::Ident>(name).is_ok()
+                    || syn::parse_str::<syn::Ident>(&format!("r#{name}")).is_ok();
+                if !snake || !ident {
                     return Err(err(
                         value,
                         format!("layer name `{name}` must be a snake_case identifier (it names a field of the model)"),

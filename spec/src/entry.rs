@@ -1,6 +1,6 @@
 //! What an entry of the catalogue holds: its names, its arguments, and its rules.
 
-use crate::error::{ArgError, ShapeError};
+use crate::error::{ArgError, MergeError, ShapeError};
 use crate::shape::Shape;
 use crate::value::{Args, Kind};
 
@@ -105,8 +105,24 @@ pub(crate) fn param(
 }
 
 pub type ShapeRule = fn(&Args, &Shape) -> Result<Shape, ShapeError>;
+/// The output shape for the shapes of a list of inputs (a merge).
+pub type ListRule = fn(&Args, &[Shape]) -> Result<Shape, MergeError>;
 pub type ParamRule = fn(&Args, &Shape) -> Vec<Param>;
 pub type Validate = fn(&Args) -> Vec<ArgError>;
+
+/// What a layer is called on, and the rule giving its output shape.
+#[derive(Clone, Copy, Debug)]
+pub enum Rule {
+    /// One input, `Dense(10)(x)`: every layer a sequential model can hold.
+    One(ShapeRule),
+    /// A list of inputs, `Add()([a, b])`, at least `min` and at most `max` of them. The
+    /// parameters (none, for the merges) are asked for with the first input's shape.
+    List {
+        min: usize,
+        max: Option<usize>,
+        rule: ListRule,
+    },
+}
 
 #[derive(Debug)]
 pub struct LayerDef {
@@ -118,8 +134,9 @@ pub struct LayerDef {
     /// The struct in `strata::nn`; empty for `Input`, which is no runtime layer.
     pub runtime: &'static str,
     pub args: &'static [ArgDef],
-    /// The output shape for an input shape (both without the batch axis).
-    pub shape: ShapeRule,
+    /// How many inputs the layer takes, and its output shape for their shapes (all
+    /// without the batch axis).
+    pub shape: Rule,
     /// The parameters created for an input shape, in the order `forward` receives them.
     /// Called only for inputs `shape` accepts.
     pub params: ParamRule,
@@ -132,6 +149,36 @@ pub struct LayerDef {
 impl LayerDef {
     pub fn is_input(&self) -> bool {
         self.runtime.is_empty()
+    }
+
+    /// Whether the layer is called on a list of inputs (a merge).
+    pub fn takes_list(&self) -> bool {
+        matches!(self.shape, Rule::List { .. })
+    }
+
+    /// The output shape of one call on `inputs` (one shape, or the list's): the count
+    /// checked against the entry, then its rule.
+    pub fn output(&self, args: &Args, inputs: &[Shape]) -> Result<Shape, CallError> {
+        match self.shape {
+            Rule::One(rule) => match inputs {
+                [x] => rule(args, x).map_err(CallError::Shape),
+                _ => Err(CallError::Merge(MergeError::Count {
+                    min: 1,
+                    max: Some(1),
+                    got: inputs.len(),
+                })),
+            },
+            Rule::List { min, max, rule } => {
+                if inputs.len() < min || max.is_some_and(|m| inputs.len() > m) {
+                    return Err(CallError::Merge(MergeError::Count {
+                        min,
+                        max,
+                        got: inputs.len(),
+                    }));
+                }
+                rule(args, inputs).map_err(CallError::Merge)
+            }
+        }
     }
 
     /// Every argument in its range, then how they combine: what the macro checks while
@@ -150,6 +197,15 @@ impl LayerDef {
             None => Ok(()),
         }
     }
+}
+
+/// Why one call of a layer cannot take its inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallError {
+    /// A one-input layer's rule refused the input.
+    Shape(ShapeError),
+    /// The inputs' count, or how their shapes combine.
+    Merge(MergeError),
 }
 
 pub(crate) fn no_params(_: &Args, _: &Shape) -> Vec<Param> {

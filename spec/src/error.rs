@@ -183,3 +183,68 @@ pub struct ArgError {
     pub arg: &'static str,
     pub message: String,
 }
+
+/// Why a layer cannot be called on a list of inputs: their number, or how their shapes
+/// combine. `first` and `second` index the list, so each reader names the operands its
+/// own way (the macro by the user's bindings, the runtime by position).
+#[derive(Clone, Debug, PartialEq)]
+pub enum MergeError {
+    /// The layer takes from `min` to `max` inputs (`max` `None`: no limit); `Some(1)` with
+    /// `min` 1 is a one-input layer.
+    Count {
+        min: usize,
+        max: Option<usize>,
+        got: usize,
+    },
+    /// Inputs `first` and `second` do not combine: elementwise merges need equal sizes (or
+    /// 1) on every axis; a concatenation along `concat_axis` needs them on every other.
+    Incompatible {
+        first: usize,
+        second: usize,
+        concat_axis: Option<i64>,
+    },
+    /// The concatenation axis is not an axis of the inputs (or is the batch axis).
+    Axis { axis: i64 },
+}
+
+impl MergeError {
+    /// The argument behind the error, for the macro to point at.
+    pub fn arg(&self) -> Option<&'static str> {
+        match self {
+            MergeError::Axis { .. } => Some("axis"),
+            MergeError::Count { .. } | MergeError::Incompatible { .. } => None,
+        }
+    }
+
+    /// How many inputs a layer takes, as both readers say it: `one input`, `exactly 2
+    /// inputs`, `a list of at least 1 input`.
+    pub fn count_text(min: usize, max: Option<usize>) -> String {
+        let plural = |n: usize| if n == 1 { "input" } else { "inputs" };
+        match max {
+            Some(1) if min == 1 => "one input".into(),
+            Some(m) if m == min => format!("exactly {m} {}", plural(m)),
+            Some(m) => format!("a list of {min} to {m} inputs"),
+            None => format!("a list of at least {min} {}", plural(min)),
+        }
+    }
+
+    /// What the layer needs of its inputs' shapes.
+    pub fn need(&self) -> String {
+        match self {
+            MergeError::Count { min, max, .. } => MergeError::count_text(*min, *max),
+            MergeError::Incompatible {
+                concat_axis: None, ..
+            } => "inputs of one rank with equal sizes (or 1) on every axis".into(),
+            MergeError::Incompatible {
+                concat_axis: Some(axis),
+                ..
+            } => format!(
+                "inputs of one rank with equal sizes on every axis but the concatenation \
+                 axis {axis}"
+            ),
+            MergeError::Axis { axis } => format!(
+                "inputs with axis {axis} (counting the batch axis as 0, which cannot be joined)"
+            ),
+        }
+    }
+}

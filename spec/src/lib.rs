@@ -24,13 +24,16 @@ mod choice;
 mod entry;
 mod error;
 mod layers;
+mod merge;
 mod rules;
 mod shape;
 mod value;
 
 pub use choice::{Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, INTERPOLATIONS, PADDINGS};
-pub use entry::{ArgDef, ArgDefault, LayerDef, Param, COMMON};
-pub use error::{ArgError, ShapeError};
+pub use entry::{
+    ArgDef, ArgDefault, CallError, LayerDef, ListRule, Param, Rule, ShapeRule, COMMON,
+};
+pub use error::{ArgError, MergeError, ShapeError};
 pub use layers::{layer, layer_names, LAYERS};
 pub use shape::{dims_text, product, NoSuchAxis, Shape};
 pub use value::{check_inferred, check_size, check_sizes_item, Args, Kind, Val};

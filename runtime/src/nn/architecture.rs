@@ -3,7 +3,7 @@
 use super::layer::{Forward, Layer, ParamDecl};
 use super::onnx::{OnnxForward, OnnxGraph, OnnxValue};
 use crate::ir::Value;
-use crate::Result;
+use crate::{Error, Result};
 
 /// A stack of layers. `model![...]` generates a type implementing this for each model
 /// (with the shapes it checked at compile time as the consts); [`Sequential`] is the same
@@ -29,25 +29,42 @@ pub trait Architecture: Send + Sync + 'static {
         Self::INPUT_SHAPE.map(|s| s.to_vec())
     }
 
+    /// The input's name in a graph model's summary (Keras': `input_layer`, or the
+    /// `name` given to `Input`).
+    fn input_name(&self) -> &str {
+        "input_layer"
+    }
+
     /// The layers, in order.
     fn layers(&self) -> Vec<&dyn Layer>;
 
-    /// Emits the forward pass: each layer in turn, `params[i]` holding layer `i`'s
-    /// parameter values. (`model!` overrides this with one statement per layer, each
-    /// intermediate's shape in a comment, so the expansion reads as the model.)
+    /// How the layers are called: by default each once, in order, on the one before's
+    /// output (a sequential stack). `model!`'s graph form lists its calls here: a layer
+    /// called twice shares its weights, a merge layer takes a list.
+    fn topology(&self) -> Topology {
+        Topology::chain(self.layers().len())
+    }
+
+    /// Emits the forward pass: each call of [`Architecture::topology`] in turn,
+    /// `params[i]` holding layer `i`'s parameter values. (`model!` overrides this with one
+    /// statement per call, each intermediate's shape in a comment, so the expansion reads
+    /// as the model.)
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[&[Value]]) -> Result<Value> {
-        let mut h = x;
-        for (layer, p) in self.layers().into_iter().zip(params) {
-            h = layer.forward(cx, h, p)?;
-        }
-        Ok(h)
+        let layers = self.layers();
+        self.topology().walk(x, |call, inputs| {
+            let layer = layers
+                .get(call.layer)
+                .ok_or_else(|| call.no_layer(layers.len()))?;
+            let p = params.get(call.layer).copied().unwrap_or(&[]);
+            layer.call(cx, inputs, p)
+        })
     }
 
     /// Emits the ONNX operators of the inference pass of `x` (`[batch, input...]`):
-    /// each layer's [`Layer::onnx`] in turn, chained as the default `forward` chains
-    /// them, `params[i]` naming layer `i`'s weights. An architecture whose `forward` is
-    /// not that chain must override this as well, or its export would compute something
-    /// else.
+    /// each call's [`Layer::call_onnx`] in turn, wired as the topology wires `forward`,
+    /// `params[i]` naming layer `i`'s weights. An architecture whose `forward` is not the
+    /// walk of its topology must override this as well, or its export would compute
+    /// something else.
     fn onnx(
         &self,
         graph: &mut OnnxGraph,
@@ -55,13 +72,146 @@ pub trait Architecture: Send + Sync + 'static {
         input: &[usize],
         params: &[&[OnnxValue]],
     ) -> Result<OnnxValue> {
-        let mut h = x;
-        let mut shape = input.to_vec();
-        for (layer, p) in self.layers().into_iter().zip(params) {
-            h = layer.onnx(&mut OnnxForward::new(graph, layer, &shape), h, p)?;
-            shape = layer.output_shape(&shape)?;
+        let layers = self.layers();
+        let shapes = self.topology().shapes(&layers, input)?;
+        let shape = |port: Port| match port {
+            Port::Input(_) => input,
+            Port::Call(c) => shapes[c].as_slice(),
+        };
+        self.topology().walk(x, |call, inputs| {
+            let layer = *layers
+                .get(call.layer)
+                .ok_or_else(|| call.no_layer(layers.len()))?;
+            let first = call.inputs.first().map_or(input, |&p| shape(p));
+            let p = params.get(call.layer).copied().unwrap_or(&[]);
+            layer.call_onnx(&mut OnnxForward::new(graph, layer, first), inputs, p)
+        })
+    }
+}
+
+/// Where a call's input comes from: the model's input, or an earlier call's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Port {
+    Input(usize),
+    Call(usize),
+}
+
+/// One call of a layer: `layer` indexes [`Architecture::layers`], `inputs` are one value
+/// (or a merge layer's list), each from the model's input or an earlier call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub layer: usize,
+    pub inputs: Vec<Port>,
+}
+
+impl Call {
+    fn no_layer(&self, layers: usize) -> Error {
+        Error::invalid(
+            "architecture topology",
+            format!(
+                "a call of layer {} but the model has {layers} layers",
+                self.layer
+            ),
+        )
+    }
+}
+
+/// The calls of a model's layers, in an order where every input comes before it is
+/// read, and which value is the output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    pub calls: Vec<Call>,
+    pub output: Port,
+}
+
+impl Topology {
+    /// `n` layers, each called once on the one before's output.
+    pub fn chain(n: usize) -> Topology {
+        let calls = (0..n)
+            .map(|i| Call {
+                layer: i,
+                inputs: vec![if i == 0 {
+                    Port::Input(0)
+                } else {
+                    Port::Call(i - 1)
+                }],
+            })
+            .collect();
+        Topology {
+            calls,
+            output: if n == 0 {
+                Port::Input(0)
+            } else {
+                Port::Call(n - 1)
+            },
         }
-        Ok(h)
+    }
+
+    /// Whether this is a plain stack: each layer once, in order, on the one before's
+    /// output (what a Keras summary prints without a "Connected to" column).
+    pub fn is_chain(&self) -> bool {
+        *self == Topology::chain(self.calls.len())
+    }
+
+    /// Runs `f` on each call in order, with the values of its inputs, starting from the
+    /// model's input `x`; the output's value. A port that reads a later call, or an input
+    /// other than the one, is an error (a hand-written topology was wrong).
+    pub fn walk<T: Clone>(&self, x: T, mut f: impl FnMut(&Call, &[T]) -> Result<T>) -> Result<T> {
+        let mut values: Vec<T> = Vec::with_capacity(self.calls.len());
+        for (i, call) in self.calls.iter().enumerate() {
+            let inputs = call
+                .inputs
+                .iter()
+                .map(|&p| self.read(p, i, &x, &values))
+                .collect::<Result<Vec<T>>>()?;
+            values.push(f(call, &inputs)?);
+        }
+        self.read(self.output, self.calls.len(), &x, &values)
+    }
+
+    fn read<T: Clone>(&self, port: Port, before: usize, x: &T, values: &[T]) -> Result<T> {
+        match port {
+            Port::Input(0) => Ok(x.clone()),
+            Port::Call(c) if c < before => Ok(values[c].clone()),
+            _ => Err(Error::invalid(
+                "architecture topology",
+                format!("{port:?} is read before it exists (call {before}); a model has one input"),
+            )),
+        }
+    }
+
+    /// Every call's output shape for a model input of shape `input`; a layer called
+    /// again must be called on the shapes of its first call (its weights are sized by
+    /// them).
+    pub fn shapes(&self, layers: &[&dyn Layer], input: &[usize]) -> Result<Vec<Vec<usize>>> {
+        let mut shapes: Vec<Vec<usize>> = Vec::with_capacity(self.calls.len());
+        let mut first: Vec<Option<Vec<Vec<usize>>>> = vec![None; layers.len()];
+        for (i, call) in self.calls.iter().enumerate() {
+            let layer = *layers
+                .get(call.layer)
+                .ok_or_else(|| call.no_layer(layers.len()))?;
+            let ins = call
+                .inputs
+                .iter()
+                .map(|&p| self.read(p, i, &input.to_vec(), &shapes))
+                .collect::<Result<Vec<Vec<usize>>>>()?;
+            match &first[call.layer] {
+                Some(before) if *before != ins => {
+                    return Err(super::layer::bad_config(
+                        layer,
+                        format!(
+                            "a shared layer is called on the shapes of its first call; first \
+                             {before:?}, then {ins:?}"
+                        ),
+                    ))
+                }
+                Some(_) => {}
+                None => first[call.layer] = Some(ins.clone()),
+            }
+            let refs: Vec<&[usize]> = ins.iter().map(|s| s.as_slice()).collect();
+            shapes.push(layer.call_output_shape(&refs)?);
+        }
+        Ok(shapes)
     }
 }
 

@@ -7,7 +7,8 @@ use super::{Activation, Initializer, Interpolation, Padding};
 use crate::ir::DType;
 use crate::Result;
 use strata_spec::{
-    Args, Choice, LayerDef, Shape, Val, ACTIVATIONS, INITIALIZERS, INTERPOLATIONS, PADDINGS,
+    Args, CallError, Choice, LayerDef, MergeError, Shape, Val, ACTIVATIONS, INITIALIZERS,
+    INTERPOLATIONS, PADDINGS,
 };
 
 /// The arguments `list` names, for [`Layer::args`].
@@ -63,28 +64,75 @@ fn entry<L: Layer + ?Sized>(layer: &L) -> Result<(&'static LayerDef, Args)> {
     Ok((def, args))
 }
 
-/// The entry's shape rule applied to `input`: the entry, the arguments, the input as the
-/// rules see it, and the output shape.
+/// The entry's shape rule applied to one call's `inputs`: the entry, the arguments, the
+/// first input as the rules see it (the one parameters are sized by), and the output shape.
 fn apply<L: Layer + ?Sized>(
     layer: &L,
-    input: &[usize],
+    inputs: &[&[usize]],
 ) -> Result<(&'static LayerDef, Args, Shape, Vec<usize>)> {
     let (def, args) = entry(layer)?;
-    let x = Shape::known(input);
-    let out = (def.shape)(&args, &x).map_err(|e| bad_input(layer, input, &e.expected()))?;
+    let shapes: Vec<Shape> = inputs.iter().map(|x| Shape::known(x)).collect();
+    let out = def
+        .output(&args, &shapes)
+        .map_err(|e| call_error(layer, inputs, e))?;
     // A known input gives a known output; no rule makes a size up from nothing.
     let out = out
         .to_known()
-        .ok_or_else(|| bad_config(layer, format!("no output shape for input {input:?}")))?;
-    Ok((def, args, x, out))
+        .ok_or_else(|| bad_config(layer, format!("no output shape for inputs {inputs:?}")))?;
+    let first = shapes.into_iter().next().unwrap_or_else(Shape::unknown);
+    Ok((def, args, first, out))
+}
+
+/// The runtime's wording of why a call cannot take its inputs.
+fn call_error<L: Layer + ?Sized>(layer: &L, inputs: &[&[usize]], e: CallError) -> crate::Error {
+    let shape = |i: usize| crate::ir::Shape::from(inputs.get(i).copied().unwrap_or(&[]));
+    match e {
+        CallError::Shape(e) => {
+            bad_input(layer, inputs.first().copied().unwrap_or(&[]), &e.expected())
+        }
+        CallError::Merge(MergeError::Count { min, max, got }) => bad_config(
+            layer,
+            format!("takes {}, got {got}", MergeError::count_text(min, max)),
+        ),
+        CallError::Merge(e @ MergeError::Incompatible { first, second, .. }) => bad_config(
+            layer,
+            format!(
+                "expected {}, got input {first} of shape {} and input {second} of shape {}",
+                e.need(),
+                shape(first),
+                shape(second)
+            ),
+        ),
+        CallError::Merge(e @ MergeError::Axis { .. }) => bad_config(
+            layer,
+            format!("expected {}, got inputs of shape {}", e.need(), shape(0)),
+        ),
+    }
 }
 
 pub(crate) fn output_shape<L: Layer + ?Sized>(layer: &L, input: &[usize]) -> Result<Vec<usize>> {
-    Ok(apply(layer, input)?.3)
+    Ok(apply(layer, &[input])?.3)
 }
 
 pub(crate) fn params<L: Layer + ?Sized>(layer: &L, input: &[usize]) -> Result<Vec<ParamSpec>> {
-    let (def, args, x, _) = apply(layer, input)?;
+    call_params(layer, &[input])
+}
+
+/// The output shape of one call on `inputs`: a merge layer's list, or one input.
+pub(crate) fn call_output_shape<L: Layer + ?Sized>(
+    layer: &L,
+    inputs: &[&[usize]],
+) -> Result<Vec<usize>> {
+    Ok(apply(layer, inputs)?.3)
+}
+
+/// The parameters a call on `inputs` creates (sized by the first input).
+pub(crate) fn call_params<L: Layer + ?Sized>(
+    layer: &L,
+    inputs: &[&[usize]],
+) -> Result<Vec<ParamSpec>> {
+    let (def, args, x, _) = apply(layer, inputs)?;
+    let input = inputs.first().copied().unwrap_or(&[]);
     (def.params)(&args, &x)
         .into_iter()
         .map(|p| {
@@ -112,6 +160,11 @@ pub(crate) fn params<L: Layer + ?Sized>(layer: &L, input: &[usize]) -> Result<Ve
             }
         })
         .collect()
+}
+
+/// Whether the catalogue says `layer` is called on a list of inputs (a merge).
+pub(crate) fn takes_list<L: Layer + ?Sized>(layer: &L) -> bool {
+    strata_spec::layer(layer.class()).is_some_and(|d| d.takes_list())
 }
 
 pub(crate) fn input_dtype<L: Layer + ?Sized>(layer: &L) -> DType {
@@ -176,6 +229,14 @@ mod tests {
                 Activation::Relu,
             )),
             Box::new(GroupNormalization::new("group_normalization")),
+            // Issue 14: merge layers.
+            Box::new(Add::new("add")),
+            Box::new(Subtract::new("subtract")),
+            Box::new(Multiply::new("multiply")),
+            Box::new(Average::new("average")),
+            Box::new(Maximum::new("maximum")),
+            Box::new(Minimum::new("minimum")),
+            Box::new(Concatenate::new("concatenate")),
         ]
     }
 

@@ -158,6 +158,41 @@ pub trait Layer: Send + Sync + fmt::Debug {
     /// Emits the layer's computation of `x` (`[batch, input...]`); `params` holds one value
     /// per entry of `params()`.
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value>;
+    /// Whether the layer is called on a list of inputs (`Add()([a, b])`), as the merge
+    /// layers of the catalogue are; every other layer takes one.
+    fn takes_list(&self) -> bool {
+        entry::takes_list(self)
+    }
+    /// The output shape of one call on `inputs` (each without the batch dimension): a
+    /// merge layer's list, or the one input of any other layer.
+    fn call_output_shape(&self, inputs: &[&[usize]]) -> Result<Vec<usize>> {
+        if self.takes_list() {
+            entry::call_output_shape(self, inputs)
+        } else {
+            self.output_shape(one_input(self, inputs)?)
+        }
+    }
+    /// The parameters a call on `inputs` creates (a layer called again reuses them).
+    fn call_params(&self, inputs: &[&[usize]]) -> Result<Vec<ParamSpec>> {
+        if self.takes_list() {
+            entry::call_params(self, inputs)
+        } else {
+            self.params(one_input(self, inputs)?)
+        }
+    }
+    /// Emits one call of the layer on `inputs`; a one-input layer's is its `forward`.
+    fn call(&self, cx: &mut Forward<'_>, inputs: &[Value], params: &[Value]) -> Result<Value> {
+        self.forward(cx, *one_input(self, inputs)?, params)
+    }
+    /// The ONNX operators of one call on `inputs`; a one-input layer's are its `onnx`.
+    fn call_onnx(
+        &self,
+        cx: &mut OnnxForward<'_>,
+        inputs: &[OnnxValue],
+        params: &[OnnxValue],
+    ) -> Result<OnnxValue> {
+        self.onnx(cx, one_input(self, inputs)?.clone(), params)
+    }
     /// Emits the ONNX operators computing what `forward` computes in inference, of `x`
     /// (`[batch, input...]`, the batch size left open); `params` names one weight per
     /// entry of `params()`. A layer without a mapping (the default) makes
@@ -194,6 +229,17 @@ impl ParamDecl {
             && self.dims == spec.dims.as_slice()
             && self.init == spec.init
             && self.trainable == spec.trainable
+    }
+}
+
+/// The one input of a call of a layer that takes one, or an error naming the layer.
+fn one_input<'a, L: Layer + ?Sized, T>(layer: &L, inputs: &'a [T]) -> Result<&'a T> {
+    match inputs {
+        [x] => Ok(x),
+        _ => Err(bad_config(
+            layer,
+            format!("takes one input, got a list of {}", inputs.len()),
+        )),
     }
 }
 

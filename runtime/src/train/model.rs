@@ -6,7 +6,7 @@ use super::placement::Placement;
 use super::TrainState;
 use crate::backend::Backend;
 use crate::ir::Value;
-use crate::nn::{Architecture, Forward, Layer, ParamSpec};
+use crate::nn::{Architecture, Forward, Layer, ParamSpec, Port, Topology};
 use crate::random::Rng;
 use crate::strategy::Strategy;
 use crate::{Error, Result, Tensor};
@@ -17,8 +17,10 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub(crate) struct Built {
     pub input: Vec<usize>,
-    /// Output shape of each layer.
+    /// Output shape of each call of the topology (of each layer, in a stack).
     pub outputs: Vec<Vec<usize>>,
+    /// The model's output shape.
+    pub output: Vec<usize>,
     pub params: Vec<ParamSpec>,
     /// The range of `params` belonging to each layer.
     pub ranges: Vec<std::ops::Range<usize>>,
@@ -156,17 +158,36 @@ impl<A: Architecture> Model<A> {
     /// What `build(input)` sets: every layer's shapes and parameters, and the weights
     /// initialised from the seed.
     pub(crate) fn initial_state(&self, input: &[usize]) -> Result<(Built, HostWeights)> {
-        let mut shape = input.to_vec();
-        let mut outputs = Vec::new();
+        let layers = self.arch.layers();
+        let topology = self.arch.topology();
+        let outputs = topology.shapes(&layers, input)?;
+        // Each layer's parameters, sized by its first call (a shared layer has one set).
+        let mut per_layer: Vec<Option<Vec<ParamSpec>>> = vec![None; layers.len()];
+        for call in &topology.calls {
+            if per_layer[call.layer].is_some() {
+                continue;
+            }
+            let ins: Vec<&[usize]> = call
+                .inputs
+                .iter()
+                .map(|&p| match p {
+                    Port::Call(c) => outputs[c].as_slice(),
+                    Port::Input(_) => input,
+                })
+                .collect();
+            per_layer[call.layer] = Some(layers[call.layer].call_params(&ins)?);
+        }
         let mut params = Vec::new();
         let mut ranges = Vec::new();
-        for layer in self.arch.layers() {
-            let p = layer.params(&shape)?;
+        for p in per_layer {
+            let p = p.unwrap_or_default();
             ranges.push(params.len()..params.len() + p.len());
             params.extend(p);
-            shape = layer.output_shape(&shape)?;
-            outputs.push(shape.clone());
         }
+        let shape = match topology.output {
+            Port::Call(c) => outputs[c].clone(),
+            Port::Input(_) => input.to_vec(),
+        };
         // What the architecture declared at compile time must be what its layers do.
         if let Some(declared) = A::OUTPUT_SHAPE {
             if declared != shape.as_slice() {
@@ -209,6 +230,7 @@ impl<A: Architecture> Model<A> {
         let built = Built {
             input: input.to_vec(),
             outputs,
+            output: shape,
             params,
             ranges,
         };
@@ -226,9 +248,7 @@ impl<A: Architecture> Model<A> {
 
     /// The output shape without batch, once built.
     pub fn output_shape(&self) -> Option<&[usize]> {
-        self.built
-            .as_ref()
-            .and_then(|b| b.outputs.last().map(|v| v.as_slice()))
+        self.built.as_ref().map(|b| b.output.as_slice())
     }
 
     /// Every parameter's description, once built.
@@ -261,16 +281,28 @@ impl<A: Architecture> Model<A> {
 
     /// The element type the model's inputs must have.
     pub fn input_dtype(&self) -> crate::ir::DType {
-        self.arch
-            .layers()
-            .first()
+        let layers = self.arch.layers();
+        let first = self
+            .arch
+            .topology()
+            .calls
+            .iter()
+            .find(|c| c.inputs.contains(&Port::Input(0)))
+            .and_then(|c| layers.get(c.layer).copied());
+        first
             .map(|l| l.input_dtype())
             .unwrap_or(crate::ir::DType::F32)
     }
 
     /// A Keras-style table of layers, output shapes and parameter counts.
     pub fn summary(&self) -> String {
-        summary(self.arch.name(), &self.arch.layers(), self.built.as_ref())
+        summary(
+            self.arch.name(),
+            self.arch.input_name(),
+            &self.arch.layers(),
+            &self.arch.topology(),
+            self.built.as_ref(),
+        )
     }
 }
 
@@ -291,81 +323,173 @@ fn bytes(n: usize) -> String {
     crate::error::bytes_text((n as u64).saturating_mul(4))
 }
 
-fn summary(name: &str, layers: &[&dyn Layer], built: Option<&Built>) -> String {
-    const W: [usize; 3] = [31, 22, 13];
-    let line = |l: char, m: char, r: char, fill: char| {
-        let mut s = String::new();
-        s.push(l);
-        for (i, w) in W.iter().enumerate() {
-            s.extend(std::iter::repeat_n(fill, w + 2));
-            s.push(if i + 1 < W.len() { m } else { r });
-        }
-        s.push('\n');
-        s
+/// A Keras summary: for a stack, one row per layer (name and type, output shape,
+/// parameters); for a graph, as Keras prints a functional model, the input first and a
+/// "Connected to" column naming each call's inputs (`conv2d[0][0]`: the first call of
+/// `conv2d`, its output). A shared layer is one row, its parameters counted once.
+fn summary(
+    name: &str,
+    input: &str,
+    layers: &[&dyn Layer],
+    topology: &Topology,
+    built: Option<&Built>,
+) -> String {
+    let graph = !topology.is_chain();
+    let widths: &[usize] = if graph {
+        &[29, 22, 11, 26]
+    } else {
+        &[31, 22, 13]
     };
-    let row = |cells: [&str; 3], sep: char| {
-        let mut s = String::new();
-        s.push(sep);
-        for (i, (c, w)) in cells.iter().zip(W).enumerate() {
-            if i == 2 {
-                let _ = write!(s, " {c:>w$} ");
-            } else {
-                let _ = write!(s, " {c:<w$} ");
-            }
-            s.push(sep);
-        }
-        s.push('\n');
-        s
+    let mut rows: Vec<Vec<Vec<String>>> = Vec::new();
+    let shape_text = |dims: &[usize]| {
+        let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+        format!("(None, {})", dims.join(", "))
     };
-    let mut out = format!("Model: \"{name}\"\n");
-    out += &line('┏', '┳', '┓', '━');
-    out += &row(["Layer (type)", "Output Shape", "Param #"], '┃');
-    out += &line('┡', '╇', '┩', '━');
+    if graph {
+        let shape = built.map_or("?".to_string(), |b| shape_text(&b.input));
+        rows.push(vec![
+            vec![format!("{input} (InputLayer)")],
+            vec![shape],
+            vec!["0".into()],
+            vec!["-".into()],
+        ]);
+    }
+    // Which call of its layer each call is (Keras' node index), for "Connected to".
+    let mut node = vec![0; topology.calls.len()];
+    let mut seen = vec![0; layers.len()];
+    for (i, call) in topology.calls.iter().enumerate() {
+        if let Some(n) = seen.get_mut(call.layer) {
+            node[i] = *n;
+            *n += 1;
+        }
+    }
+    let port_text = |p: Port| match p {
+        Port::Input(_) => format!("{input}[0][0]"),
+        Port::Call(c) => {
+            let layer = topology.calls[c].layer;
+            let name = layers.get(layer).map_or("?", |l| l.name());
+            format!("{name}[{}][0]", node[c])
+        }
+    };
     let (mut total, mut trainable) = (0, 0);
     for (i, layer) in layers.iter().enumerate() {
         let label = format!("{} ({})", layer.name(), layer.class());
+        let calls: Vec<usize> = (0..topology.calls.len())
+            .filter(|&c| topology.calls[c].layer == i)
+            .collect();
         let (shape, count) = match built {
             Some(b) => {
-                let dims: Vec<String> = b.outputs[i].iter().map(|d| d.to_string()).collect();
-                let shape = format!("(None, {})", dims.join(", "));
-                let n: usize = b.params[b.ranges[i].clone()]
-                    .iter()
-                    .map(|p| p.numel())
-                    .sum();
-                let t: usize = b.params[b.ranges[i].clone()]
-                    .iter()
-                    .filter(|p| p.trainable)
-                    .map(|p| p.numel())
-                    .sum();
+                let shape = calls
+                    .last()
+                    .map_or("?".to_string(), |&c| shape_text(&b.outputs[c]));
+                let own = &b.params[b.ranges[i].clone()];
+                let n: usize = own.iter().map(|p| p.numel()).sum();
+                let t: usize = own.iter().filter(|p| p.trainable).map(|p| p.numel()).sum();
                 total += n;
                 trainable += t;
                 (shape, thousands(n))
             }
             None => ("?".to_string(), "0 (unbuilt)".to_string()),
         };
-        out += &row([&label, &shape, &count], '│');
-        if i + 1 < layers.len() {
+        let mut row = vec![vec![label], vec![shape], vec![count]];
+        if graph {
+            let connected: Vec<String> = calls
+                .iter()
+                .flat_map(|&c| topology.calls[c].inputs.iter().map(|&p| port_text(p)))
+                .collect();
+            row.push(connected);
+        }
+        rows.push(row);
+    }
+    let mut out = format!("Model: \"{name}\"\n");
+    out += &table(widths, &rows);
+    for (what, n) in [
+        ("Total", total),
+        ("Trainable", trainable),
+        ("Non-trainable", total - trainable),
+    ] {
+        let _ = writeln!(out, " {what} params: {} ({})", thousands(n), bytes(n));
+    }
+    out
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces where it can be (as
+/// Keras' summaries wrap a long layer name and its type).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let mut word: Vec<char> = word.chars().collect();
+        let used = line.chars().count();
+        if used > 0 && used + 1 + word.len() <= width {
+            line.push(' ');
+            line.extend(&word);
+            continue;
+        }
+        if used > 0 {
+            lines.push(std::mem::take(&mut line));
+        }
+        while word.len() > width {
+            lines.push(word.drain(..width).collect());
+        }
+        line = word.into_iter().collect();
+    }
+    lines.push(line);
+    lines
+}
+
+/// A table in the box characters Keras' summaries use: a header row, then `rows`, each
+/// cell one or more lines (the last column left-aligned but the parameter counts', which
+/// are right-aligned).
+fn table(widths: &[usize], rows: &[Vec<Vec<String>>]) -> String {
+    let line = |l: char, m: char, r: char, fill: char| {
+        let mut s = String::new();
+        s.push(l);
+        for (i, w) in widths.iter().enumerate() {
+            s.extend(std::iter::repeat_n(fill, w + 2));
+            s.push(if i + 1 < widths.len() { m } else { r });
+        }
+        s.push('\n');
+        s
+    };
+    let row = |cells: &[Vec<String>], sep: char| {
+        let cells: Vec<Vec<String>> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, &w)| c.iter().flat_map(|line| wrap(line, w)).collect())
+            .collect();
+        let height = cells.iter().map(|c| c.len()).max().unwrap_or(1).max(1);
+        let mut s = String::new();
+        for k in 0..height {
+            s.push(sep);
+            for (i, (c, &w)) in cells.iter().zip(widths).enumerate() {
+                let c = c.get(k).map_or("", |c| c.as_str());
+                if i == 2 {
+                    let _ = write!(s, " {c:>w$} ");
+                } else {
+                    let _ = write!(s, " {c:<w$} ");
+                }
+                s.push(sep);
+            }
+            s.push('\n');
+        }
+        s
+    };
+    let header: Vec<Vec<String>> = ["Layer (type)", "Output Shape", "Param #", "Connected to"]
+        .iter()
+        .take(widths.len())
+        .map(|h| vec![h.to_string()])
+        .collect();
+    let mut out = line('┏', '┳', '┓', '━');
+    out += &row(&header, '┃');
+    out += &line('┡', '╇', '┩', '━');
+    for (i, cells) in rows.iter().enumerate() {
+        out += &row(cells, '│');
+        if i + 1 < rows.len() {
             out += &line('├', '┼', '┤', '─');
         }
     }
     out += &line('└', '┴', '┘', '─');
-    let _ = writeln!(
-        out,
-        " Total params: {} ({})",
-        thousands(total),
-        bytes(total)
-    );
-    let _ = writeln!(
-        out,
-        " Trainable params: {} ({})",
-        thousands(trainable),
-        bytes(trainable)
-    );
-    let _ = writeln!(
-        out,
-        " Non-trainable params: {} ({})",
-        thousands(total - trainable),
-        bytes(total - trainable)
-    );
     out
 }

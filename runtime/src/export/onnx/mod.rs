@@ -100,7 +100,7 @@ impl<A: Architecture> Model<A> {
                 ))
             }
         };
-        let output_shape = built.outputs.last().unwrap_or(&built.input);
+        let output_shape = &built.output;
         let mut initializer: Vec<TensorProto> = weights
             .iter()
             .map(|(name, t)| weight(name, t))

@@ -20,6 +20,7 @@ mod group_normalization;
 mod layer_normalization;
 mod max_pooling1d;
 mod max_pooling2d;
+mod merge;
 mod reshape;
 mod separable_conv2d;
 mod spatial;
@@ -51,6 +52,9 @@ pub use group_normalization::GroupNormalization;
 pub use layer_normalization::LayerNormalization;
 pub use max_pooling1d::MaxPooling1D;
 pub use max_pooling2d::MaxPooling2D;
+pub use merge::{
+    op as merge_op, Add, Average, Concatenate, Elementwise, Maximum, Minimum, Multiply, Subtract,
+};
 pub use reshape::Reshape;
 pub use separable_conv2d::SeparableConv2D;
 pub use spatial::Padding;

@@ -1,0 +1,515 @@
+//! Meaning of the graph form: every binding resolved, every layer looked up and named as
+//! Keras names them (in the order they appear), every call's shapes worked out from its
+//! inputs'. All mistakes of an invocation are collected, each spanned on the user's
+//! tokens; a value that could not be computed is unknown afterwards, so it causes no
+//! further errors.
+
+use crate::check::{names, resolve, CallNode, Errors, Graph, Layer, Model, Node, Resolved};
+use crate::parse_graph::{Binding, CallArgs, Expr, GraphSyntax};
+use crate::suggest::did_you_mean;
+use proc_macro2::TokenStream;
+use quote::ToTokens;
+use strata_spec::{CallError, MergeError, Shape, Val};
+
+/// What a name is bound to.
+#[derive(Clone, Copy)]
+enum Bound {
+    /// A value; `None` when it could not be computed (its mistake is reported).
+    Value(Option<Node>),
+    /// A layer not yet called (`let enc = Dense(16)`): an index into the layers.
+    Layer(Option<usize>),
+}
+
+struct Scope<'s> {
+    /// The layers in the order they appear, each resolved (`None`: unknown layer).
+    resolved: Vec<Option<Resolved<'s>>>,
+    names: Vec<String>,
+    /// The next layer expression's index into `resolved` (the walk meets them in the order
+    /// `collect_layers` listed them).
+    next: usize,
+    /// Each layer's first call's input shapes, once called.
+    first_call: Vec<Option<Vec<Shape>>>,
+    /// `(name, bound, used)`, the latest binding of a name last.
+    bindings: Vec<(String, Bound, bool, TokenStream)>,
+    calls: Vec<CallNode>,
+    input: Option<(Shape, Option<String>, TokenStream)>,
+    /// The `///` lines above the binding that creates each layer.
+    docs: Vec<Vec<syn::Attribute>>,
+    errors: Errors,
+}
+
+pub fn check_graph(g: &GraphSyntax) -> Result<Model, syn::Error> {
+    let mut layer_syntax = Vec::new();
+    for b in &g.bindings {
+        collect_layers(&b.expr, &mut layer_syntax);
+    }
+    if let Some(out) = &g.output {
+        collect_layers(out, &mut layer_syntax);
+    }
+    let mut errors = Errors::default();
+    let resolved: Vec<Option<Resolved>> = layer_syntax
+        .iter()
+        .map(|l| resolve(l, &mut errors))
+        .collect();
+    let refs: Vec<&Option<Resolved>> = resolved
+        .iter()
+        .filter(|r| !r.as_ref().is_some_and(|r| r.def.is_input()))
+        .collect();
+    let layer_names = names(&refs, &mut errors);
+    // Names by position in `resolved` (inputs have none).
+    let mut names_at = Vec::new();
+    let mut k = 0;
+    for r in &resolved {
+        if r.as_ref().is_some_and(|r| r.def.is_input()) {
+            names_at.push(String::new());
+        } else {
+            names_at.push(layer_names[k].clone());
+            k += 1;
+        }
+    }
+    let count = resolved.len();
+    let mut s = Scope {
+        resolved,
+        names: names_at,
+        next: 0,
+        first_call: vec![None; count],
+        bindings: Vec::new(),
+        calls: Vec::new(),
+        input: None,
+        docs: vec![Vec::new(); count],
+        errors,
+    };
+    for b in &g.bindings {
+        s.bind(b);
+    }
+    let output = match &g.output {
+        Some(Expr::Tuple(items, tokens)) => {
+            for item in items {
+                s.value(item);
+            }
+            s.errors.at(
+                tokens,
+                "a model with several outputs is not supported yet: return one value",
+            );
+            None
+        }
+        Some(e) => s.value(e),
+        None => None,
+    };
+    s.unused();
+    if s.input.is_none() {
+        s.errors.add(syn::Error::new(
+            proc_macro2::Span::call_site(),
+            "a graph model declares its input first: `let x = Input(784);`",
+        ));
+    }
+    if let Some(e) = s.errors.0.take() {
+        return Err(e);
+    }
+    match output {
+        Some(output) => Ok(s.finish(output)),
+        // No output and no mistake of its own: the parser reported why.
+        None => Err(syn::Error::new(
+            proc_macro2::Span::call_site(),
+            "a graph model ends with its output",
+        )),
+    }
+}
+
+/// Every layer expression in `e`, in the order `Scope::value` meets them.
+fn collect_layers<'s>(e: &'s Expr, out: &mut Vec<&'s crate::parse::LayerSyntax>) {
+    match e {
+        Expr::Layer(l) => out.push(l),
+        Expr::Name(_) => {}
+        Expr::Call { callee, args, .. } => {
+            collect_layers(callee, out);
+            let (CallArgs::Positional(items) | CallArgs::List(items, _)) = args;
+            for i in items {
+                collect_layers(i, out);
+            }
+        }
+        Expr::Tuple(items, _) => {
+            for i in items {
+                collect_layers(i, out);
+            }
+        }
+    }
+}
+
+impl<'s> Scope<'s> {
+    fn bind(&mut self, b: &Binding) {
+        // The docs belong to the layer the binding creates (`let enc = Dense(16)` or
+        // `let h = Dense(16)(x)`), the first one met.
+        if head_is_layer(&b.expr) {
+            if let Some(d) = self.docs.get_mut(self.next) {
+                *d = b.docs.clone();
+            }
+        }
+        let bound = match &b.expr {
+            Expr::Layer(l) => {
+                let i = self.next;
+                self.next += 1;
+                match &self.resolved[i] {
+                    Some(r) if r.def.is_input() => Bound::Value(self.declare_input(i, l)),
+                    Some(_) => Bound::Layer(Some(i)),
+                    None => Bound::Layer(None),
+                }
+            }
+            Expr::Name(n) => self.lookup(n),
+            e => Bound::Value(self.value(e)),
+        };
+        let name = b.name.to_string();
+        self.bindings
+            .push((name, bound, false, b.name.to_token_stream()));
+    }
+
+    fn declare_input(&mut self, i: usize, l: &crate::parse::LayerSyntax) -> Option<Node> {
+        let r = self.resolved[i].as_ref()?;
+        if self.input.is_some() {
+            self.errors.at(
+                &l.tokens,
+                "a model with several inputs is not supported yet: declare one `Input`",
+            );
+            return None;
+        }
+        let shape = r.args.shape("shape").filter(|_| r.ok)?;
+        let name = match r.args.get("name") {
+            Some(Val::Name(n)) => Some(n.clone()),
+            _ => None,
+        };
+        self.input = Some((Shape::known(shape), name, l.tokens.clone()));
+        Some(Node::Input)
+    }
+
+    /// The latest binding of `n`, marked used; an unknown name is reported.
+    fn lookup(&mut self, n: &syn::Ident) -> Bound {
+        let key = n.to_string();
+        if let Some(b) = self.bindings.iter_mut().rev().find(|b| b.0 == key) {
+            b.2 = true;
+            return b.1;
+        }
+        let known: Vec<&str> = self.bindings.iter().map(|b| b.0.as_str()).collect();
+        let hint = match did_you_mean(&key, &known) {
+            Some(s) => format!("; did you mean `{s}`?"),
+            None if known.is_empty() => String::new(),
+            None => format!("; bound so far: {}", known.join(", ")),
+        };
+        self.errors
+            .at(n, format!("`{key}` is not bound in this model{hint}"));
+        Bound::Value(None)
+    }
+
+    /// The value `e` computes; `None` when unknown (a mistake, reported).
+    fn value(&mut self, e: &Expr) -> Option<Node> {
+        match e {
+            Expr::Name(n) => match self.lookup(n) {
+                Bound::Value(v) => v,
+                Bound::Layer(_) => {
+                    self.errors.at(
+                        n,
+                        format!("`{n}` is a layer, not a value: call it on one, e.g. `{n}(x)`"),
+                    );
+                    None
+                }
+            },
+            Expr::Layer(l) => {
+                self.next += 1;
+                self.errors.at(
+                    &l.tokens,
+                    format!(
+                        "a layer is not a value: call it on its input, e.g. `{}(...)(x)`",
+                        l.name
+                    ),
+                );
+                None
+            }
+            Expr::Tuple(_, tokens) => {
+                self.errors
+                    .at(tokens, "a tuple of values can only be the model's output");
+                None
+            }
+            Expr::Call {
+                callee,
+                args,
+                tokens,
+            } => {
+                let layer = match &**callee {
+                    Expr::Layer(_) => {
+                        let i = self.next;
+                        self.next += 1;
+                        match &self.resolved[i] {
+                            Some(r) if r.def.is_input() => {
+                                self.errors.at(
+                                    &r.syntax.tokens,
+                                    "`Input` declares the model's input and is not called: \
+                                     `let x = Input(784);`",
+                                );
+                                None
+                            }
+                            Some(_) => Some(i),
+                            None => None,
+                        }
+                    }
+                    Expr::Name(n) => match self.lookup(n) {
+                        Bound::Layer(l) => l,
+                        Bound::Value(_) => {
+                            self.errors.at(
+                                n,
+                                format!(
+                                    "`{n}` is a value, not a layer: call a layer on it, e.g. \
+                                     `Dense(10)({n})`"
+                                ),
+                            );
+                            None
+                        }
+                    },
+                    other => {
+                        // `Dense(8)(x)(y)`: the inner call's value is not a layer.
+                        self.value(other);
+                        self.errors.at(tokens, "a layer's output cannot be called");
+                        None
+                    }
+                };
+                let (items, list) = match args {
+                    CallArgs::Positional(items) => (items, None),
+                    CallArgs::List(items, list) => (items, Some(list)),
+                };
+                let inputs: Vec<Option<Node>> = items.iter().map(|i| self.value(i)).collect();
+                self.call(layer?, items, &inputs, list, tokens)
+            }
+        }
+    }
+
+    /// Checks one call of layer `i` on `inputs` (written `items`) and records it.
+    fn call(
+        &mut self,
+        i: usize,
+        items: &[Expr],
+        inputs: &[Option<Node>],
+        list: Option<&TokenStream>,
+        tokens: &TokenStream,
+    ) -> Option<Node> {
+        let r = self.resolved[i].as_ref()?;
+        let label = format!("`{}` ({})", self.names[i], r.def.class);
+        let def = r.def;
+        let takes_list = def.takes_list();
+        match (takes_list, list) {
+            (true, None) => {
+                let message = if items.len() == 1 {
+                    format!("{label} merges a list of inputs: write `([a, b])`, as in Keras",)
+                } else {
+                    format!("{label} takes its inputs as one list: `([a, b])`")
+                };
+                self.errors.at(tokens, message);
+                return None;
+            }
+            (false, Some(list)) => {
+                self.errors.at(
+                    list,
+                    format!("{label} takes one input, not a list (only merge layers take lists)"),
+                );
+                return None;
+            }
+            (false, None) if items.len() != 1 => {
+                self.errors.at(
+                    tokens,
+                    format!("{label} takes one input, got {}", items.len()),
+                );
+                return None;
+            }
+            _ => {}
+        }
+        if !r.ok {
+            return None;
+        }
+        for e in (def.validate)(&r.args) {
+            self.errors
+                .at(r.tokens(Some(e.arg)), format!("{label}: {}", e.message));
+        }
+        let known: Vec<Node> = inputs.iter().copied().collect::<Option<_>>()?;
+        let shapes: Vec<Shape> = known.iter().map(|&n| self.shape(n)).collect();
+        let output = match def.output(&r.args, &shapes) {
+            Ok(s) => s,
+            Err(e) => {
+                let message = self.call_error(&label, items, &shapes, &e);
+                let at = match &e {
+                    CallError::Shape(s) => r.tokens(s.arg()),
+                    CallError::Merge(m) if m.arg().is_some() => r.tokens(m.arg()),
+                    CallError::Merge(_) => list.cloned().unwrap_or_else(|| tokens.clone()),
+                };
+                self.errors.at(at, message);
+                return None;
+            }
+        };
+        match &self.first_call[i] {
+            Some(first) if *first != shapes => {
+                let (a, b) = (shapes_text(first), shapes_text(&shapes));
+                self.errors.at(
+                    tokens,
+                    format!(
+                        "{label} is shared, so every call takes the shapes of its first: it \
+                         was called on {a}, here on {b}"
+                    ),
+                );
+                return None;
+            }
+            Some(_) => {}
+            None => self.first_call[i] = Some(shapes),
+        }
+        self.calls.push(CallNode {
+            layer: i,
+            inputs: known,
+            list: takes_list,
+            output,
+        });
+        Some(Node::Call(self.calls.len() - 1))
+    }
+
+    fn shape(&self, n: Node) -> Shape {
+        match n {
+            Node::Input => self
+                .input
+                .as_ref()
+                .map_or_else(Shape::unknown, |i| i.0.clone()),
+            Node::Call(c) => self.calls[c].output.clone(),
+        }
+    }
+
+    /// The macro's wording of why a call cannot take its inputs, naming them as written.
+    fn call_error(&self, label: &str, items: &[Expr], shapes: &[Shape], e: &CallError) -> String {
+        let operand = |i: usize| {
+            let written = items
+                .get(i)
+                .map(|e| e.tokens().to_string())
+                .unwrap_or_default();
+            format!(
+                "`{written}` {}",
+                shapes.get(i).map_or(String::new(), |s| s.to_string())
+            )
+        };
+        match e {
+            CallError::Shape(s) => {
+                format!(
+                    "{label} needs {}, but {} is its input",
+                    s.need(),
+                    operand(0)
+                )
+            }
+            CallError::Merge(MergeError::Count { min, max, got }) => format!(
+                "{label} takes {}, got {got}",
+                MergeError::count_text(*min, *max)
+            ),
+            CallError::Merge(m @ MergeError::Incompatible { first, second, .. }) => format!(
+                "{label} cannot merge {} and {}: it needs {}",
+                operand(*first),
+                operand(*second),
+                m.need()
+            ),
+            CallError::Merge(m @ MergeError::Axis { .. }) => {
+                format!(
+                    "{label} needs {}, but {} is its input",
+                    m.need(),
+                    operand(0)
+                )
+            }
+        }
+    }
+
+    /// Inputs, values and layers bound but never used: in Keras they would silently not
+    /// be part of the model, which is never what was meant.
+    fn unused(&mut self) {
+        let mut found = Vec::new();
+        // A binding shadowed by a later one of the same name is checked as well.
+        for (name, bound, used, tokens) in &self.bindings {
+            if *used {
+                continue;
+            }
+            let message = match bound {
+                Bound::Value(Some(Node::Input)) => {
+                    format!("the input `{name}` is not used: the output must depend on it")
+                }
+                Bound::Value(Some(_)) => format!(
+                    "`{name}` is computed but not used: the output must depend on every value \
+                     bound (remove the binding, or use it)"
+                ),
+                Bound::Layer(Some(_)) => {
+                    format!("the layer `{name}` is bound but never called")
+                }
+                // Unknown after a mistake: that mistake is reported.
+                _ => continue,
+            };
+            found.push((tokens.clone(), message));
+        }
+        for (tokens, message) in found {
+            self.errors.at(tokens, message);
+        }
+    }
+
+    /// The model, once every check passed (an output exists, so an input does).
+    fn finish(self, output: Node) -> Model {
+        let (input_shape, input_name) = match self.input {
+            Some((shape, name, _)) => (shape, name),
+            None => (Shape::unknown(), None),
+        };
+        // The layers that are called, in the order they appear, and where each went.
+        // The layers in the order of their first calls (Keras lists a functional model's
+        // layers in the order they run); their names stay those of the order they appear.
+        let mut index = vec![usize::MAX; self.resolved.len()];
+        let mut layers = Vec::new();
+        for first in &self.calls {
+            let i = first.layer;
+            if index[i] != usize::MAX {
+                continue;
+            }
+            let Some(r) = &self.resolved[i] else { continue };
+            let input = self.first_call[i]
+                .as_ref()
+                .and_then(|s| s.first().cloned())
+                .unwrap_or_else(Shape::unknown);
+            index[i] = layers.len();
+            layers.push(Layer {
+                def: r.def,
+                name: self.names[i].clone(),
+                args: r.args.clone(),
+                written: r.written(),
+                docs: self.docs[i].clone(),
+                params: (r.def.params)(&r.args, &input),
+                input,
+                output: first.output.clone(),
+            });
+        }
+        let calls = self
+            .calls
+            .into_iter()
+            .map(|c| CallNode {
+                layer: index[c.layer],
+                ..c
+            })
+            .collect();
+        let dims = input_shape.to_known();
+        Model {
+            input: dims,
+            layers,
+            graph: Some(Graph {
+                input_name,
+                input_shape,
+                calls,
+                output,
+            }),
+        }
+    }
+}
+
+/// Whether the first layer `e` meets is the one it makes (`Dense(16)`, `Dense(16)(x)`).
+fn head_is_layer(e: &Expr) -> bool {
+    match e {
+        Expr::Layer(_) => true,
+        Expr::Call { callee, .. } => head_is_layer(callee),
+        Expr::Name(_) | Expr::Tuple(..) => false,
+    }
+}
+
+fn shapes_text(shapes: &[Shape]) -> String {
+    let parts: Vec<String> = shapes.iter().map(|s| s.to_string()).collect();
+    parts.join(" and ")
+}
