@@ -65,6 +65,9 @@ pub struct CallNode {
     pub inputs: Vec<Node>,
     /// Called on a list (`Add()([a, b])`) rather than on one value.
     pub list: bool,
+    /// Called through `Layer::call` on a slice of inputs (a list, or several by
+    /// position), not through `Layer::forward` on one.
+    pub many: bool,
     pub output: Shape,
 }
 
@@ -196,6 +199,7 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
             errors.at(r.tokens(Some(e.arg)), format!("{label}: {}", e.message));
         }
         let spec::Rule::One(rule) = r.def.shape else {
+            // A layer of several inputs has none to take in a stack.
             errors.at(&r.syntax.tokens, in_a_stack(&label, r.def));
             shape = Shape::unknown();
             previous = Some(label);
@@ -238,13 +242,21 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
     }
 }
 
-/// Why a merge layer cannot be one of a stack's layers.
-pub(crate) fn in_a_stack(label: &str, def: &LayerDef) -> String {
-    format!(
-        "{label} merges a list of inputs, so it belongs in a graph model: \
-         `let y = {}()([a, b]);`",
-        def.class
-    )
+/// Why a layer of several inputs cannot be one of a stack's layers.
+fn in_a_stack(label: &str, def: &LayerDef) -> String {
+    match def.shape {
+        spec::Rule::Positional { inputs, .. } => format!(
+            "{label} takes several inputs ({}), so it belongs in a graph model: \
+             `let y = {}(...)(x, x);`",
+            inputs.join(", "),
+            def.class
+        ),
+        _ => format!(
+            "{label} merges a list of inputs, so it belongs in a graph model: \
+             `let y = {}()([a, b]);`",
+            def.class
+        ),
+    }
 }
 
 /// Looks the layer up and reads its arguments against its entry.

@@ -294,6 +294,15 @@ impl<'s> Scope<'s> {
         let def = r.def;
         let takes_list = def.takes_list();
         match (takes_list, list) {
+            (false, Some(list)) if def.takes_many() => {
+                self.errors.at(
+                    list,
+                    format!(
+                        "{label} takes its inputs by position, not as a list: `(query, value)`"
+                    ),
+                );
+                return None;
+            }
             (true, None) => {
                 let message = if items.len() == 1 {
                     format!("{label} merges a list of inputs: write `([a, b])`, as in Keras",)
@@ -310,7 +319,7 @@ impl<'s> Scope<'s> {
                 );
                 return None;
             }
-            (false, None) if items.len() != 1 => {
+            (false, None) if items.len() != 1 && !def.takes_many() => {
                 self.errors.at(
                     tokens,
                     format!("{label} takes one input, got {}", items.len()),
@@ -360,6 +369,7 @@ impl<'s> Scope<'s> {
             layer: i,
             inputs: known,
             list: takes_list,
+            many: def.takes_many(),
             output,
         });
         Some(Node::Call(self.calls.len() - 1))

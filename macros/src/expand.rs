@@ -431,7 +431,7 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
         };
         let doc = format!(" {}({operands}): {shapes} → {}", l.written, call.output);
         let inputs = call.inputs.iter().map(|&n| node_ident(n));
-        statements.push(if call.list {
+        statements.push(if call.many {
             quote! {
                 #[doc = #doc]
                 let #local = ::strata::nn::Layer::call(&self.#f, #cx, &[#(#inputs),*], #group)?;

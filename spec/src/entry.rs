@@ -122,6 +122,13 @@ pub enum Rule {
         max: Option<usize>,
         rule: ListRule,
     },
+    /// Named inputs given by position, `MultiHeadAttention(...)(query, value)`: the
+    /// first `required` of `inputs` must be given, the rest may be.
+    Positional {
+        inputs: &'static [&'static str],
+        required: usize,
+        rule: ListRule,
+    },
 }
 
 #[derive(Debug)]
@@ -156,6 +163,11 @@ impl LayerDef {
         matches!(self.shape, Rule::List { .. })
     }
 
+    /// Whether a call may take more than one input (a list, or several by position).
+    pub fn takes_many(&self) -> bool {
+        !matches!(self.shape, Rule::One(_))
+    }
+
     /// The output shape of one call on `inputs` (one shape, or the list's): the count
     /// checked against the entry, then its rule.
     pub fn output(&self, args: &Args, inputs: &[Shape]) -> Result<Shape, CallError> {
@@ -173,6 +185,20 @@ impl LayerDef {
                     return Err(CallError::Merge(MergeError::Count {
                         min,
                         max,
+                        got: inputs.len(),
+                    }));
+                }
+                rule(args, inputs).map_err(CallError::Merge)
+            }
+            Rule::Positional {
+                inputs: names,
+                required,
+                rule,
+            } => {
+                if inputs.len() < required || inputs.len() > names.len() {
+                    return Err(CallError::Merge(MergeError::Count {
+                        min: required,
+                        max: Some(names.len()),
                         got: inputs.len(),
                     }));
                 }

@@ -223,7 +223,7 @@ impl MergeError {
         match max {
             Some(1) if min == 1 => "one input".into(),
             Some(m) if m == min => format!("exactly {m} {}", plural(m)),
-            Some(m) => format!("a list of {min} to {m} inputs"),
+            Some(m) => format!("{min} to {m} inputs"),
             None => format!("a list of at least {min} {}", plural(min)),
         }
     }

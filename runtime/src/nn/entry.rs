@@ -162,9 +162,10 @@ pub(crate) fn call_params<L: Layer + ?Sized>(
         .collect()
 }
 
-/// Whether the catalogue says `layer` is called on a list of inputs (a merge).
-pub(crate) fn takes_list<L: Layer + ?Sized>(layer: &L) -> bool {
-    strata_spec::layer(layer.class()).is_some_and(|d| d.takes_list())
+/// Whether the catalogue says a call of `layer` may take several inputs (a merge's list,
+/// or an attention layer's query, value and key).
+pub(crate) fn takes_many<L: Layer + ?Sized>(layer: &L) -> bool {
+    strata_spec::layer(layer.class()).is_some_and(|d| d.takes_many())
 }
 
 pub(crate) fn input_dtype<L: Layer + ?Sized>(layer: &L) -> DType {

@@ -158,15 +158,15 @@ pub trait Layer: Send + Sync + fmt::Debug {
     /// Emits the layer's computation of `x` (`[batch, input...]`); `params` holds one value
     /// per entry of `params()`.
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value>;
-    /// Whether the layer is called on a list of inputs (`Add()([a, b])`), as the merge
-    /// layers of the catalogue are; every other layer takes one.
-    fn takes_list(&self) -> bool {
-        entry::takes_list(self)
+    /// Whether a call of the layer may take several inputs: a merge layer's list
+    /// (`Add()([a, b])`), an attention layer's query and value; most layers take one.
+    fn takes_many(&self) -> bool {
+        entry::takes_many(self)
     }
     /// The output shape of one call on `inputs` (each without the batch dimension): a
     /// merge layer's list, or the one input of any other layer.
     fn call_output_shape(&self, inputs: &[&[usize]]) -> Result<Vec<usize>> {
-        if self.takes_list() {
+        if self.takes_many() {
             entry::call_output_shape(self, inputs)
         } else {
             self.output_shape(one_input(self, inputs)?)
@@ -174,7 +174,7 @@ pub trait Layer: Send + Sync + fmt::Debug {
     }
     /// The parameters a call on `inputs` creates (a layer called again reuses them).
     fn call_params(&self, inputs: &[&[usize]]) -> Result<Vec<ParamSpec>> {
-        if self.takes_list() {
+        if self.takes_many() {
             entry::call_params(self, inputs)
         } else {
             self.params(one_input(self, inputs)?)
