@@ -341,6 +341,30 @@ pub(crate) fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Optio
         r.given.push((arg_def.name, a));
         match accept(arg_def.kind, &a.value, arg_def.name) {
             Ok(v) => r.args.insert(arg_def.name, v),
+            Err(e) if a.keyword.is_none() => {
+                // Keras' positional order is not the one people remember
+                // (`Conv2D(32, (3, 3), "relu")` gives `strides` "relu"): say which
+                // parameter the position is, and the keyword the value fits.
+                let fits = def.args.iter().find(|d| {
+                    d.name != arg_def.name
+                        && !syntax
+                            .args
+                            .iter()
+                            .any(|b| b.keyword.as_ref().is_some_and(|k| k == d.name))
+                        && accept(d.kind, &a.value, d.name).is_ok()
+                });
+                match fits {
+                    Some(d) => errors.at(
+                        &a.tokens,
+                        format!(
+                            "{e}; positional argument {} of `{}` is `{}`: did you mean `{} = {}`?",
+                            next_positional, def.class, arg_def.name, d.name, a.value.tokens
+                        ),
+                    ),
+                    None => errors.add(e),
+                }
+                r.ok = false;
+            }
             Err(e) => {
                 errors.add(e);
                 r.ok = false;

@@ -33,6 +33,9 @@ struct Scope<'s> {
     bindings: Vec<(String, Bound, bool, TokenStream)>,
     calls: Vec<CallNode>,
     input: Option<(Shape, Option<String>, TokenStream)>,
+    /// A name was not found: what the user meant to use is unknown, so nothing is
+    /// reported as unused.
+    unresolved: bool,
     /// The `///` lines above the binding that creates each layer.
     docs: Vec<Vec<syn::Attribute>>,
     errors: Errors,
@@ -76,6 +79,7 @@ pub fn check_graph(g: &GraphSyntax) -> Result<Model, syn::Error> {
         bindings: Vec::new(),
         calls: Vec::new(),
         input: None,
+        unresolved: false,
         docs: vec![Vec::new(); count],
         errors,
     };
@@ -96,7 +100,10 @@ pub fn check_graph(g: &GraphSyntax) -> Result<Model, syn::Error> {
         Some(e) => s.value(e),
         None => None,
     };
-    s.unused();
+    // Without an output (or after an unknown name) every binding would look unused.
+    if g.output.is_some() && !s.unresolved {
+        s.unused();
+    }
     if s.input.is_none() {
         s.errors.add(syn::Error::new(
             proc_macro2::Span::call_site(),
@@ -106,14 +113,9 @@ pub fn check_graph(g: &GraphSyntax) -> Result<Model, syn::Error> {
     if let Some(e) = s.errors.0.take() {
         return Err(e);
     }
-    match output {
-        Some(output) => Ok(s.finish(output)),
-        // No output and no mistake of its own: the parser reported why.
-        None => Err(syn::Error::new(
-            proc_macro2::Span::call_site(),
-            "a graph model ends with its output",
-        )),
-    }
+    // Without an output the parser has reported why, and its error keeps this model from
+    // being expanded: the input stands in, so that error is not said twice.
+    Ok(s.finish(output.unwrap_or(Node::Input)))
 }
 
 /// Every layer expression in `e`, in the order `Scope::value` meets them.
@@ -196,6 +198,7 @@ impl<'s> Scope<'s> {
         };
         self.errors
             .at(n, format!("`{key}` is not bound in this model{hint}"));
+        self.unresolved = true;
         Bound::Value(None)
     }
 
@@ -390,7 +393,7 @@ impl<'s> Scope<'s> {
         let operand = |i: usize| {
             let written = items
                 .get(i)
-                .map(|e| e.tokens().to_string())
+                .map(|e| written(&e.tokens()))
                 .unwrap_or_default();
             format!(
                 "`{written}` {}",
@@ -517,6 +520,22 @@ fn head_is_layer(e: &Expr) -> bool {
         Expr::Call { callee, .. } => head_is_layer(callee),
         Expr::Name(_) | Expr::Tuple(..) => false,
     }
+}
+
+/// Tokens as a person writes them: `Dense(4)(x)`, not `Dense (4) (x)`.
+fn written(tokens: &TokenStream) -> String {
+    let mut s = tokens.to_string();
+    for (from, to) in [
+        (" (", "("),
+        ("( ", "("),
+        (" )", ")"),
+        (" ,", ","),
+        ("[ ", "["),
+        (" ]", "]"),
+    ] {
+        s = s.replace(from, to);
+    }
+    s
 }
 
 fn shapes_text(shapes: &[Shape]) -> String {
