@@ -1235,3 +1235,103 @@ fn absurd_sizes_are_typed_errors() {
         }
     }
 }
+
+// Issue 14: merge layers.
+
+/// Each merge's gradient with respect to every input of its list (one of them
+/// broadcast along an axis of size 1) matches central differences.
+#[test]
+fn merge_layers_are_differentiable() {
+    use strata_runtime::autodiff::gradcheck::GradCheck;
+    fn f64s(dims: &[usize], seed: u64) -> Tensor {
+        let a = strata_runtime::random::normal(dims, 0.0, 1.0, seed).unwrap();
+        Tensor::F64(a.mapv(|v| v as f64))
+    }
+    let mut axis1 = Concatenate::new("concatenate_1");
+    axis1.axis = 1;
+    let layers: Vec<(Box<dyn Layer>, Vec<Vec<usize>>)> = vec![
+        (
+            Box::new(Add::new("add")),
+            vec![vec![2, 3, 4], vec![2, 3, 1], vec![2, 3, 4]],
+        ),
+        (
+            Box::new(Subtract::new("subtract")),
+            vec![vec![2, 3, 4], vec![2, 1, 4]],
+        ),
+        (
+            Box::new(Multiply::new("multiply")),
+            vec![vec![2, 3, 4], vec![2, 3, 4]],
+        ),
+        (Box::new(Average::new("average")), vec![vec![2, 3, 4]; 3]),
+        (
+            Box::new(Maximum::new("maximum")),
+            vec![vec![2, 3, 4], vec![2, 3, 4]],
+        ),
+        (
+            Box::new(Minimum::new("minimum")),
+            vec![vec![2, 3, 4], vec![2, 3, 1]],
+        ),
+        (
+            Box::new(Concatenate::new("concatenate")),
+            vec![vec![2, 3, 4], vec![2, 3, 2]],
+        ),
+        (Box::new(axis1), vec![vec![2, 3, 4], vec![2, 1, 4]]),
+    ];
+    for (i, (layer, dims)) in layers.iter().enumerate() {
+        let inputs: Vec<Tensor> = dims
+            .iter()
+            .enumerate()
+            .map(|(k, d)| f64s(d, (10 * i + k) as u64))
+            .collect();
+        let wrt: Vec<usize> = (0..inputs.len()).collect();
+        GradCheck::default()
+            .run(&inputs, &wrt, |g, p| {
+                let mut cx = Forward::new(g, false, None);
+                layer.call(&mut cx, p, &[])
+            })
+            .unwrap_or_else(|e| panic!("{}: {e}", layer.name()));
+    }
+}
+
+/// Inputs a merge cannot take are typed errors naming the layer, the inputs and their
+/// shapes; a one-input layer given several says so.
+#[test]
+fn merge_errors_are_typed() {
+    let add = Add::new("add");
+    let e = add
+        .call_output_shape(&[&[3, 4], &[3, 5]])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "add (Add): expected inputs of one rank with equal sizes (or 1) on every axis, got \
+         input 0 of shape [3, 4] and input 1 of shape [3, 5]"
+    );
+    let e = Subtract::new("subtract")
+        .call_output_shape(&[&[2], &[2], &[2]])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "subtract (Subtract): takes exactly 2 inputs, got 3");
+    let e = Concatenate::new("concatenate")
+        .call_output_shape(&[&[2, 3], &[3, 3]])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "concatenate (Concatenate): expected inputs of one rank with equal sizes on every axis \
+         but the concatenation axis -1, got input 0 of shape [2, 3] and input 1 of shape [3, 3]"
+    );
+    assert!(add.call_output_shape(&[]).is_err());
+    let e = Dense::new("dense", 2, Activation::Linear)
+        .call_output_shape(&[&[3], &[3]])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "dense (Dense): takes one input, got a list of 2");
+    assert_eq!(add.call_output_shape(&[&[3, 1], &[1, 4]]).unwrap(), [3, 4]);
+    assert_eq!(
+        Concatenate::new("c")
+            .call_output_shape(&[&[2, 3], &[2, 5]])
+            .unwrap(),
+        [2, 8]
+    );
+}

@@ -126,7 +126,11 @@ fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
 /// A model of `layers` on inputs of `input` (f32 normal samples), trained two epochs
 /// towards random targets so no weight is at its initial value.
 fn trained(input: &[usize], layers: Vec<Box<dyn Layer>>, x: Tensor) -> Model<Sequential> {
-    let mut m = Model::new(Sequential::new(Some(input.to_vec()), layers));
+    train(Model::new(Sequential::new(Some(input.to_vec()), layers)), x)
+}
+
+/// `m` trained as [`trained`] trains a stack.
+fn train<A: Architecture>(mut m: Model<A>, x: Tensor) -> Model<A> {
     let out = m.output_shape().unwrap().to_vec();
     let n = x.dims()[0];
     let y = random::normal(&[&[n][..], &out].concat(), 0.0, 1.0, 7).unwrap();
@@ -143,7 +147,7 @@ fn normal(dims: &[usize], seed: u64) -> Tensor {
 /// Exports `m`, checks the file's declarations, and compares onnxruntime's outputs with
 /// `predict` on both backends for `inputs` (two batch sizes, one file). Returns the
 /// operator types the graph uses.
-fn check(name: &str, m: &mut Model<Sequential>, inputs: &[Tensor]) -> Vec<String> {
+fn check<A: Architecture>(name: &str, m: &mut Model<A>, inputs: &[Tensor]) -> Vec<String> {
     let dir = work_dir(name);
     let path = dir.join(format!("{name}.onnx"));
     m.export_onnx(&path).unwrap();
@@ -485,13 +489,65 @@ fn shape_and_activation_layers_match_predict() {
     }
 }
 
+/// A graph: two branches merged every way, joined by a Concatenate (ONNX `Sum`, `Sub`,
+/// `Mul`, `Mean`, `Max`, `Min`, `Concat`), with a size-1 axis broadcast.
+#[test]
+fn merge_layers_in_a_graph_match_predict() {
+    let x = normal(&[32, 3, 4], 11);
+    let dense = |name: &str, units: usize| -> Box<dyn Layer> {
+        Box::new(Dense::new(name, units, Activation::Linear))
+    };
+    let layers: Vec<Box<dyn Layer>> = vec![
+        dense("a", 4),
+        dense("b", 4),
+        dense("s", 1),
+        Box::new(Add::new("add")),
+        Box::new(Subtract::new("subtract")),
+        Box::new(Multiply::new("multiply")),
+        Box::new(Average::new("average")),
+        Box::new(Maximum::new("maximum")),
+        Box::new(Minimum::new("minimum")),
+        Box::new(Concatenate::new("concatenate")),
+    ];
+    let call = |layer: usize, inputs: &[Port]| Call {
+        layer,
+        inputs: inputs.to_vec(),
+    };
+    let (a, b, s) = (Port::Call(0), Port::Call(1), Port::Call(2));
+    let topology = Topology {
+        calls: vec![
+            call(0, &[Port::Input(0)]),
+            call(1, &[Port::Input(0)]),
+            call(2, &[Port::Input(0)]),
+            call(3, &[a, b, s]),
+            call(4, &[a, s]),
+            call(5, &[a, b]),
+            call(6, &[a, b, s]),
+            call(7, &[a, s]),
+            call(8, &[b, a]),
+            call(9, &(3..9).map(Port::Call).collect::<Vec<_>>()),
+        ],
+        output: Port::Call(9),
+    };
+    let m = Model::new(Functional::new(Some(vec![3, 4]), layers, topology));
+    assert_eq!(m.output_shape(), Some(&[3, 24][..]));
+    let mut m = train(m, x.clone());
+    let ops = check("merges", &mut m, &[x, normal(&[5, 3, 4], 12)]);
+    for op in ["Sum", "Sub", "Mul", "Mean", "Max", "Min", "Concat"] {
+        assert!(ops.iter().any(|o| o == op), "{op} in {ops:?}");
+    }
+}
+
 /// Every catalogue layer the tests above export (each in a model checked against
 /// onnxruntime).
 const EXPORTED: &[&str] = &[
     "Activation",
+    "Add",
+    "Average",
     "AveragePooling1D",
     "AveragePooling2D",
     "BatchNormalization",
+    "Concatenate",
     "Conv1D",
     "Conv2D",
     "Conv2DTranspose",
@@ -510,6 +566,9 @@ const EXPORTED: &[&str] = &[
     "LeakyReLU",
     "MaxPooling1D",
     "MaxPooling2D",
+    "Maximum",
+    "Minimum",
+    "Multiply",
     "PReLU",
     "Permute",
     "ReLU",
@@ -518,6 +577,7 @@ const EXPORTED: &[&str] = &[
     "Reshape",
     "SeparableConv2D",
     "Softmax",
+    "Subtract",
     "UpSampling2D",
     "ZeroPadding2D",
 ];

@@ -249,3 +249,49 @@ impl Architecture for Sequential {
         self.layers.iter().map(|l| l.as_ref()).collect()
     }
 }
+
+/// A run-time assembled graph of layers (Keras' functional model built in code): its
+/// layers and how they are called.
+#[derive(Debug)]
+pub struct Functional {
+    pub name: String,
+    pub input_shape: Option<Vec<usize>>,
+    pub layers: Vec<Box<dyn Layer>>,
+    pub topology: Topology,
+}
+
+impl Functional {
+    pub fn new(
+        input_shape: Option<Vec<usize>>,
+        layers: Vec<Box<dyn Layer>>,
+        topology: Topology,
+    ) -> Functional {
+        Functional {
+            name: "functional".into(),
+            input_shape,
+            layers,
+            topology,
+        }
+    }
+}
+
+impl Architecture for Functional {
+    const INPUT_SHAPE: Option<&'static [usize]> = None;
+    const OUTPUT_SHAPE: Option<&'static [usize]> = None;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn input_shape(&self) -> Option<Vec<usize>> {
+        self.input_shape.clone()
+    }
+
+    fn layers(&self) -> Vec<&dyn Layer> {
+        self.layers.iter().map(|l| l.as_ref()).collect()
+    }
+
+    fn topology(&self) -> Topology {
+        self.topology.clone()
+    }
+}

@@ -11,7 +11,7 @@ pub mod layers;
 pub mod onnx;
 
 pub use activation::{log_softmax, softmax, Activation};
-pub use architecture::{Architecture, Call, Port, Sequential, Topology};
+pub use architecture::{Architecture, Call, Functional, Port, Sequential, Topology};
 pub use initializer::Initializer;
 pub use layer::{Forward, Layer, ParamDecl, ParamSpec};
 pub use layers::*;
