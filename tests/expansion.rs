@@ -12,6 +12,28 @@ mod named {
     include!("expand/named.expanded.rs");
 }
 
+mod residual {
+    include!("expand/residual.expanded.rs");
+}
+
+#[test]
+fn residual_snapshot_is_what_the_macro_builds() {
+    let snapshot = residual::residual();
+    let direct = model! {
+        let x = Input((28, 28, 1));
+        let h = Conv2D(16, 3, padding = same, activation = relu)(x);
+        let y = Conv2D(16, 3, padding = same)(h);
+        let y = Add()([y, h]);
+        let y = Activation(relu)(y);
+        let z = GlobalAveragePooling2D()(y);
+        Dense(10, softmax)(z)
+    };
+    assert_eq!(snapshot.summary(), direct.summary());
+    assert_eq!(snapshot.weights(), direct.weights());
+    let x = strata::random::normal(&[2, 28, 28, 1], 0.0, 1.0, 1).unwrap();
+    assert_eq!(snapshot.predict(&x).unwrap(), direct.predict(&x).unwrap());
+}
+
 #[test]
 fn tutorial_snapshot_is_what_the_macro_builds() {
     let snapshot = tutorial::tutorial();

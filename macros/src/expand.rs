@@ -13,6 +13,12 @@ use strata_spec::{dims_text, product, Shape, Val};
 
 pub fn expand(form: &Form, model: &Model) -> TokenStream {
     let (ty, attrs, vis, name) = match form {
+        Form::Expr if model.graph.is_some() => (
+            Ident::new("Functional", Span::call_site()),
+            vec![quote!(#[doc = " The architecture declared by `model! { let ... }`."])],
+            quote!(),
+            None,
+        ),
         Form::Expr => (
             Ident::new("Sequential", Span::call_site()),
             vec![quote!(#[doc = " The architecture declared by `model![...]`."])],

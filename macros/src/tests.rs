@@ -83,6 +83,36 @@ fn named_snapshot() {
 }
 
 #[test]
+fn residual_block_snapshot() {
+    let body = quote! {
+        let x = Input((28, 28, 1));
+        let h = Conv2D(16, 3, padding = same, activation = relu)(x);
+        let y = Conv2D(16, 3, padding = same)(h);
+        let y = Add()([y, h]);
+        let y = Activation(relu)(y);
+        let z = GlobalAveragePooling2D()(y);
+        Dense(10, softmax)(z)
+    };
+    let expansion = expand_model(body);
+    snapshot(
+        "residual",
+        "pub fn residual() -> Model<impl Architecture> {\n    model! {\n        \
+         let x = Input((28, 28, 1));\n        \
+         let h = Conv2D(16, 3, padding = same, activation = relu)(x);\n        \
+         let y = Conv2D(16, 3, padding = same)(h);\n        \
+         let y = Add()([y, h]);\n        \
+         let y = Activation(relu)(y);\n        \
+         let z = GlobalAveragePooling2D()(y);\n        \
+         Dense(10, softmax)(z)\n    }\n}",
+        quote! {
+            pub fn residual() -> ::strata::Model<impl ::strata::nn::Architecture> {
+                #expansion
+            }
+        },
+    );
+}
+
+#[test]
 fn every_default_is_a_valid_value() {
     for layer in LAYERS {
         for arg in layer.args.iter().chain(COMMON) {
