@@ -82,6 +82,8 @@ pub struct Layer {
     pub input: Shape,
     pub output: Shape,
     pub params: Vec<Param>,
+    /// `trainable = false`: frozen.
+    pub frozen: bool,
 }
 
 /// A layer whose entry and arguments were read; `given` maps each argument the user
@@ -101,6 +103,11 @@ impl Resolved<'_> {
         arg.and_then(|a| self.given.iter().find(|(n, _)| *n == a))
             .map(|(_, s)| s.tokens.clone())
             .unwrap_or_else(|| self.syntax.tokens.clone())
+    }
+
+    /// Declared `trainable = false`.
+    pub fn frozen(&self) -> bool {
+        matches!(self.args.get("trainable"), Some(Val::Bool(false)))
     }
 
     pub fn written(&self) -> String {
@@ -228,6 +235,7 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
             params: (r.def.params)(&r.args, &shape),
             input: shape,
             output: output.clone(),
+            frozen: r.frozen(),
         });
         shape = output;
         previous = Some(label);

@@ -489,6 +489,7 @@ impl<'s> Scope<'s> {
                 params: (r.def.params)(&r.args, &input),
                 input,
                 output: first.output.clone(),
+                frozen: r.frozen(),
             });
         }
         let calls = self

@@ -57,6 +57,19 @@ pub fn expand(form: &Form, model: &Model) -> TokenStream {
             }
         }
     });
+    let frozen: Vec<&str> = model
+        .layers
+        .iter()
+        .filter(|l| l.frozen)
+        .map(|l| l.name.as_str())
+        .collect();
+    let frozen_fn = (!frozen.is_empty()).then(|| {
+        quote! {
+            fn frozen(&self) -> ::strata::__private::Vec<&str> {
+                ::strata::__private::Vec::from([#(#frozen),*])
+            }
+        }
+    });
     let input_shape = option_dims(model.input.as_deref());
     let output_shape = option_dims(model.output().to_known().as_deref());
     let params = params_const(model);
@@ -106,6 +119,8 @@ pub fn expand(form: &Form, model: &Model) -> TokenStream {
             #params
 
             #name_fn
+
+            #frozen_fn
 
             fn layers(&self) -> ::strata::__private::Vec<&dyn ::strata::nn::Layer> {
                 let layers: [&dyn ::strata::nn::Layer; #count] = [#(#layer_refs),*];
@@ -193,7 +208,11 @@ fn field_doc(l: &Layer) -> String {
             .params
             .iter()
             .map(|p| {
-                let state = if p.trainable { "" } else { " (non-trainable)" };
+                let state = if p.trainable && !l.frozen {
+                    ""
+                } else {
+                    " (non-trainable)"
+                };
                 format!("{} {}{state}", p.suffix, dims_text(&p.dims))
             })
             .collect();
@@ -323,7 +342,7 @@ fn params_const(model: &Model) -> TokenStream {
             let name = format!("{}/{}", l.name, p.suffix);
             let dims = dims.iter().map(|&d| Literal::usize_unsuffixed(d));
             let init = l.args.get(p.init_arg).map(value).unwrap_or_default();
-            let trainable = p.trainable;
+            let trainable = p.trainable && !l.frozen;
             decls.push(quote! {
                 ::strata::nn::ParamDecl {
                     name: #name,

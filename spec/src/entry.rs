@@ -56,7 +56,7 @@ pub(crate) const DATA_FORMAT: ArgDef = ArgDef {
 };
 
 /// Keyword arguments every layer takes: its name (default: Keras' `dense`, `dense_1`, …),
-/// and, on the first layer only, the model's input shape.
+/// whether it is trainable, and, on the first layer only, the model's input shape.
 pub static COMMON: &[ArgDef] = &[
     ArgDef {
         name: "name",
@@ -68,6 +68,14 @@ pub static COMMON: &[ArgDef] = &[
     ArgDef {
         name: "input_shape",
         kind: Kind::Shape,
+        default: ArgDefault::Absent,
+        positional: false,
+        field: false,
+    },
+    // `trainable = false` freezes the layer: no gradient, no optimizer state.
+    ArgDef {
+        name: "trainable",
+        kind: Kind::Bool,
         default: ArgDefault::Absent,
         positional: false,
         field: false,

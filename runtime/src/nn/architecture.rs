@@ -35,6 +35,13 @@ pub trait Architecture: Send + Sync + 'static {
         "input_layer"
     }
 
+    /// The names of the layers declared frozen (`trainable = false`): their weights get
+    /// no gradient and no optimizer state ([`Model::set_trainable`](crate::Model) changes
+    /// this at run time).
+    fn frozen(&self) -> Vec<&str> {
+        Vec::new()
+    }
+
     /// The layers, in order.
     fn layers(&self) -> Vec<&dyn Layer>;
 

@@ -45,6 +45,9 @@ pub struct Forward<'g> {
     logits: Option<(Value, Value)>,
     /// The last activation applied (other than linear) and its output.
     activated: Option<(Value, Activation)>,
+    /// The layers frozen (`trainable = false`): a frozen batch normalisation runs in
+    /// inference mode, as in Keras.
+    frozen: Vec<String>,
 }
 
 impl<'g> Forward<'g> {
@@ -58,7 +61,18 @@ impl<'g> Forward<'g> {
             updates: Vec::new(),
             logits: None,
             activated: None,
+            frozen: Vec::new(),
         }
+    }
+
+    /// Records which layers are frozen (the model does, before its forward pass).
+    pub fn set_frozen(&mut self, layers: Vec<String>) {
+        self.frozen = layers;
+    }
+
+    /// Whether the layer named `name` is frozen.
+    pub fn is_frozen(&self, name: &str) -> bool {
+        self.frozen.iter().any(|f| f == name)
     }
 
     /// Uniform `[0, 1)` samples from a stream of their own: each call derives a new key

@@ -24,6 +24,9 @@ pub(crate) struct Built {
     pub params: Vec<ParamSpec>,
     /// The range of `params` belonging to each layer.
     pub ranges: Vec<std::ops::Range<usize>>,
+    /// Whether each parameter is trainable by its layer's own rule (batch-norm moving
+    /// statistics are not), before freezing.
+    pub own_trainable: Vec<bool>,
 }
 
 /// An architecture with its weights, and once compiled its training state.
@@ -42,6 +45,8 @@ pub struct Model<A: Architecture> {
     pub(crate) train: Option<TrainState>,
     /// The strategy `backend` came from, if any.
     strategy: Option<Strategy>,
+    /// The names of the frozen layers (`trainable = false`).
+    frozen: Vec<String>,
 }
 
 impl<A: Architecture> Model<A> {
@@ -58,7 +63,9 @@ impl<A: Architecture> Model<A> {
             Some(s) => Placement::chosen(s.backend()),
             None => Placement::from_env(),
         };
+        let frozen = arch.frozen().into_iter().map(String::from).collect();
         let mut m = Model {
+            frozen,
             arch,
             seed: 0,
             built: None,
@@ -179,9 +186,16 @@ impl<A: Architecture> Model<A> {
         }
         let mut params = Vec::new();
         let mut ranges = Vec::new();
-        for p in per_layer {
-            let p = p.unwrap_or_default();
+        let mut own_trainable = Vec::new();
+        for (layer, p) in layers.iter().zip(per_layer) {
+            let mut p = p.unwrap_or_default();
             ranges.push(params.len()..params.len() + p.len());
+            own_trainable.extend(p.iter().map(|spec| spec.trainable));
+            if self.frozen.iter().any(|f| f == layer.name()) {
+                for spec in &mut p {
+                    spec.trainable = false;
+                }
+            }
             params.extend(p);
         }
         let shape = match topology.output {
@@ -233,6 +247,7 @@ impl<A: Architecture> Model<A> {
             output: shape,
             params,
             ranges,
+            own_trainable,
         };
         Ok((built, weights))
     }
@@ -276,7 +291,52 @@ impl<A: Architecture> Model<A> {
             ));
         }
         let per_layer: Vec<&[Value]> = built.ranges.iter().map(|r| &params[r.clone()]).collect();
+        cx.set_frozen(self.frozen.clone());
         self.arch.forward(cx, x, &per_layer)
+    }
+
+    /// Freezes (`false`) or unfreezes the layer named `layer`, as Keras' `layer.trainable
+    /// = False`: a frozen layer's weights get no gradient and no optimizer state, and a
+    /// frozen batch normalisation runs in inference mode. Like Keras, it takes effect at
+    /// the next `compile`, so it is refused on a compiled model (compile again after).
+    pub fn set_trainable(&mut self, layer: &str, trainable: bool) -> Result<()> {
+        let what = || format!("set_trainable(\"{layer}\")");
+        let names: Vec<String> = self
+            .arch
+            .layers()
+            .iter()
+            .map(|l| l.name().to_string())
+            .collect();
+        if !names.iter().any(|n| n == layer) {
+            return Err(Error::invalid(
+                what(),
+                format!(
+                    "the model has no layer `{layer}`; its layers: {}",
+                    names.join(", ")
+                ),
+            ));
+        }
+        if self.train.is_some() {
+            return Err(Error::invalid(
+                what(),
+                "the model is compiled; change trainable before compile (Keras too needs a \
+                 compile after it)",
+            ));
+        }
+        self.frozen.retain(|f| f != layer);
+        if !trainable {
+            self.frozen.push(layer.to_string());
+        }
+        if let Some(b) = &mut self.built {
+            let layers = self.arch.layers();
+            if let Some(i) = layers.iter().position(|l| l.name() == layer) {
+                for k in b.ranges[i].clone() {
+                    // Trainable again: what the layer itself says of the parameter.
+                    b.params[k].trainable = trainable && b.own_trainable[k];
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The element type the model's inputs must have.

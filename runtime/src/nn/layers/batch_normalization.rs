@@ -133,8 +133,10 @@ impl Layer for BatchNormalization {
                 ))
             }
         };
+        // Frozen, it uses and keeps its moving statistics (Keras' rule for BatchNorm).
+        let training = cx.training && !cx.is_frozen(&self.name);
         let g = &mut *cx.g;
-        if !cx.training {
+        if !training {
             return normalize(
                 g,
                 x,
