@@ -120,6 +120,7 @@ pub mod __private {
     pub use std::option::Option::{self, None, Some};
     pub use std::result::Result::{Err, Ok};
     pub use std::string::String;
+    pub use std::sync::Arc;
     pub use std::vec::Vec;
 
     use crate::nn::Sequential;

@@ -84,6 +84,8 @@ pub struct Layer {
     pub params: Vec<Param>,
     /// `trainable = false`: frozen.
     pub frozen: bool,
+    /// A layer of the user's own: its expression (`{ MyLayer::new(..) }`).
+    pub custom: Option<TokenStream>,
 }
 
 /// A layer whose entry and arguments were read; `given` maps each argument the user
@@ -111,6 +113,9 @@ impl Resolved<'_> {
     }
 
     pub fn written(&self) -> String {
+        if let Some(expr) = &self.syntax.custom {
+            return format!("{{ {expr} }}");
+        }
         let parts: Vec<String> = self
             .given
             .iter()
@@ -236,6 +241,7 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
             input: shape,
             output: output.clone(),
             frozen: r.frozen(),
+            custom: r.syntax.custom.clone(),
         });
         shape = output;
         previous = Some(label);
@@ -247,6 +253,28 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
             layers: out,
             graph: None,
         }),
+    }
+}
+
+/// A layer of the user's own (`{ MyLayer::new(..) }`): the macro knows nothing of its
+/// shapes or parameters, so its output is unknown (the layers after it are checked
+/// against their real input when the model is built) and it has no arguments.
+pub(crate) static CUSTOM: LayerDef = LayerDef {
+    class: "custom layer",
+    aliases: &[],
+    base_name: "custom",
+    runtime: "Layer",
+    args: &[],
+    shape: spec::Rule::One(|_, _| Ok(Shape::unknown())),
+    params: |_, _| Vec::new(),
+    validate: |_| Vec::new(),
+    takes_ids: false,
+};
+
+impl Layer {
+    /// A layer of the user's own: its expression.
+    pub fn custom(&self) -> Option<&TokenStream> {
+        self.custom.as_ref()
     }
 }
 
@@ -269,12 +297,22 @@ fn in_a_stack(label: &str, def: &LayerDef) -> String {
 
 /// Looks the layer up and reads its arguments against its entry.
 pub(crate) fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Option<Resolved<'s>> {
+    if syntax.custom.is_some() {
+        return Some(Resolved {
+            def: &CUSTOM,
+            syntax,
+            args: Args::default(),
+            given: Vec::new(),
+            ok: true,
+        });
+    }
     let written = syntax.name.to_string();
     let Some(def) = spec::layer(&written) else {
         let hint = match did_you_mean(&written, &spec::layer_names()) {
             Some(s) => format!("did you mean `{s}`?"),
             None => format!(
-                "the layers model! knows are: {}",
+                "the layers model! knows are: {}; a layer of your own goes in braces: \
+                 `{{ {written}::new(..) }}`",
                 spec::LAYERS
                     .iter()
                     .map(|l| l.class)

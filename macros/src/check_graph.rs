@@ -490,6 +490,7 @@ impl<'s> Scope<'s> {
                 input,
                 output: first.output.clone(),
                 frozen: r.frozen(),
+                custom: r.syntax.custom.clone(),
             });
         }
         let calls = self

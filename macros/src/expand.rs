@@ -35,7 +35,7 @@ pub fn expand(form: &Form, model: &Model) -> TokenStream {
     let summary = format!(" Declared with `model!`: {}.", overview(model));
     let fields = model.layers.iter().map(|l| {
         let field = field(l);
-        let runtime = format_ident!("{}", l.def.runtime);
+        let ty = field_type(l);
         let doc = field_doc(l);
         // The user's own `///` lines above the layer come first, then what model! knows.
         let user = &l.docs;
@@ -44,7 +44,7 @@ pub fn expand(form: &Form, model: &Model) -> TokenStream {
             #(#user)*
             #separator
             #[doc = #doc]
-            pub #field: ::strata::nn::#runtime
+            pub #field: #ty
         }
     });
     let inits = model.layers.iter().map(init);
@@ -73,10 +73,7 @@ pub fn expand(form: &Form, model: &Model) -> TokenStream {
     let input_shape = option_dims(model.input.as_deref());
     let output_shape = option_dims(model.output().to_known().as_deref());
     let params = params_const(model);
-    let layer_refs = model.layers.iter().map(|l| {
-        let f = field(l);
-        quote!(&self.#f)
-    });
+    let layer_refs = model.layers.iter().map(layer_ref);
     let forward = match &model.graph {
         Some(g) => graph_forward(model, g),
         None => forward(model),
@@ -150,6 +147,27 @@ fn snake_case(name: &str) -> String {
     out
 }
 
+/// A layer field's type: the catalogue layer's struct, or a shared pointer to a layer of
+/// the user's own (whose type the macro does not know).
+fn field_type(l: &Layer) -> TokenStream {
+    match l.custom() {
+        Some(_) => quote!(::strata::__private::Arc<dyn ::strata::nn::Layer>),
+        None => {
+            let runtime = format_ident!("{}", l.def.runtime);
+            quote!(::strata::nn::#runtime)
+        }
+    }
+}
+
+/// `&self.dense` (or `&*self.custom`), as a `&dyn Layer`.
+fn layer_ref(l: &Layer) -> TokenStream {
+    let f = field(l);
+    match l.custom() {
+        Some(_) => quote!(&*self.#f),
+        None => quote!(&self.#f),
+    }
+}
+
 fn field(l: &Layer) -> Ident {
     ident(&l.name, Span::call_site())
 }
@@ -169,7 +187,10 @@ fn overview(model: &Model) -> String {
         None => "(taken from the first data)".to_string(),
     };
     let mut s = format!("input {input} → output {}", model.output());
-    if let Some(n) = total(model.layers.iter().flat_map(|l| &l.params).map(|p| &p.dims)) {
+    let custom = model.layers.iter().any(|l| l.custom().is_some());
+    if let Some(n) =
+        total(model.layers.iter().flat_map(|l| &l.params).map(|p| &p.dims)).filter(|_| !custom)
+    {
         s += &format!(", {} parameters", thousands(n));
     }
     s
@@ -200,6 +221,13 @@ fn thousands(n: usize) -> String {
 /// `` `dense_1`: Dense(64, activation = relu), (None, 128) → (None, 64); kernel [128, 64],
 /// bias [64]: 8,256 parameters.``
 fn field_doc(l: &Layer) -> String {
+    if let Some(expr) = l.custom() {
+        return format!(
+            " A layer of your own, `{{ {expr} }}`, on {}: its shapes and parameters are \
+             checked when the model is built.",
+            l.input
+        );
+    }
     let mut s = format!(" `{}`: {}, {} → {}", l.name, l.written, l.input, l.output);
     if l.params.is_empty() {
         s += "; no parameters.";
@@ -228,6 +256,11 @@ fn field_doc(l: &Layer) -> String {
 /// out, defaults included, so the expansion shows the whole configuration.
 fn init(l: &Layer) -> TokenStream {
     let f = field(l);
+    if let Some(expr) = l.custom() {
+        return quote! {
+            #f: ::strata::__private::Arc::new({ #expr })
+        };
+    }
     let runtime = format_ident!("{}", l.def.runtime);
     let name = &l.name;
     let args = l.def.args.iter().filter(|a| a.field).filter_map(|a| {
@@ -333,6 +366,10 @@ fn option_dims(dims: Option<&[usize]>) -> TokenStream {
 /// `const PARAMS`: every parameter's name, dims, initializer and trainability, when all
 /// dims are known (`Model::build` checks the runtime layers create exactly these).
 fn params_const(model: &Model) -> TokenStream {
+    // A layer of the user's own declares nothing the macro could list.
+    if model.layers.iter().any(|l| l.custom().is_some()) {
+        return quote!();
+    }
     let mut decls = Vec::new();
     for l in &model.layers {
         for p in &l.params {
@@ -375,9 +412,10 @@ fn forward(model: &Model) -> TokenStream {
     for (l, group) in model.layers.iter().zip(&groups) {
         let f = field(l);
         let doc = format!(" {}: {} → {}", l.written, l.input, l.output);
+        let layer = layer_ref(l);
         statements.push(quote! {
             #[doc = #doc]
-            let #f = ::strata::nn::Layer::forward(&self.#f, #cx, #previous, #group)?;
+            let #f = ::strata::nn::Layer::forward(#layer, #cx, #previous, #group)?;
         });
         previous = quote!(#f);
     }
@@ -437,7 +475,7 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
     let mut statements = Vec::new();
     for (c, call) in g.calls.iter().enumerate() {
         let l = &model.layers[call.layer];
-        let f = field(l);
+        let layer = layer_ref(l);
         let group = &groups[call.layer];
         let local = ident(&locals[c], Span::mixed_site());
         let names: Vec<String> = call.inputs.iter().map(|&n| node_local(n)).collect();
@@ -459,12 +497,12 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
         statements.push(if call.many {
             quote! {
                 #[doc = #doc]
-                let #local = ::strata::nn::Layer::call(&self.#f, #cx, &[#(#inputs),*], #group)?;
+                let #local = ::strata::nn::Layer::call(#layer, #cx, &[#(#inputs),*], #group)?;
             }
         } else {
             quote! {
                 #[doc = #doc]
-                let #local = ::strata::nn::Layer::forward(&self.#f, #cx, #(#inputs),*, #group)?;
+                let #local = ::strata::nn::Layer::forward(#layer, #cx, #(#inputs),*, #group)?;
             }
         });
     }

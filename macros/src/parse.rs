@@ -41,6 +41,9 @@ pub struct LayerSyntax {
     pub complete: bool,
     /// The whole call, for errors about the layer as a whole.
     pub tokens: TokenStream,
+    /// A layer of the user's own: the expression inside `{ ... }` (its type implements
+    /// `strata::nn::Layer`); `name` is then `custom`.
+    pub custom: Option<TokenStream>,
 }
 
 /// `128` or `activation = relu`.
@@ -176,9 +179,31 @@ pub(crate) fn split_commas(tokens: TokenStream) -> Vec<TokenStream> {
 pub(crate) fn parse_layer(s: ParseStream) -> syn::Result<(LayerSyntax, Vec<syn::Error>)> {
     let tokens: TokenStream = s.fork().parse()?;
     let docs = s.call(Attribute::parse_outer)?;
-    let name: Ident = s
-        .parse()
-        .map_err(|e| syn::Error::new(e.span(), "expected a layer, such as `Dense(10, relu)`"))?;
+    if s.peek(syn::token::Brace) {
+        let content;
+        let brace = syn::braced!(content in s);
+        let custom: TokenStream = content.parse()?;
+        if !s.is_empty() {
+            return Err(s.error("expected `,` between layers"));
+        }
+        let tokens = strip_attrs(tokens, docs.len());
+        let layer = LayerSyntax {
+            docs,
+            name: Ident::new("custom", brace.span.join()),
+            args: Vec::new(),
+            complete: true,
+            tokens,
+            custom: Some(custom),
+        };
+        return Ok((layer, Vec::new()));
+    }
+    let name: Ident = s.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "expected a layer, such as `Dense(10, relu)`, or one of your own in braces: \
+                 `{ MyLayer::new(..) }`",
+        )
+    })?;
     let mut args = Vec::new();
     let mut errors = Vec::new();
     if s.peek(syn::token::Paren) {
@@ -203,6 +228,7 @@ pub(crate) fn parse_layer(s: ParseStream) -> syn::Result<(LayerSyntax, Vec<syn::
             args,
             complete: errors.is_empty(),
             tokens,
+            custom: None,
         },
         errors,
     ))

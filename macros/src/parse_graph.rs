@@ -147,6 +147,11 @@ pub fn parse_expr(tokens: TokenStream) -> syn::Result<Expr> {
                 .collect::<syn::Result<Vec<_>>>()?;
             return Ok(Expr::Tuple(items, tokens));
         }
+        TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => {
+            // A layer of the user's own, `{ MyLayer::new(..) }`, possibly called.
+            let (layer, _) = parse_layer.parse2(TokenStream::from(first.clone()))?;
+            return calls(Expr::Layer(layer), &trees, 1, &tokens);
+        }
         TokenTree::Ident(head) => {
             let camel = head
                 .to_string()
