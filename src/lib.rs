@@ -82,6 +82,35 @@ pub mod prelude {
 /// assert_eq!(model.name(), "mnist");
 /// ```
 ///
+/// A graph of named layer calls (Keras' functional API): skip connections, merge layers
+/// (which take a list, as in Keras), a layer bound once and called twice (one set of
+/// weights), calls nested in calls. The last expression is the output.
+///
+/// ```
+/// # use strata::model;
+/// let model = model! {
+///     let x = Input((28, 28, 1));
+///     let h = Conv2D(16, 3, padding = same, activation = relu)(x);
+///     let y = Conv2D(16, 3, padding = same)(h);
+///     let y = Add()([y, h]);
+///     let y = Activation(relu)(y);
+///     Dense(10, softmax)(GlobalAveragePooling2D()(y))
+/// };
+/// assert_eq!(model.name(), "functional");
+/// assert!(model.summary().contains("Connected to"));
+/// ```
+///
+/// One input and one output for now: several are a compile error saying so.
+///
+/// A layer of your own, any expression of a type implementing [`nn::Layer`], goes in
+/// braces, in either form: `model![Input(4), { Scale::new("scale") }, Dense(2)]`. The
+/// macro checks everything around it; its own shapes, and so those of the layers after
+/// it, are checked when the model is built (a typed error from `build`).
+///
+/// Any layer takes `trainable = false` (frozen: no gradient, no optimizer state; a
+/// frozen `BatchNormalization` runs in inference mode, as in Keras);
+/// [`Model::set_trainable`] does the same at run time, before `compile`.
+///
 /// # Layers
 ///
 /// `Input`, `Dense`, `Flatten`, `Reshape`, `Dropout`, `Conv2D`, `MaxPooling2D` (alias
@@ -93,7 +122,8 @@ pub mod prelude {
 /// `MaxPooling1D` (`MaxPool1D`), `AveragePooling1D` (`AvgPool1D`), `GlobalAveragePooling1D`
 /// (`GlobalAvgPool1D`), `GlobalMaxPooling1D` (`GlobalMaxPool1D`); and `DepthwiseConv2D`,
 /// `SeparableConv2D` (`SeparableConvolution2D`), `Conv2DTranspose` (`Convolution2DTranspose`)
-/// and `GroupNormalization`; with Keras' arguments, positional order, defaults and weight
+/// and `GroupNormalization`; in the graph form, the merges `Add`, `Subtract`, `Multiply`,
+/// `Average`, `Maximum`, `Minimum` and `Concatenate`; with Keras' arguments, positional order, defaults and weight
 /// layouts, as [`spec::LAYERS`] defines them. Every layer also takes `name = "..."`.
 /// Activations, initializers and paddings are written by name, bare (`relu`) or quoted
 /// (`"relu"`); sizes must be literals, since they are checked at compile time.

@@ -28,3 +28,23 @@ fn readme_size_mismatch_is_the_real_error() {
     let stderr = include_str!("ui/reshape_element_count.stderr");
     assert_eq!(block("size-mismatch"), stderr.trim_end());
 }
+
+#[test]
+fn readme_graph_summary_is_the_real_one() {
+    let model = model! {
+        let x = Input((28, 28, 1));
+        let h = Conv2D(16, 3, padding = same, activation = relu)(x);
+        let y = Conv2D(16, 3, padding = same)(h);
+        let y = Add()([y, h]);
+        let y = Activation(relu)(y);
+        let z = GlobalAveragePooling2D()(y);
+        Dense(10, softmax)(z)
+    };
+    assert_eq!(block("graph-summary"), model.summary().trim_end());
+}
+
+#[test]
+fn readme_graph_merge_error_is_the_real_one() {
+    let stderr = include_str!("ui/graph_merge_shapes_incompatible.stderr");
+    assert_eq!(block("graph-merge-error"), stderr.trim_end());
+}

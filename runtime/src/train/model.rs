@@ -396,7 +396,7 @@ fn summary(
 ) -> String {
     let graph = !topology.is_chain();
     let widths: &[usize] = if graph {
-        &[29, 22, 11, 26]
+        &[28, 20, 10, 32]
     } else {
         &[31, 22, 13]
     };
