@@ -139,7 +139,7 @@ pub fn parse_expr(tokens: TokenStream) -> syn::Result<Expr> {
     let Some(first) = trees.first() else {
         return Err(expected());
     };
-    let mut expr = match first {
+    let head = match first {
         TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis && trees.len() == 1 => {
             let items = split_commas(g.stream())
                 .into_iter()
@@ -150,13 +150,12 @@ pub fn parse_expr(tokens: TokenStream) -> syn::Result<Expr> {
         TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => {
             // A layer of the user's own, `{ MyLayer::new(..) }`, possibly called.
             let (layer, _) = parse_layer.parse2(TokenStream::from(first.clone()))?;
-            return calls(Expr::Layer(layer), &trees, 1, &tokens);
+            return calls(Expr::Layer(layer), &trees, 1);
         }
         TokenTree::Ident(head) => {
             let camel = head
                 .to_string()
                 .starts_with(|c: char| c.is_ascii_uppercase());
-            let groups = &trees[1..];
             if camel {
                 // The layer and its arguments, parsed as a sequential model's layer is.
                 let mut layer_tokens: TokenStream = TokenStream::from(first.clone());
@@ -174,26 +173,18 @@ pub fn parse_expr(tokens: TokenStream) -> syn::Result<Expr> {
                 }) {
                     return Err(e);
                 }
-                return calls(Expr::Layer(layer), &trees, used, &tokens);
+                return calls(Expr::Layer(layer), &trees, used);
             }
-            let _ = groups;
             Expr::Name(head.clone())
         }
         _ => return Err(expected()),
     };
-    expr = calls(expr, &trees, 1, &tokens)?;
-    Ok(expr)
+    calls(head, &trees, 1)
 }
 
 /// `callee` applied to each parenthesised group in `trees[from..]`, left to right.
-fn calls(
-    mut callee: Expr,
-    trees: &[TokenTree],
-    from: usize,
-    tokens: &TokenStream,
-) -> syn::Result<Expr> {
-    let mut end = from;
-    for tree in &trees[from..] {
+fn calls(mut callee: Expr, trees: &[TokenTree], from: usize) -> syn::Result<Expr> {
+    for (end, tree) in trees.iter().enumerate().skip(from) {
         let TokenTree::Group(g) = tree else {
             return Err(syn::Error::new_spanned(
                 tree,
@@ -206,15 +197,12 @@ fn calls(
                 "a layer is called with parentheses: `Add()([a, b])`, `Dense(10)(x)`",
             ));
         }
-        end += 1;
-        let call_tokens: TokenStream = trees[..end].iter().cloned().collect();
         callee = Expr::Call {
             callee: Box::new(callee),
             args: call_args(g.stream())?,
-            tokens: call_tokens,
+            tokens: trees[..=end].iter().cloned().collect(),
         };
     }
-    let _ = tokens;
     Ok(callee)
 }
 

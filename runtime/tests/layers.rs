@@ -1249,7 +1249,9 @@ fn merge_layers_are_differentiable() {
     }
     let mut axis1 = Concatenate::new("concatenate_1");
     axis1.axis = 1;
-    let layers: Vec<(Box<dyn Layer>, Vec<Vec<usize>>)> = vec![
+    // Each merge with the shapes of its list.
+    type Case = (Box<dyn Layer>, Vec<Vec<usize>>);
+    let layers: Vec<Case> = vec![
         (
             Box::new(Add::new("add")),
             vec![vec![2, 3, 4], vec![2, 3, 1], vec![2, 3, 4]],
