@@ -12,46 +12,20 @@ use strata::optim::Adam;
 use strata::train::Fit;
 use strata::{model, Result};
 
-struct Args {
-    data: String,
-    epochs: usize,
-    batch: usize,
-    seed: u64,
-}
-
-fn args() -> std::result::Result<Args, String> {
-    let mut a = Args {
-        data: FASHION_MNIST_DIR.into(),
-        epochs: 5,
-        batch: 32,
-        seed: 0,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--data" => a.data = value()?,
-            "--epochs" => a.epochs = value()?.parse().map_err(|e| format!("--epochs: {e}"))?,
-            "--batch" => a.batch = value()?.parse().map_err(|e| format!("--batch: {e}"))?,
-            "--seed" => a.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
-            other => {
-                return Err(format!(
-                    "unknown flag {other} (use --data DIR, --epochs N, --batch N, --seed N)"
-                ))
-            }
-        }
-    }
-    Ok(a)
-}
+#[path = "common/args.rs"]
+mod args;
+use args::Args;
 
 fn main() -> Result<()> {
-    let args = match args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("fashion_mnist: {e}");
-            std::process::exit(2);
-        }
-    };
+    let args = Args::parse(
+        "fashion_mnist",
+        Args {
+            data: FASHION_MNIST_DIR.into(),
+            epochs: 5,
+            batch: 32,
+            seed: 0,
+        },
+    );
     let data = load_mnist(&args.data).inspect_err(|_| {
         eprintln!("fashion_mnist: cannot read {}: install Debian's dataset-fashion-mnist or pass --data DIR", args.data);
     })?;

@@ -8,7 +8,7 @@
 use crate::check::{Graph, Layer, Model, Node};
 use crate::parse::Form;
 use proc_macro2::{Ident, Literal, Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, ToTokens};
 use strata_spec::{dims_text, product, Shape, Val};
 
 pub fn expand(form: &Form, model: &Model) -> TokenStream {
@@ -399,17 +399,11 @@ fn params_const(model: &Model) -> TokenStream {
 /// One statement per layer, each under a doc line with its shapes:
 /// `let dense_1 = Layer::forward(&self.dense_1, cx, dense, dense_1_params)?;`.
 fn forward(model: &Model) -> TokenStream {
-    let hygienic = |s: &str| Ident::new(s, Span::mixed_site());
-    let (cx, input, params) = (hygienic("cx"), hygienic("input"), hygienic("params"));
-    let groups: Vec<Ident> = model
-        .layers
-        .iter()
-        .map(|l| hygienic(&format!("{}_params", l.name)))
-        .collect();
-    let count = Literal::usize_unsuffixed(model.layers.len());
+    let names = Locals::new(model);
+    let (cx, input) = (&names.cx, &names.input);
     let mut previous = quote!(#input);
     let mut statements = Vec::new();
-    for (l, group) in model.layers.iter().zip(&groups) {
+    for (l, group) in model.layers.iter().zip(&names.groups) {
         let f = field(l);
         let doc = format!(" {}: {} → {}", l.written, l.input, l.output);
         let layer = layer_ref(l);
@@ -419,19 +413,56 @@ fn forward(model: &Model) -> TokenStream {
         });
         previous = quote!(#f);
     }
-    quote! {
-        #[allow(unused_doc_comments)]
-        fn forward(
-            &self,
-            #cx: &mut ::strata::nn::Forward<'_>,
-            #input: ::strata::ir::Value,
-            #params: &[&[::strata::ir::Value]],
-        ) -> ::strata::Result<::strata::ir::Value> {
-            let [#(#groups),*] = #params else {
-                return ::strata::__private::Err(::strata::__private::param_groups(#count, #params.len()));
-            };
-            #(#statements)*
-            ::strata::__private::Ok(#previous)
+    names.forward_fn(&statements, previous)
+}
+
+/// The locals of a generated `forward`, mixed-site so that no layer name (`name = "cx"`)
+/// can capture them: the context, the input, the parameter groups and each layer's group.
+struct Locals {
+    cx: Ident,
+    input: Ident,
+    params: Ident,
+    groups: Vec<Ident>,
+}
+
+impl Locals {
+    fn new(model: &Model) -> Locals {
+        let hygienic = |s: &str| Ident::new(s, Span::mixed_site());
+        Locals {
+            cx: hygienic("cx"),
+            input: hygienic("input"),
+            params: hygienic("params"),
+            groups: model
+                .layers
+                .iter()
+                .map(|l| hygienic(&format!("{}_params", l.name)))
+                .collect(),
+        }
+    }
+
+    /// `fn forward` around `statements`, returning `result`.
+    fn forward_fn(&self, statements: &[TokenStream], result: TokenStream) -> TokenStream {
+        let Locals {
+            cx,
+            input,
+            params,
+            groups,
+        } = self;
+        let count = Literal::usize_unsuffixed(groups.len());
+        quote! {
+            #[allow(unused_doc_comments)]
+            fn forward(
+                &self,
+                #cx: &mut ::strata::nn::Forward<'_>,
+                #input: ::strata::ir::Value,
+                #params: &[&[::strata::ir::Value]],
+            ) -> ::strata::Result<::strata::ir::Value> {
+                let [#(#groups),*] = #params else {
+                    return ::strata::__private::Err(::strata::__private::param_groups(#count, #params.len()));
+                };
+                #(#statements)*
+                ::strata::__private::Ok(#result)
+            }
         }
     }
 }
@@ -440,14 +471,8 @@ fn forward(model: &Model) -> TokenStream {
 /// under a doc line with its shapes; a call's value is named after its layer
 /// (`conv2d`; a shared layer's later calls `dense_call1`, …).
 fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
-    let hygienic = |s: &str| Ident::new(s, Span::mixed_site());
-    let (cx, input, params) = (hygienic("cx"), hygienic("input"), hygienic("params"));
-    let groups: Vec<Ident> = model
-        .layers
-        .iter()
-        .map(|l| hygienic(&format!("{}_params", l.name)))
-        .collect();
-    let count = Literal::usize_unsuffixed(model.layers.len());
+    let names = Locals::new(model);
+    let (cx, groups) = (&names.cx, &names.groups);
     // The local each call's value is bound to, unique among the layers' names.
     let mut taken: Vec<String> = model.layers.iter().map(|l| l.name.clone()).collect();
     let mut calls_of = vec![0usize; model.layers.len()];
@@ -524,7 +549,7 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
         }
     });
     let output = port(g.output);
-    let result = node_ident(g.output);
+    let forward = names.forward_fn(&statements, node_ident(g.output).into_token_stream());
     let input_name = g.input_name.as_ref().map(|n| {
         quote! {
             fn input_name(&self) -> &str {
@@ -542,18 +567,6 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
             }
         }
 
-        #[allow(unused_doc_comments)]
-        fn forward(
-            &self,
-            #cx: &mut ::strata::nn::Forward<'_>,
-            #input: ::strata::ir::Value,
-            #params: &[&[::strata::ir::Value]],
-        ) -> ::strata::Result<::strata::ir::Value> {
-            let [#(#groups),*] = #params else {
-                return ::strata::__private::Err(::strata::__private::param_groups(#count, #params.len()));
-            };
-            #(#statements)*
-            ::strata::__private::Ok(#result)
-        }
+        #forward
     }
 }

@@ -84,6 +84,30 @@ fn padding_checks(a: &Args) -> Vec<ArgError> {
     errors
 }
 
+/// An elementwise merge (`Add`, ...): a list of `min` to `max` inputs, no arguments.
+const fn elementwise_merge(
+    class: &'static str,
+    base_name: &'static str,
+    min: usize,
+    max: Option<usize>,
+) -> LayerDef {
+    LayerDef {
+        class,
+        aliases: &[],
+        base_name,
+        runtime: class,
+        args: &[],
+        shape: Rule::List {
+            min,
+            max,
+            rule: elementwise,
+        },
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    }
+}
+
 pub static LAYERS: &[LayerDef] = &[
     LayerDef {
         class: "Input",
@@ -630,96 +654,12 @@ pub static LAYERS: &[LayerDef] = &[
         validate: no_checks,
         takes_ids: false,
     },
-    LayerDef {
-        class: "Add",
-        aliases: &[],
-        base_name: "add",
-        runtime: "Add",
-        args: &[],
-        shape: Rule::List {
-            min: 1,
-            max: None,
-            rule: elementwise,
-        },
-        params: no_params,
-        validate: no_checks,
-        takes_ids: false,
-    },
-    LayerDef {
-        class: "Subtract",
-        aliases: &[],
-        base_name: "subtract",
-        runtime: "Subtract",
-        args: &[],
-        shape: Rule::List {
-            min: 2,
-            max: Some(2),
-            rule: elementwise,
-        },
-        params: no_params,
-        validate: no_checks,
-        takes_ids: false,
-    },
-    LayerDef {
-        class: "Multiply",
-        aliases: &[],
-        base_name: "multiply",
-        runtime: "Multiply",
-        args: &[],
-        shape: Rule::List {
-            min: 1,
-            max: None,
-            rule: elementwise,
-        },
-        params: no_params,
-        validate: no_checks,
-        takes_ids: false,
-    },
-    LayerDef {
-        class: "Average",
-        aliases: &[],
-        base_name: "average",
-        runtime: "Average",
-        args: &[],
-        shape: Rule::List {
-            min: 1,
-            max: None,
-            rule: elementwise,
-        },
-        params: no_params,
-        validate: no_checks,
-        takes_ids: false,
-    },
-    LayerDef {
-        class: "Maximum",
-        aliases: &[],
-        base_name: "maximum",
-        runtime: "Maximum",
-        args: &[],
-        shape: Rule::List {
-            min: 1,
-            max: None,
-            rule: elementwise,
-        },
-        params: no_params,
-        validate: no_checks,
-        takes_ids: false,
-    },
-    LayerDef {
-        class: "Minimum",
-        aliases: &[],
-        base_name: "minimum",
-        runtime: "Minimum",
-        args: &[],
-        shape: Rule::List {
-            min: 1,
-            max: None,
-            rule: elementwise,
-        },
-        params: no_params,
-        validate: no_checks,
-        takes_ids: false,
-    },
+    elementwise_merge("Add", "add", 1, None),
+    elementwise_merge("Subtract", "subtract", 2, Some(2)),
+    elementwise_merge("Multiply", "multiply", 1, None),
+    elementwise_merge("Average", "average", 1, None),
+    elementwise_merge("Maximum", "maximum", 1, None),
+    elementwise_merge("Minimum", "minimum", 1, None),
     LayerDef {
         class: "Concatenate",
         aliases: &[],

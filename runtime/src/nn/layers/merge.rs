@@ -91,10 +91,7 @@ impl<const OP: u8> Layer for Elementwise<OP> {
     }
 
     fn call(&self, cx: &mut Forward<'_>, inputs: &[Value], params: &[Value]) -> Result<Value> {
-        expect_params::<0>(self, params)?;
-        let shapes = input_shapes(cx, inputs)?;
-        let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
-        self.call_output_shape(&refs)?;
+        checked(self, cx, inputs, params)?;
         let mut out = inputs[0];
         for &x in &inputs[1..] {
             out = cx.g.binary_bcast(self.pairwise(), out, x)?;
@@ -179,10 +176,7 @@ impl Layer for Concatenate {
     }
 
     fn call(&self, cx: &mut Forward<'_>, inputs: &[Value], params: &[Value]) -> Result<Value> {
-        expect_params::<0>(self, params)?;
-        let shapes = input_shapes(cx, inputs)?;
-        let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
-        self.call_output_shape(&refs)?;
+        checked(self, cx, inputs, params)?;
         let rank = cx.g.ty(inputs[0]).rank();
         cx.g.concatenate(inputs, feature_axis(self.axis, rank))
     }
@@ -209,14 +203,14 @@ impl Layer for Concatenate {
     }
 }
 
-/// Each input's shape without the batch axis (an empty list is refused by the shape rule
-/// before anything reads `inputs[0]`).
-fn input_shapes(cx: &Forward<'_>, inputs: &[Value]) -> Result<Vec<Vec<usize>>> {
-    inputs
+/// Checks a merge's call: no parameters, and inputs whose shapes (without the batch axis)
+/// its rule accepts (an empty list among them, before anything reads `inputs[0]`).
+fn checked(layer: &dyn Layer, cx: &Forward<'_>, inputs: &[Value], params: &[Value]) -> Result<()> {
+    expect_params::<0>(layer, params)?;
+    let shapes = inputs
         .iter()
-        .map(|&x| {
-            let dims = cx.g.try_ty("merge", x)?.dims();
-            Ok(dims.get(1..).unwrap_or(&[]).to_vec())
-        })
-        .collect()
+        .map(|&x| Ok(cx.g.try_ty("merge", x)?.dims().get(1..).unwrap_or(&[])))
+        .collect::<Result<Vec<&[usize]>>>()?;
+    layer.call_output_shape(&shapes)?;
+    Ok(())
 }
