@@ -157,3 +157,11 @@ fn gradients_of_every_case_match_native() {
     );
     eprintln!("compared the gradients of {compared} cases");
 }
+
+/// The loop cases fail on XLA too when an expected value is wrong.
+#[test]
+fn while_cases_fail_on_a_wrong_expected_value_on_xla_cpu() {
+    let failures = common::run_all(&xla_cpu(), &common::wrong_while_cases());
+    let want = common::wrong_while_cases().iter().map(|c| c.expected.len()).sum::<usize>();
+    assert_eq!(failures.len(), want, "{}", failures.join("\n"));
+}
