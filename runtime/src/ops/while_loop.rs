@@ -181,6 +181,8 @@ fn region_text(e: &mut Emitter<'_>, region: &Region) -> Result<String> {
         .map(|(&p, a)| format!("{a}: {}", g.ty(p).mlir()))
         .collect();
     let out_types: Vec<String> = g.output_types().iter().map(|t| t.mlir()).collect();
+    // The region's lines, two spaces further in than the loop's.
+    let text: String = text.lines().map(|l| format!("  {l}\n")).collect();
     Ok(format!(
         "    ^bb0({}):\n{text}      stablehlo.return {} : {}\n",
         params.join(", "),

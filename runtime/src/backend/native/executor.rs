@@ -69,6 +69,12 @@ impl NativeExecutable {
         &mut self.plan
     }
 
+    /// How many times the body of each top-level loop has run since compilation.
+    #[cfg(test)]
+    pub(crate) fn loop_iterations(&self) -> Vec<usize> {
+        self.frame.loops.iter().map(|l| l.iterations).collect()
+    }
+
     /// Makes this executable one replica of a replicated computation.
     pub fn set_replica(&mut self, replica: crate::kernel::ReplicaCtx) {
         self.ctx.replica = replica;
@@ -94,6 +100,9 @@ struct LoopFrame {
     body: Frame,
     carried: Vec<Buffer>,
     next: Vec<Buffer>,
+    /// Body runs since compilation, for tests that a loop runs once per execution.
+    #[cfg(test)]
+    iterations: usize,
 }
 
 impl Frame {
@@ -133,6 +142,8 @@ impl Frame {
                     body: Frame::new(&lp.body, &format!("{inner}/body"))?,
                     carried: carried()?,
                     next: carried()?,
+                    #[cfg(test)]
+                    iterations: 0,
                 })
             })
             .collect::<Result<_>>()?;
@@ -420,6 +431,10 @@ fn run_loop(
             copy_into("while body", src, lf.next[k].native_storage_mut()?.data_mut())?;
         }
         std::mem::swap(&mut lf.carried, &mut lf.next);
+        #[cfg(test)]
+        {
+            lf.iterations += 1;
+        }
     }
     for &(k, slot) in outs {
         let n = lp.carried[k].numel();

@@ -827,7 +827,7 @@ mod tests {
             .steps
             .iter()
             .map(|s| match s {
-                Step::Kernel { node, .. } => plan.nodes[*node].op.name(),
+                Step::Kernel { node, .. } | Step::Loop { node, .. } => plan.nodes[*node].op.name(),
                 Step::Fused { .. } => "fused",
             })
             .collect();
