@@ -403,10 +403,7 @@ fn autodiff_rejects_bad_requests() {
 // ---- while loops
 
 /// A region graph: `types` in, what `f` builds out.
-fn region(
-    types: &[TensorType],
-    f: impl FnOnce(&mut Graph, &[Value]) -> Vec<Value>,
-) -> Graph {
+fn region(types: &[TensorType], f: impl FnOnce(&mut Graph, &[Value]) -> Vec<Value>) -> Graph {
     let mut g = Graph::new("region");
     let p: Vec<Value> = types.iter().map(|t| g.parameter(t.clone())).collect();
     let outs = f(&mut g, &p);
@@ -442,7 +439,9 @@ fn while_loop_gives_one_sibling_per_carried_value() {
     assert_eq!(g.ty(w[1]), &ts[1]);
     for (k, &v) in w.iter().enumerate() {
         match &g.node(v).op {
-            Op::While { init: i, result, .. } => {
+            Op::While {
+                init: i, result, ..
+            } => {
                 assert_eq!(i, &init);
                 assert_eq!(*result, k);
             }
@@ -471,7 +470,11 @@ fn while_loop_shape_errors() {
     shape_err(
         g.while_loop(&[init[0], f], cond.clone(), body.clone()),
         "while",
-        &["condition's parameters", "(i32[], f32[4])", "(i32[], f32[3])"],
+        &[
+            "condition's parameters",
+            "(i32[], f32[4])",
+            "(i32[], f32[3])",
+        ],
     );
     let short = region(&ts[..1], |g, p| {
         let ten = g.scalar(10.0, DType::I32);
@@ -575,7 +578,10 @@ fn verifier_rejects_a_while_sibling_of_the_wrong_type() {
     match bad.verify() {
         Err(Error::Verify { node, message, .. }) => {
             assert_eq!(node, 3);
-            assert!(message.contains("i32[]") && message.contains("f32[3]"), "{message}");
+            assert!(
+                message.contains("i32[]") && message.contains("f32[3]"),
+                "{message}"
+            );
         }
         other => panic!("expected a verify error, got {other:?}"),
     }

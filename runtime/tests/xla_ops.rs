@@ -162,7 +162,10 @@ fn gradients_of_every_case_match_native() {
 #[test]
 fn while_cases_fail_on_a_wrong_expected_value_on_xla_cpu() {
     let failures = common::run_all(&xla_cpu(), &common::wrong_while_cases());
-    let want = common::wrong_while_cases().iter().map(|c| c.expected.len()).sum::<usize>();
+    let want = common::wrong_while_cases()
+        .iter()
+        .map(|c| c.expected.len())
+        .sum::<usize>();
     assert_eq!(failures.len(), want, "{}", failures.join("\n"));
 }
 
@@ -188,7 +191,8 @@ fn counting_loop(outputs: &[usize]) -> strata_runtime::ir::Graph {
     let w = g
         .while_loop(&init, common::count_below(&ts, 10).unwrap(), body)
         .unwrap();
-    g.set_outputs(outputs.iter().map(|&k| w[k]).collect()).unwrap();
+    g.set_outputs(outputs.iter().map(|&k| w[k]).collect())
+        .unwrap();
     g
 }
 

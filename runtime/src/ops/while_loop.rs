@@ -21,7 +21,10 @@ pub(crate) fn check(
 ) -> Result<TensorType> {
     let carried: Vec<TensorType> = init.iter().map(|&v| g.ty(v).clone()).collect();
     if carried.is_empty() {
-        return Err(Error::shape(NAME, "a loop carries at least one value, got none"));
+        return Err(Error::shape(
+            NAME,
+            "a loop carries at least one value, got none",
+        ));
     }
     if result >= carried.len() {
         return Err(Error::shape(
@@ -172,7 +175,10 @@ fn region_text(e: &mut Emitter<'_>, region: &Region) -> Result<String> {
             };
             inner.set_name(v, name);
         }
-        Ok(g.outputs().iter().map(|&o| inner.name(o)).collect::<Vec<String>>())
+        Ok(g.outputs()
+            .iter()
+            .map(|&o| inner.name(o))
+            .collect::<Vec<String>>())
     })?;
     let params: Vec<String> = g
         .params()

@@ -5,8 +5,8 @@
 
 use strata_runtime::backend::Backend;
 use strata_runtime::ir::{
-    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, OpKind, ReduceOp, TensorType,
-    UnaryOp, Value, Window,
+    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, OpKind, ReduceOp, TensorType, UnaryOp,
+    Value, Window,
 };
 use strata_runtime::{Result, Tensor};
 

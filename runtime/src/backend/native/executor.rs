@@ -244,14 +244,21 @@ impl NativeExecutable {
         if let Some(p) = &mut self.profile {
             p.resize(plan.steps.len(), Default::default());
         }
-        run_steps(plan, &mut self.frame, params, &mut self.ctx, self.profile.as_mut())?;
+        run_steps(
+            plan,
+            &mut self.frame,
+            params,
+            &mut self.ctx,
+            self.profile.as_mut(),
+        )?;
         let mut copied_updates = Vec::new();
         let mut returned = 0;
         for (k, out) in plan.outputs.iter().enumerate() {
             let ty = &self.output_types[k];
             match *out {
                 OutputPlan::Return { loc } => {
-                    let src = storage_of(loc, params, &self.frame.arena, &plan.consts).prefix(ty.numel());
+                    let src =
+                        storage_of(loc, params, &self.frame.arena, &plan.consts).prefix(ty.numel());
                     // Reuse the caller's buffer from the last call when it fits.
                     let reused = outputs
                         .get_mut(returned)
@@ -282,7 +289,8 @@ impl NativeExecutable {
                     param,
                     swap: false,
                 } => {
-                    let s = exact_copy(storage_of(loc, params, &self.frame.arena, &plan.consts), ty);
+                    let s =
+                        exact_copy(storage_of(loc, params, &self.frame.arena, &plan.consts), ty);
                     copied_updates.push((param, s));
                 }
                 OutputPlan::Update { swap: true, .. } | OutputPlan::InPlace => {}
@@ -396,7 +404,11 @@ fn run_loop(
     let lf = &mut loops[looped];
     for (k, (&l, &v)) in ins.iter().zip(in_nodes).enumerate() {
         let src = data_of(l, params, arena, &plan.consts, plan.nodes[v].ty.numel());
-        copy_into("while init", src, lf.carried[k].native_storage_mut()?.data_mut())?;
+        copy_into(
+            "while init",
+            src,
+            lf.carried[k].native_storage_mut()?.data_mut(),
+        )?;
     }
     let internal = |what: &str| Error::Backend {
         backend: "native",
@@ -428,7 +440,11 @@ fn run_loop(
             };
             let src = storage_of(loc, &lf.carried, &lf.body.arena, &lp.body.consts)
                 .prefix(lp.carried[k].numel());
-            copy_into("while body", src, lf.next[k].native_storage_mut()?.data_mut())?;
+            copy_into(
+                "while body",
+                src,
+                lf.next[k].native_storage_mut()?.data_mut(),
+            )?;
         }
         std::mem::swap(&mut lf.carried, &mut lf.next);
         #[cfg(test)]

@@ -37,7 +37,8 @@ fn counting_loop(outputs: &[usize]) -> Graph {
     let mut g = Graph::new("loop");
     let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
     let w = g.while_loop(&init, cond, body).unwrap();
-    g.set_outputs(outputs.iter().map(|&k| w[k]).collect()).unwrap();
+    g.set_outputs(outputs.iter().map(|&k| w[k]).collect())
+        .unwrap();
     g
 }
 
@@ -74,7 +75,10 @@ fn all_siblings_are_one_loop_step_run_once_per_execution() {
 
     let backend = super::NativeBackend::new();
     let mut exe = NativeExecutable::new(&g, &CompileOptions::default()).unwrap();
-    let mut args: Vec<_> = inputs().iter().map(|t| backend.upload(t).unwrap()).collect();
+    let mut args: Vec<_> = inputs()
+        .iter()
+        .map(|t| backend.upload(t).unwrap())
+        .collect();
     let out = exe.execute(&mut args).unwrap();
     assert_eq!(exe.loop_iterations(), [10]);
     let got: Vec<Tensor> = out.iter().map(|b| backend.download(b).unwrap()).collect();
@@ -94,7 +98,10 @@ fn one_sibling_used_still_runs_the_whole_loop() {
     let g = counting_loop(&[1]);
     let backend = super::NativeBackend::new();
     let mut exe = NativeExecutable::new(&g, &CompileOptions::default()).unwrap();
-    let mut args: Vec<_> = inputs().iter().map(|t| backend.upload(t).unwrap()).collect();
+    let mut args: Vec<_> = inputs()
+        .iter()
+        .map(|t| backend.upload(t).unwrap())
+        .collect();
     let out = exe.execute(&mut args).unwrap();
     assert_eq!(exe.loop_iterations(), [10]);
     assert_eq!(
