@@ -968,6 +968,11 @@ pub fn wrong_while_cases() -> Vec<Case> {
                     v[0] += 1;
                     Tensor::from_vec(a.shape(), v).unwrap()
                 }
+                Tensor::Bool(a) => {
+                    let mut v: Vec<bool> = a.iter().copied().collect();
+                    v[0] = !v[0];
+                    Tensor::from_vec(a.shape(), v).unwrap()
+                }
                 other => panic!("no wrong value made for {}", other.ty()),
             };
         }
@@ -1088,6 +1093,43 @@ pub fn while_cases() -> Vec<Case> {
                 })?;
                 let w = g.while_loop(p, count_below(&ts, 3)?, body)?;
                 Ok(vec![w[2], w[3]])
+            },
+        ),
+        // The body returns its parameters swapped: results must be gathered before any
+        // becomes current. Three swaps leave them swapped.
+        case(
+            "while swapping its carried values",
+            vec![i0(), f32t(&[2], &[1.0, 2.0]), f32t(&[2], &[3.0, 4.0])],
+            vec![
+                i32t(&[], &[3]),
+                f32t(&[2], &[3.0, 4.0]),
+                f32t(&[2], &[1.0, 2.0]),
+            ],
+            |g, p| {
+                let ts = types_of(g, p);
+                let body = region("body", &ts, |b, q| {
+                    let one = b.scalar(1.0, DType::I32);
+                    Ok(vec![b.add(q[0], one)?, q[2], q[1]])
+                })?;
+                g.while_loop(p, count_below(&ts, 3)?, body)
+            },
+        ),
+        // The condition is a carried bool, returned as it came; the body computes the
+        // next one (a do-while: the body runs at least once if the flag starts true).
+        case(
+            "while whose condition is a carried bool",
+            vec![boolt(&[], &[true]), i32t(&[], &[0])],
+            vec![boolt(&[], &[false]), i32t(&[], &[5])],
+            |g, p| {
+                let ts = types_of(g, p);
+                let cond = region("cond", &ts, |_, q| Ok(vec![q[0]]))?;
+                let body = region("body", &ts, |b, q| {
+                    let one = b.scalar(1.0, DType::I32);
+                    let five = b.scalar(5.0, DType::I32);
+                    let i = b.add(q[1], one)?;
+                    Ok(vec![b.compare(Comparison::Lt, i, five)?, i])
+                })?;
+                g.while_loop(p, cond, body)
             },
         ),
         // for i in 0..3 { for j in 0..4 { acc += 1 } }, the body's results swapped around
