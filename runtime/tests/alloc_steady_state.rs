@@ -170,13 +170,20 @@ fn while_loop_iterations_allocate_nothing() {
         g
     };
     // (i, n, acc, w): while i < n { acc = tanh(acc . w) * 0.5 + acc; i += 1 }
-    let cond = region("cond", &|g, p| vec![g.compare(Comparison::Lt, p[0], p[1]).unwrap()]);
+    let cond = region("cond", &|g, p| {
+        vec![g.compare(Comparison::Lt, p[0], p[1]).unwrap()]
+    });
     let body = region("body", &|g, p| {
         let one = g.scalar(1.0, DType::I32);
         let d = g.dot_general(p[2], p[3], DotDims::matmul()).unwrap();
         let t = g.tanh(d).unwrap();
         let h = g.mul_scalar(t, 0.5).unwrap();
-        vec![g.add(p[0], one).unwrap(), p[1], g.add(h, p[2]).unwrap(), p[3]]
+        vec![
+            g.add(p[0], one).unwrap(),
+            p[1],
+            g.add(h, p[2]).unwrap(),
+            p[3],
+        ]
     });
     let mut g = Graph::new("loop");
     let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();

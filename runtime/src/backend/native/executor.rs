@@ -438,13 +438,16 @@ fn run_loop(
             let OutputPlan::Return { loc } = *out else {
                 return Err(internal("body"));
             };
-            let src = storage_of(loc, &lf.carried, &lf.body.arena, &lp.body.consts)
-                .prefix(lp.carried[k].numel());
-            copy_into(
-                "while body",
-                src,
-                lf.next[k].native_storage_mut()?.data_mut(),
-            )?;
+            let next = lf.next[k].native_storage_mut()?;
+            match loc {
+                // Its own exact-size slot: the storage changes hands, nothing is copied.
+                Loc::Slot(s) if lp.swap[k] => std::mem::swap(&mut lf.body.arena[s], next),
+                Loc::Slot(_) | Loc::Param(_) | Loc::Const(_) => {
+                    let src = storage_of(loc, &lf.carried, &lf.body.arena, &lp.body.consts)
+                        .prefix(lp.carried[k].numel());
+                    copy_into("while body", src, next.data_mut())?;
+                }
+            }
         }
         std::mem::swap(&mut lf.carried, &mut lf.next);
         #[cfg(test)]

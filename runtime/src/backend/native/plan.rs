@@ -110,6 +110,40 @@ pub(crate) struct LoopPlan {
     pub body: Plan,
     /// The carried values' types.
     pub carried: Vec<crate::ir::TensorType>,
+    /// Per body output: whether it owns an arena slot of exactly its size that no other
+    /// output shares, so that slot and the carried buffer can exchange storage instead of
+    /// being copied (the body writes every slot afresh each iteration).
+    pub swap: Vec<bool>,
+}
+
+impl LoopPlan {
+    fn new(cond: &Graph, body: &Graph, carried: Vec<crate::ir::TensorType>) -> LoopPlan {
+        let cond = plan(cond, &CompileOptions::default());
+        let body = plan(body, &CompileOptions::default());
+        let slot_of = |o: &OutputPlan| match o {
+            OutputPlan::Return {
+                loc: Loc::Slot(s), ..
+            } => Some(*s),
+            OutputPlan::Return { .. } | OutputPlan::Update { .. } | OutputPlan::InPlace => None,
+        };
+        let slots: Vec<Option<usize>> = body.outputs.iter().map(slot_of).collect();
+        let swap = slots
+            .iter()
+            .zip(&carried)
+            .map(|(s, t)| {
+                s.is_some_and(|s| {
+                    body.slots[s].1 == t.numel()
+                        && slots.iter().filter(|&&o| o == Some(s)).count() == 1
+                })
+            })
+            .collect();
+        LoopPlan {
+            cond,
+            body,
+            carried,
+            swap,
+        }
+    }
 }
 
 /// A scheduled unit of work.
@@ -521,11 +555,8 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                         (result, slot)
                     })
                     .collect();
-                loops.push(LoopPlan {
-                    cond: plan(cond.graph(), &CompileOptions::default()),
-                    body: plan(body.graph(), &CompileOptions::default()),
-                    carried: init.iter().map(|v| nodes[v.index()].ty.clone()).collect(),
-                });
+                let carried = init.iter().map(|v| nodes[v.index()].ty.clone()).collect();
+                loops.push(LoopPlan::new(cond.graph(), body.graph(), carried));
                 Step::Loop {
                     node: *i,
                     looped: loops.len() - 1,

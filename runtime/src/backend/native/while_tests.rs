@@ -66,6 +66,9 @@ fn all_siblings_are_one_loop_step_run_once_per_execution() {
     };
     assert_eq!(outs.iter().map(|o| o.0).collect::<Vec<_>>(), [0, 1, 2]);
     // The body is planned like any graph: its elementwise ops are one fused kernel.
+    // The new sum owns its slot and changes places with the carried buffer; `x`, returned
+    // as it came (a parameter), is copied.
+    assert_eq!(p.loops[0].swap, [true, true, false], "{}", p.describe());
     let body = &p.loops[0].body;
     assert!(
         body.steps.iter().any(|s| matches!(s, Step::Fused { .. })),
