@@ -588,7 +588,7 @@ fn verifier_rejects_a_while_sibling_of_the_wrong_type() {
 }
 
 #[test]
-fn while_loop_prints_its_regions_and_does_not_parse_back_yet() {
+fn while_loop_prints_its_regions_and_reads_back() {
     let (ts, cond, body) = loop_parts();
     let mut g = Graph::new("t");
     let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
@@ -608,10 +608,27 @@ fn while_loop_prints_its_regions_and_does_not_parse_back_yet() {
         assert!(text.contains(fragment), "no `{fragment}` in\n{text}");
     }
     assert_eq!(text.matches("cond={").count(), 1, "{text}");
-    match Graph::parse(&text) {
+    // It reads back into the same graph, the later sibling sharing the first's regions.
+    let back = Graph::parse(&text).unwrap();
+    assert_eq!(back, g);
+    match (&back.nodes()[2].op, &back.nodes()[3].op) {
+        (Op::While { cond: a, .. }, Op::While { cond: b, .. }) => {
+            assert!(std::sync::Arc::ptr_eq(&a.0, &b.0))
+        }
+        other => panic!("expected two loop siblings, got {other:?}"),
+    }
+    assert_eq!(back.to_string(), text);
+    // Text cut inside a region, or a sibling naming no loop, is an IR text error.
+    let cut: String = text.lines().take(5).map(|l| format!("{l}\n")).collect();
+    match Graph::parse(&cut) {
+        Err(Error::IrText { message, .. }) => assert!(message.contains("ends"), "{message}"),
+        other => panic!("expected an IR text error, got {other:?}"),
+    }
+    let orphan = text.replace("regions_of=%2", "regions_of=%1");
+    match Graph::parse(&orphan) {
         Err(Error::IrText { line, message, .. }) => {
-            assert_eq!(line, 2);
-            assert!(message.contains("cannot be read back"), "{message}");
+            assert!(message.contains("not a loop"), "{message}");
+            assert_eq!(line, text.lines().count() - 1);
         }
         other => panic!("expected an IR text error, got {other:?}"),
     }
