@@ -650,3 +650,16 @@ fn autodiff_refuses_to_differentiate_through_a_while_loop() {
         other => panic!("expected an autodiff error, got {other:?}"),
     }
 }
+
+#[test]
+fn deeply_nested_loop_text_is_an_error_not_a_crash() {
+    let mut text = String::from("graph t(%0: i32[]) -> (%1) {\n");
+    let depth = 100_000;
+    for _ in 0..depth {
+        text.push_str("%1 = while(%0) result=0 cond={\ngraph c(%0: i32[]) -> (%1) {\n");
+    }
+    match Graph::parse(&text) {
+        Err(Error::IrText { message, .. }) => assert!(message.contains("nested"), "{message}"),
+        other => panic!("expected an IR text error, got {other:?}"),
+    }
+}

@@ -1004,7 +1004,7 @@ fn parse(text: &str, batch: Option<usize>) -> Result<Graph> {
     let Some(first) = lines.next() else {
         return Err(eof(1, "empty text: expected `graph name(...) -> (...) {`"));
     };
-    let g = graph(&mut lines, first, batch, last_line)?;
+    let g = graph(&mut lines, first, batch, last_line, 0)?;
     if let Some((line_no, _)) = lines.next() {
         return Err(eof(line_no, "text after the graph's closing `}`"));
     }
@@ -1026,7 +1026,7 @@ fn loop_node(
     (line_no, line): (usize, &str),
     batch: Option<usize>,
     last_line: usize,
-    earlier: &[(usize, Value, Node)],
+    (earlier, depth): (&[(usize, Value, Node)], usize),
 ) -> Result<(Value, Node)> {
     let mut r = Reader::new(line, line_no, batch);
     let v = r.value()?;
@@ -1077,7 +1077,7 @@ fn loop_node(
             if !r.at_end() {
                 return Err(r.error(format!("unexpected {} after `cond={{`", r.found())));
             }
-            let cond = region(lines, batch, last_line)?;
+            let cond = region(lines, batch, last_line, depth + 1)?;
             let (line_no, line) = lines.next().ok_or_else(|| {
                 eof(
                     last_line,
@@ -1091,7 +1091,7 @@ fn loop_node(
             if !r.at_end() {
                 return Err(r.error(format!("unexpected {} after `body={{`", r.found())));
             }
-            let body = region(lines, batch, last_line)?;
+            let body = region(lines, batch, last_line, depth + 1)?;
             let (line_no, line) = lines.next().ok_or_else(|| {
                 eof(
                     last_line,
@@ -1123,15 +1123,30 @@ fn loop_node(
 }
 
 /// A region's graph, from the line after its `{`.
-fn region(lines: Lines<'_, '_>, batch: Option<usize>, last_line: usize) -> Result<Graph> {
+fn region(
+    lines: Lines<'_, '_>,
+    batch: Option<usize>,
+    last_line: usize,
+    depth: usize,
+) -> Result<Graph> {
     let first = lines.next().ok_or_else(|| {
         eof(
             last_line,
             "the text ends inside a loop (expected a region's graph)",
         )
     })?;
-    graph(lines, first, batch, last_line)
+    // Each level is a few frames of recursion: a text may not nest deeper than this.
+    if depth > MAX_REGION_DEPTH {
+        return Err(eof(
+            first.0,
+            &format!("loops nested more than {MAX_REGION_DEPTH} deep"),
+        ));
+    }
+    graph(lines, first, batch, last_line, depth)
 }
+
+/// How deep loops may nest in a text that is read.
+const MAX_REGION_DEPTH: usize = 64;
 
 /// Reads one graph, from its header line to its closing `}` (a region's graph inside a
 /// loop is read by the same function); not verified here.
@@ -1140,6 +1155,7 @@ fn graph(
     (line_no, first): (usize, &str),
     batch: Option<usize>,
     last_line: usize,
+    depth: usize,
 ) -> Result<Graph> {
     let (name, params, outputs) = header(&mut Reader::new(first, line_no, batch))?;
     let mut body: Vec<(usize, Value, Node)> = Vec::new();
@@ -1150,7 +1166,7 @@ fn graph(
             break;
         }
         let (v, n) = if is_loop(line) {
-            loop_node(lines, (line_no, line), batch, last_line, &body)?
+            loop_node(lines, (line_no, line), batch, last_line, (&body, depth))?
         } else {
             node(&mut Reader::new(line, line_no, batch))?
         };
