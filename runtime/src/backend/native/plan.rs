@@ -783,18 +783,11 @@ impl Plan {
                 Step::Loop {
                     node, looped, outs, ..
                 } => {
-                    let l = &self.loops[*looped];
                     out += &format!(
-                        "  loop %{node} while -> {} of {} carried values\n",
+                        "  loop {looped} (%{node} while) -> {} of {} carried values\n",
                         outs.len(),
-                        l.carried.len()
+                        self.loops[*looped].carried.len()
                     );
-                    for (what, p) in [("cond", &l.cond), ("body", &l.body)] {
-                        out += &format!("    {what}:\n");
-                        for line in p.describe().lines() {
-                            out += &format!("      {line}\n");
-                        }
-                    }
                 }
                 Step::Fused { kernel, .. } => {
                     out += &format!(
@@ -813,6 +806,16 @@ impl Plan {
                         }
                         out += &format!("      outputs {:?}\n", kernel.outputs);
                     }
+                }
+            }
+        }
+        // The loops' own plans after every step's line (the profile finds a step's line
+        // by its index).
+        for (i, l) in self.loops.iter().enumerate() {
+            for (what, p) in [("cond", &l.cond), ("body", &l.body)] {
+                out += &format!("  loop {i} {what}:\n");
+                for line in p.describe().lines() {
+                    out += &format!("    {line}\n");
                 }
             }
         }
