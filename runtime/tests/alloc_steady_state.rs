@@ -148,3 +148,77 @@ fn vector_metrics_are_read_without_allocating() {
         "steady-state steps allocated: {steady:?}"
     );
 }
+
+/// A while loop's iterations allocate nothing: an execution of 1000 iterations allocates
+/// no more than one of 10 (none, once warm), with a matrix product and fused elementwise
+/// kernels in the body and a body that returns a parameter as it came.
+#[test]
+fn while_loop_iterations_allocate_nothing() {
+    use strata_runtime::backend::native::NativeBackend;
+    use strata_runtime::backend::{Backend, CompileOptions};
+    use strata_runtime::ir::{Comparison, DType, DotDims, Graph, TensorType, Value};
+    use strata_runtime::Tensor;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let i = TensorType::scalar(DType::I32);
+    let m = TensorType::new(DType::F32, [8, 8]);
+    let ts = [i.clone(), i, m.clone(), m];
+    let region = |name: &str, f: &dyn Fn(&mut Graph, &[Value]) -> Vec<Value>| {
+        let mut g = Graph::new(name);
+        let p: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
+        let outs = f(&mut g, &p);
+        g.set_outputs(outs).unwrap();
+        g
+    };
+    // (i, n, acc, w): while i < n { acc = tanh(acc . w) * 0.5 + acc; i += 1 }
+    let cond = region("cond", &|g, p| {
+        vec![g.compare(Comparison::Lt, p[0], p[1]).unwrap()]
+    });
+    let body = region("body", &|g, p| {
+        let one = g.scalar(1.0, DType::I32);
+        let d = g.dot_general(p[2], p[3], DotDims::matmul()).unwrap();
+        let t = g.tanh(d).unwrap();
+        let h = g.mul_scalar(t, 0.5).unwrap();
+        vec![
+            g.add(p[0], one).unwrap(),
+            p[1],
+            g.add(h, p[2]).unwrap(),
+            p[3],
+        ]
+    });
+    let mut g = Graph::new("loop");
+    let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
+    let w = g.while_loop(&init, cond, body).unwrap();
+    g.set_outputs(vec![w[0], w[2]]).unwrap();
+
+    let backend = NativeBackend::new();
+    let mut exe = backend.compile(&g, &CompileOptions::default()).unwrap();
+    let args = |n: i32| {
+        let acc = random::normal(&[8, 8], 0.0, 0.1, 3).unwrap();
+        let w = random::normal(&[8, 8], 0.0, 0.1, 4).unwrap();
+        [
+            Tensor::from_vec(&[], vec![0i32]).unwrap(),
+            Tensor::from_vec(&[], vec![n]).unwrap(),
+            Tensor::from(acc),
+            Tensor::from(w),
+        ]
+        .iter()
+        .map(|t| backend.upload(t).unwrap())
+        .collect::<Vec<_>>()
+    };
+    let (mut short, mut long) = (args(10), args(1000));
+    let mut outputs = Vec::new();
+    exe.execute_into(&mut short, &mut outputs).unwrap(); // warms the output buffers
+    let mut count = |a: &mut Vec<_>| {
+        let before = ALLOCS.load(Ordering::Relaxed);
+        exe.execute_into(a, &mut outputs).unwrap();
+        ALLOCS.load(Ordering::Relaxed) - before
+    };
+    let (a10, a1000) = (count(&mut short), count(&mut long));
+    let steps = backend.download(&outputs[0]).unwrap();
+    assert_eq!(steps, Tensor::from_vec(&[], vec![1000i32]).unwrap());
+    assert_eq!(
+        (a10, a1000),
+        (0, 0),
+        "allocations in a run of 10 and of 1000 iterations"
+    );
+}

@@ -451,6 +451,11 @@ const NOT_DIFFERENTIABLE: &[(OpKind, &str)] = &[
         OpKind::SelectAndScatterAdd,
         "itself a gradient; second derivatives of pooling are not supported",
     ),
+    (
+        OpKind::While,
+        "reverse mode through a run-time trip count is not defined (JAX refuses too): \
+         autodiff returns a typed error; a scan (fixed trip count) will have its own VJP",
+    ),
 ];
 
 #[test]

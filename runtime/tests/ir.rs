@@ -3,8 +3,8 @@
 
 use strata_runtime::autodiff;
 use strata_runtime::ir::{
-    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, Node, Op, ReduceOp, TensorType,
-    UnaryOp, Value, Window,
+    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, Node, Op, ReduceOp, Region,
+    TensorType, UnaryOp, Value, Window,
 };
 use strata_runtime::{Error, Tensor};
 
@@ -398,4 +398,268 @@ fn autodiff_rejects_bad_requests() {
     let gg = autodiff::grad(&g, s, &[x, z]).unwrap();
     assert_eq!(gg.outputs().len(), 2);
     assert_eq!(gg.ty(gg.outputs()[1]), &TensorType::new(DType::F32, [3]));
+}
+
+// ---- while loops
+
+/// A region graph: `types` in, what `f` builds out.
+fn region(types: &[TensorType], f: impl FnOnce(&mut Graph, &[Value]) -> Vec<Value>) -> Graph {
+    let mut g = Graph::new("region");
+    let p: Vec<Value> = types.iter().map(|t| g.parameter(t.clone())).collect();
+    let outs = f(&mut g, &p);
+    g.set_outputs(outs).unwrap();
+    g
+}
+
+/// `(i32[], f32[3])`, a condition `p0 < 10` and a body `(p0 + 1, p1 * 2)` over them.
+fn loop_parts() -> (Vec<TensorType>, Graph, Graph) {
+    let ts = vec![
+        TensorType::scalar(DType::I32),
+        TensorType::new(DType::F32, [3]),
+    ];
+    let cond = region(&ts, |g, p| {
+        let ten = g.scalar(10.0, DType::I32);
+        vec![g.compare(Comparison::Lt, p[0], ten).unwrap()]
+    });
+    let body = region(&ts, |g, p| {
+        let one = g.scalar(1.0, DType::I32);
+        vec![g.add(p[0], one).unwrap(), g.add(p[1], p[1]).unwrap()]
+    });
+    (ts, cond, body)
+}
+
+#[test]
+fn while_loop_gives_one_sibling_per_carried_value() {
+    let (ts, cond, body) = loop_parts();
+    let mut g = Graph::new("t");
+    let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
+    let w = g.while_loop(&init, cond, body).unwrap();
+    assert_eq!(w.len(), 2);
+    assert_eq!(g.ty(w[0]), &ts[0]);
+    assert_eq!(g.ty(w[1]), &ts[1]);
+    for (k, &v) in w.iter().enumerate() {
+        match &g.node(v).op {
+            Op::While {
+                init: i, result, ..
+            } => {
+                assert_eq!(i, &init);
+                assert_eq!(*result, k);
+            }
+            other => panic!("expected a while sibling, got {other:?}"),
+        }
+    }
+    // Siblings differ only in `result`, so they are different values.
+    assert_ne!(g.node(w[0]).op, g.node(w[1]).op);
+    g.set_outputs(w).unwrap();
+    g.verify().unwrap();
+}
+
+#[test]
+fn while_loop_shape_errors() {
+    let (ts, cond, body) = loop_parts();
+    let mut g = Graph::new("t");
+    let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
+    let f = g.parameter(TensorType::new(DType::F32, [4]));
+
+    shape_err(
+        g.while_loop(&[], cond.clone(), body.clone()),
+        "while",
+        &["at least one"],
+    );
+    // The regions' parameters are the carried types.
+    shape_err(
+        g.while_loop(&[init[0], f], cond.clone(), body.clone()),
+        "while",
+        &[
+            "condition's parameters",
+            "(i32[], f32[4])",
+            "(i32[], f32[3])",
+        ],
+    );
+    let short = region(&ts[..1], |g, p| {
+        let ten = g.scalar(10.0, DType::I32);
+        vec![g.compare(Comparison::Lt, p[0], ten).unwrap()]
+    });
+    shape_err(
+        g.while_loop(&init, cond.clone(), short),
+        "while",
+        &["body's parameters", "(i32[])"],
+    );
+    // The condition gives exactly one bool scalar.
+    let not_bool = region(&ts, |_, p| vec![p[0]]);
+    shape_err(
+        g.while_loop(&init, not_bool, body.clone()),
+        "while",
+        &["condition must return one bool[]", "got (i32[])"],
+    );
+    let two = region(&ts, |g, p| {
+        let ten = g.scalar(10.0, DType::I32);
+        let c = g.compare(Comparison::Lt, p[0], ten).unwrap();
+        vec![c, c]
+    });
+    shape_err(
+        g.while_loop(&init, two, body.clone()),
+        "while",
+        &["one bool[]", "got (bool[], bool[])"],
+    );
+    let vector_pred = region(&ts, |g, p| {
+        let z = g.scalar(0.0, DType::F32);
+        let z = g.broadcast_in_dim(z, [3], &[]).unwrap();
+        vec![g.compare(Comparison::Lt, p[1], z).unwrap()]
+    });
+    shape_err(
+        g.while_loop(&init, vector_pred, body.clone()),
+        "while",
+        &["one bool[]", "got (bool[3])"],
+    );
+    // The body gives the carried types back.
+    let wrong_body = region(&ts, |g, p| vec![p[0], g.sum_all(p[1]).unwrap()]);
+    shape_err(
+        g.while_loop(&init, cond.clone(), wrong_body),
+        "while",
+        &["body must return the carried types", "got (i32[], f32[])"],
+    );
+    let swapped = region(&ts, |_, p| vec![p[1], p[0]]);
+    shape_err(
+        g.while_loop(&init, cond.clone(), swapped),
+        "while",
+        &["body must return", "(f32[3], i32[])"],
+    );
+    // A result that is no carried value.
+    let op = Op::While {
+        init: init.clone(),
+        result: 2,
+        cond: Region::new(cond.clone()),
+        body: Region::new(body.clone()),
+    };
+    shape_err(g.push(op), "while", &["result 2", "carries 2"]);
+    // A region that is not a well-formed graph: a node reads a value after it.
+    let mut scratch = Graph::new("values");
+    let v: Vec<Value> = (0..4).map(|_| f32p(&mut scratch, &[])).collect();
+    let bad = Graph::from_parts(
+        "bad",
+        vec![
+            Node {
+                op: Op::Parameter { index: 0 },
+                ty: ts[0].clone(),
+            },
+            Node {
+                op: Op::Parameter { index: 1 },
+                ty: ts[1].clone(),
+            },
+            Node {
+                op: Op::Unary {
+                    op: UnaryOp::Neg,
+                    x: v[3],
+                },
+                ty: ts[1].clone(),
+            },
+        ],
+        vec![v[0], v[1]],
+        vec![v[0], v[2]],
+    );
+    shape_err(
+        g.while_loop(&init, cond, bad),
+        "while",
+        &["body is not a well-formed graph", "%3"],
+    );
+}
+
+#[test]
+fn verifier_rejects_a_while_sibling_of_the_wrong_type() {
+    let (ts, cond, body) = loop_parts();
+    let mut g = Graph::new("t");
+    let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
+    let w = g.while_loop(&init, cond, body).unwrap();
+    g.set_outputs(w.clone()).unwrap();
+    let mut nodes = g.nodes().to_vec();
+    nodes[w[1].index()].ty = ts[0].clone(); // sibling 1 is the f32[3]
+    let bad = Graph::from_parts("t", nodes, g.params().to_vec(), w);
+    match bad.verify() {
+        Err(Error::Verify { node, message, .. }) => {
+            assert_eq!(node, 3);
+            assert!(
+                message.contains("i32[]") && message.contains("f32[3]"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a verify error, got {other:?}"),
+    }
+}
+
+#[test]
+fn while_loop_prints_its_regions_and_reads_back() {
+    let (ts, cond, body) = loop_parts();
+    let mut g = Graph::new("t");
+    let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
+    let w = g.while_loop(&init, cond, body).unwrap();
+    g.set_outputs(w).unwrap();
+    let text = g.to_string();
+    for fragment in [
+        "%2 = while(%0, %1) result=0 cond={",
+        "graph region(%0: i32[], %1: f32[3]) -> (%3) {",
+        "%3 = compare(%0, %2) lt : bool[]",
+        "} body={",
+        "%4 = add(%1, %1) : f32[3]",
+        "} : i32[]",
+        // A later sibling names the first instead of repeating its regions.
+        "%3 = while(%0, %1) result=1 regions_of=%2 : f32[3]",
+    ] {
+        assert!(text.contains(fragment), "no `{fragment}` in\n{text}");
+    }
+    assert_eq!(text.matches("cond={").count(), 1, "{text}");
+    // It reads back into the same graph, the later sibling sharing the first's regions.
+    let back = Graph::parse(&text).unwrap();
+    assert_eq!(back, g);
+    match (&back.nodes()[2].op, &back.nodes()[3].op) {
+        (Op::While { cond: a, .. }, Op::While { cond: b, .. }) => {
+            assert!(std::sync::Arc::ptr_eq(&a.0, &b.0))
+        }
+        other => panic!("expected two loop siblings, got {other:?}"),
+    }
+    assert_eq!(back.to_string(), text);
+    // Text cut inside a region, or a sibling naming no loop, is an IR text error.
+    let cut: String = text.lines().take(5).map(|l| format!("{l}\n")).collect();
+    match Graph::parse(&cut) {
+        Err(Error::IrText { message, .. }) => assert!(message.contains("ends"), "{message}"),
+        other => panic!("expected an IR text error, got {other:?}"),
+    }
+    let orphan = text.replace("regions_of=%2", "regions_of=%1");
+    match Graph::parse(&orphan) {
+        Err(Error::IrText { line, message, .. }) => {
+            assert!(message.contains("not a loop"), "{message}");
+            assert_eq!(line, text.lines().count() - 1);
+        }
+        other => panic!("expected an IR text error, got {other:?}"),
+    }
+}
+
+#[test]
+fn autodiff_refuses_to_differentiate_through_a_while_loop() {
+    let (ts, cond, body) = loop_parts();
+    let mut g = Graph::new("t");
+    let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
+    let w = g.while_loop(&init, cond, body).unwrap();
+    let loss = g.sum_all(w[1]).unwrap();
+    g.set_outputs(vec![loss]).unwrap();
+    match autodiff::grad(&g, loss, &[init[1]]) {
+        Err(Error::Autodiff { message }) => {
+            assert!(message.contains("while"), "{message}");
+            assert!(message.contains("trip count"), "{message}");
+        }
+        other => panic!("expected an autodiff error, got {other:?}"),
+    }
+}
+
+#[test]
+fn deeply_nested_loop_text_is_an_error_not_a_crash() {
+    let mut text = String::from("graph t(%0: i32[]) -> (%1) {\n");
+    let depth = 100_000;
+    for _ in 0..depth {
+        text.push_str("%1 = while(%0) result=0 cond={\ngraph c(%0: i32[]) -> (%1) {\n");
+    }
+    match Graph::parse(&text) {
+        Err(Error::IrText { message, .. }) => assert!(message.contains("nested"), "{message}"),
+        other => panic!("expected an IR text error, got {other:?}"),
+    }
 }

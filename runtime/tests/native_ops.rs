@@ -40,3 +40,14 @@ fn the_table_covers_every_primitive() {
         );
     }
 }
+
+/// The loop cases fail when an expected value is wrong: the loops really ran to the end.
+#[test]
+fn while_cases_fail_on_a_wrong_expected_value() {
+    let failures = common::run_all(&NativeBackend::new(), &common::wrong_while_cases());
+    let want = common::wrong_while_cases()
+        .iter()
+        .map(|c| c.expected.len())
+        .sum::<usize>();
+    assert_eq!(failures.len(), want, "{}", failures.join("\n"));
+}

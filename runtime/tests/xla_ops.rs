@@ -157,3 +157,91 @@ fn gradients_of_every_case_match_native() {
     );
     eprintln!("compared the gradients of {compared} cases");
 }
+
+/// The loop cases fail on XLA too when an expected value is wrong.
+#[test]
+fn while_cases_fail_on_a_wrong_expected_value_on_xla_cpu() {
+    let failures = common::run_all(&xla_cpu(), &common::wrong_while_cases());
+    let want = common::wrong_while_cases()
+        .iter()
+        .map(|c| c.expected.len())
+        .sum::<usize>();
+    assert_eq!(failures.len(), want, "{}", failures.join("\n"));
+}
+
+/// `i < 10: (i + 1, a + x*i, x)` over `(i32[], f32[3], f32[3])`, returning the siblings
+/// `outputs` (any subset, any order, repeats allowed).
+fn counting_loop(outputs: &[usize]) -> strata_runtime::ir::Graph {
+    use strata_runtime::ir::{DType, Graph, TensorType, Value};
+    let ts = vec![
+        TensorType::scalar(DType::I32),
+        TensorType::new(DType::F32, [3]),
+        TensorType::new(DType::F32, [3]),
+    ];
+    let body = common::region("body", &ts, |b, q| {
+        let fi = b.convert(q[0], DType::F32)?;
+        let fi = b.broadcast_in_dim(fi, [3], &[])?;
+        let xi = b.mul(q[2], fi)?;
+        let one = b.scalar(1.0, DType::I32);
+        Ok(vec![b.add(q[0], one)?, b.add(q[1], xi)?, q[2]])
+    })
+    .unwrap();
+    let mut g = Graph::new("counting");
+    let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
+    let w = g
+        .while_loop(&init, common::count_below(&ts, 10).unwrap(), body)
+        .unwrap();
+    g.set_outputs(outputs.iter().map(|&k| w[k]).collect())
+        .unwrap();
+    g
+}
+
+fn counting_inputs() -> Vec<strata_runtime::Tensor> {
+    use common::{f32t, i32t};
+    vec![
+        i32t(&[], &[0]),
+        f32t(&[3], &[0.0; 3]),
+        f32t(&[3], &[1.0, 2.0, -0.5]),
+    ]
+}
+
+/// However many siblings are used, the module holds one `stablehlo.while`, and each
+/// sibling is one of its results.
+#[test]
+fn a_loop_is_lowered_once_for_all_its_siblings() {
+    use strata_runtime::backend::pjrt::stablehlo_text;
+    use strata_runtime::backend::CompileOptions;
+    let text = stablehlo_text(&counting_loop(&[2, 0, 1, 1]), &CompileOptions::default()).unwrap();
+    assert_eq!(text.matches("stablehlo.while").count(), 1, "{text}");
+    assert!(text.contains(":3 = \"stablehlo.while\""), "{text}");
+    for k in 0..3 {
+        assert!(text.contains(&format!("#{k}")), "no result #{k} in\n{text}");
+    }
+    let one = stablehlo_text(&counting_loop(&[1]), &CompileOptions::default()).unwrap();
+    assert_eq!(one.matches("stablehlo.while").count(), 1, "{one}");
+}
+
+/// One sibling alone, or siblings in another order and repeated, give the loop's values on
+/// XLA and natively.
+#[test]
+fn any_subset_of_siblings_runs_on_xla_cpu_and_native() {
+    use common::{f32t, i32t};
+    use strata_runtime::backend::native::NativeBackend;
+    use strata_runtime::backend::Backend;
+    let acc = f32t(&[3], &[45.0, 90.0, -22.5]);
+    let x = counting_inputs()[2].clone();
+    let xla = xla_cpu();
+    let native = NativeBackend::new();
+    let runs: [(&[usize], Vec<strata_runtime::Tensor>); 3] = [
+        (&[1], vec![acc.clone()]),
+        (&[2, 1, 1], vec![x, acc.clone(), acc.clone()]),
+        (&[0], vec![i32t(&[], &[10])]),
+    ];
+    for (outputs, want) in runs {
+        let g = counting_loop(outputs);
+        for (name, b) in [("xla", &xla as &dyn Backend), ("native", &native)] {
+            let got = b.run(&g, &counting_inputs()).unwrap();
+            assert_eq!(got, want, "{name}, siblings {outputs:?}");
+        }
+    }
+}

@@ -33,6 +33,24 @@ impl Writer {
         name
     }
 
+    /// Writes `%new:n = <rhs>` (an op with `n` results, each then `%new#i`) and returns
+    /// `%new`.
+    pub fn emit_results(&mut self, n: usize, rhs: impl AsRef<str>) -> String {
+        let name = self.fresh();
+        let _ = writeln!(self.body, "    {name}:{n} = {}", rhs.as_ref());
+        name
+    }
+
+    /// The number the next fresh name gets: a nested writer (a region's) continues from
+    /// here, and this one from where it ended, so no name is defined twice.
+    pub fn next_name(&self) -> usize {
+        self.next
+    }
+
+    pub fn set_next_name(&mut self, next: usize) {
+        self.next = next;
+    }
+
     /// `stablehlo.<op> x : ty` for an elementwise function of one operand.
     pub fn unary(&mut self, op: &str, x: &str, ty: &str) -> String {
         self.emit(format!("stablehlo.{op} {x} : {ty}"))

@@ -78,4 +78,37 @@ mod tests {
         // Parameters of the same type are different inputs.
         assert_eq!(at(y), y.index());
     }
+
+    #[test]
+    fn keeps_a_loops_siblings_apart_and_merges_a_repeated_loop() {
+        use crate::ir::{Comparison, Value};
+        let ts = [
+            TensorType::scalar(DType::I32),
+            TensorType::scalar(DType::I32),
+        ];
+        let region = |cond: bool| {
+            let mut r = Graph::new("region");
+            let p: Vec<Value> = ts.iter().map(|t| r.parameter(t.clone())).collect();
+            let out = if cond {
+                vec![r.compare(Comparison::Lt, p[0], p[1]).unwrap()]
+            } else {
+                let one = r.scalar(1.0, DType::I32);
+                vec![r.add(p[0], one).unwrap(), p[1]]
+            };
+            r.set_outputs(out).unwrap();
+            r
+        };
+        let mut g = Graph::new("loops");
+        let init: Vec<Value> = ts.iter().map(|t| g.parameter(t.clone())).collect();
+        let a = g.while_loop(&init, region(true), region(false)).unwrap();
+        // The same loop built again from equal (not shared) regions.
+        let b = g.while_loop(&init, region(true), region(false)).unwrap();
+        g.set_outputs([a.clone(), b.clone()].concat()).unwrap();
+        let canon = canonical(g.nodes());
+        // Siblings have the same type, operands and regions: only `result` tells them
+        // apart, and it does.
+        assert_ne!(canon[a[1].index()], canon[a[0].index()]);
+        assert_eq!(canon[b[0].index()], a[0].index());
+        assert_eq!(canon[b[1].index()], a[1].index());
+    }
 }

@@ -5,8 +5,8 @@
 //! and the shapes when it does not hold.
 
 use crate::ir::{
-    BinaryOp, Comparison, ConvParams, DType, DotDims, Op, ReduceOp, Shape, TensorType, UnaryOp,
-    Value, Window,
+    BinaryOp, Comparison, ConvParams, DType, DotDims, Op, ReduceOp, Region, Shape, TensorType,
+    UnaryOp, Value, Window,
 };
 use crate::{ops, Error, Result, Tensor};
 
@@ -399,6 +399,35 @@ impl Graph {
     /// Uniform samples in `[0, 1)` of type `ty` (f32 or f64) from an `i32[2]` key.
     pub fn random_uniform(&mut self, key: Value, ty: TensorType) -> Result<Value> {
         self.push_typed(Op::RandomUniform { key }, Some(ty))
+    }
+
+    /// A loop over the carried values `init` (StableHLO `while`): while `cond` (a graph
+    /// from the carried values to one `bool[]`) gives true, they become what `body` (a
+    /// graph from the carried values to the same types) returns. Returns the final carried
+    /// values, one sibling node each (see [`Op::While`]); the loop runs once whichever of
+    /// them are used.
+    pub fn while_loop(&mut self, init: &[Value], cond: Graph, body: Graph) -> Result<Vec<Value>> {
+        let (cond, body) = (Region::new(cond), Region::new(body));
+        let mut out = Vec::with_capacity(init.len());
+        // The first sibling checks the regions and the operands; the others differ from it
+        // only in which carried value they are.
+        for result in 0..init.len().max(1) {
+            let op = Op::While {
+                init: init.to_vec(),
+                result,
+                cond: cond.clone(),
+                body: body.clone(),
+            };
+            let v = match out.first() {
+                None => self.push(op)?,
+                Some(_) => {
+                    let ty = self.ty(init[result]).clone();
+                    self.push_unchecked(op, ty)
+                }
+            };
+            out.push(v);
+        }
+        Ok(out)
     }
 
     pub fn all_reduce_sum(&mut self, x: Value) -> Result<Value> {

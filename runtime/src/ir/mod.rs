@@ -15,5 +15,5 @@ pub(crate) use cse::canonical;
 pub(crate) use fusion::{Elementwise, FusionClass, Source};
 pub use graph::{Graph, Node};
 pub use op::{
-    BinaryOp, Comparison, ConvParams, DotDims, Op, OpKind, ReduceOp, UnaryOp, Value, Window,
+    BinaryOp, Comparison, ConvParams, DotDims, Op, OpKind, ReduceOp, Region, UnaryOp, Value, Window,
 };

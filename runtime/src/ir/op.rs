@@ -11,6 +11,7 @@ use super::text::{self, Field, Role};
 use crate::ir::{DType, Shape};
 use crate::Tensor;
 use std::fmt;
+use std::sync::Arc;
 
 /// A handle to a value (the single result of one node) in a [`Graph`](crate::ir::Graph).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -207,6 +208,37 @@ impl ConvParams {
             rhs_dilation: vec![1; spatial],
             feature_groups: 1,
         }
+    }
+}
+
+/// A sub-computation owned by an op (a loop's condition or body): a whole [`Graph`] whose
+/// parameters are the values the op hands it. Shared, not copied, when the op is cloned
+/// (every sibling of a loop holds the same two regions), and compared by identity first.
+///
+/// [`Graph`]: crate::ir::Graph
+#[derive(Clone, Debug)]
+pub struct Region(pub Arc<crate::ir::Graph>);
+
+impl Region {
+    pub fn new(g: crate::ir::Graph) -> Region {
+        Region(Arc::new(g))
+    }
+
+    pub fn graph(&self) -> &crate::ir::Graph {
+        &self.0
+    }
+}
+
+impl PartialEq for Region {
+    fn eq(&self, other: &Region) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+    }
+}
+
+impl std::ops::Deref for Region {
+    type Target = crate::ir::Graph;
+    fn deref(&self) -> &crate::ir::Graph {
+        &self.0
     }
 }
 
@@ -610,6 +642,21 @@ primitives! {
     RandomUniform { key: Value } => {
         name: "random_uniform",
         operands: [key],
+        fusion: FusionClass::Kernel,
+    },
+    /// Carried value `result` of a loop (StableHLO `while`): starting from `init`, while
+    /// `cond` (carried values in, one `bool[]` out) gives true, the carried values become
+    /// what `body` (carried values in, the same types out) returns. A loop over N values is
+    /// N sibling nodes with the same `init`, `cond` and `body`, one per `result`: one
+    /// computation, which every backend runs once however many of its siblings are used.
+    While {
+        init: Vec<Value>,
+        result: usize,
+        cond: Region,
+        body: Region,
+    } => {
+        name: "while",
+        operands: [init],
         fusion: FusionClass::Kernel,
     },
     /// Sum of `x` over all replicas of a replicated computation.

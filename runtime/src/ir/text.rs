@@ -13,13 +13,17 @@
 //! fields in declaration order, each written and read by its type's [`Field`] impl, so a
 //! new primitive needs nothing here unless it brings a new field type.
 //!
+//! A loop (`while`) is the one node over several lines: its regions are whole graphs,
+//! printed indented between `cond={` / `} body={` / `} : type`; its later siblings name
+//! the first (`regions_of=%i`) instead of repeating them, and read back sharing them.
+//!
 //! Any integer may also be written in terms of a batch size `N` (`N`, `4*N`, `N+1`,
 //! `2*N-3`): [`Graph::parse_with_batch`] reads such a text at a given batch size, which is
 //! how an exported model's graph is stored once for every batch size.
 
 use crate::ir::{
-    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, Node, Op, ReduceOp, Shape, TensorType,
-    UnaryOp, Value, Window,
+    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, Node, Op, ReduceOp, Region, Shape,
+    TensorType, UnaryOp, Value, Window,
 };
 use crate::{Error, Result, Tensor};
 use half::bf16;
@@ -357,6 +361,26 @@ impl Field for ConvParams {
         })
     }
 }
+
+/// A region: its graph's own text, indented, between braces. The node then spans several
+/// lines, which the reader takes apart before the node's own fields (`loop_node`).
+impl Field for Region {
+    const ROLE: Role = Role::Attribute { bare: false };
+    fn write(&self, out: &mut String) {
+        out.push_str("{\n");
+        for line in self.graph().to_string().lines() {
+            out.push_str("      ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push_str("    }");
+    }
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        Err(r.error(REGIONS_UNREADABLE))
+    }
+}
+
+const REGIONS_UNREADABLE: &str = "internal: a loop's regions are read with its node's lines";
 
 /// A constant: every element, row-major, in a flat list (the node's type gives the shape).
 /// Floats are written in the shortest form that reads back to the same value.
@@ -958,30 +982,194 @@ fn node(r: &mut Reader<'_>) -> Result<(Value, Node)> {
 }
 
 /// Reads a graph's text; `N` in it is `batch`. The graph is verified.
+/// The lines of a text still to read, numbered from 1, blank ones skipped.
+type Lines<'t, 'i> = &'i mut dyn Iterator<Item = (usize, &'t str)>;
+
+fn eof(line_no: usize, message: &str) -> Error {
+    Error::IrText {
+        line: line_no,
+        column: 1,
+        message: message.into(),
+    }
+}
+
+/// Reads a graph's text; `N` in it is `batch`. The graph is verified.
 fn parse(text: &str, batch: Option<usize>) -> Result<Graph> {
     let mut lines = text
         .lines()
         .enumerate()
         .map(|(i, l)| (i + 1, l))
         .filter(|(_, l)| !l.trim().is_empty());
-    let eof = |line_no: usize, message: &str| Error::IrText {
-        line: line_no,
-        column: 1,
-        message: message.into(),
-    };
     let last_line = text.lines().count() + 1;
-    let Some((line_no, first)) = lines.next() else {
+    let Some(first) = lines.next() else {
         return Err(eof(1, "empty text: expected `graph name(...) -> (...) {`"));
     };
+    let g = graph(&mut lines, first, batch, last_line, 0)?;
+    if let Some((line_no, _)) = lines.next() {
+        return Err(eof(line_no, "text after the graph's closing `}`"));
+    }
+    g.verify()?;
+    Ok(g)
+}
+
+/// Whether a node's line starts a loop (`%i = while(`), which spans several lines.
+fn is_loop(line: &str) -> bool {
+    line.split_once(" = ")
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with("while("))
+}
+
+/// A loop's node: `%i = while(init) result=k cond={`, the condition's graph,
+/// `} body={`, the body's graph, `} : type`; or, for a later sibling of a loop printed
+/// before (`earlier`), `%i = while(init) result=k regions_of=%j : type`.
+fn loop_node(
+    lines: Lines<'_, '_>,
+    (line_no, line): (usize, &str),
+    batch: Option<usize>,
+    last_line: usize,
+    (earlier, depth): (&[(usize, Value, Node)], usize),
+) -> Result<(Value, Node)> {
+    let mut r = Reader::new(line, line_no, batch);
+    let v = r.value()?;
+    r.expect("=")?;
+    r.expect("while")?;
+    r.expect("(")?;
+    let mut init = Vec::new();
+    if !r.eat(")") {
+        loop {
+            init.push(r.value()?);
+            if r.eat(")") {
+                break;
+            }
+            r.expect(",")?;
+        }
+    }
+    r.key("result")?;
+    let result = r.uint()?;
+    r.skip_ws();
+    let at = r.pos;
+    match r.word() {
+        "regions_of" => {
+            r.expect("=")?;
+            let first = r.value()?;
+            r.expect(":")?;
+            let ty = r.tensor_type()?;
+            if !r.at_end() {
+                return Err(r.error(format!("unexpected {} after the type", r.found())));
+            }
+            let regions = earlier.iter().find_map(|(_, w, n)| match &n.op {
+                Op::While { cond, body, .. } if *w == first => Some((cond, body)),
+                _ => None,
+            });
+            let Some((cond, body)) = regions else {
+                return Err(r.error(format!("{first} is not a loop printed before {v}")));
+            };
+            let op = Op::While {
+                init,
+                result,
+                cond: cond.clone(),
+                body: body.clone(),
+            };
+            Ok((v, Node { op, ty }))
+        }
+        "cond" => {
+            r.expect("=")?;
+            r.expect("{")?;
+            if !r.at_end() {
+                return Err(r.error(format!("unexpected {} after `cond={{`", r.found())));
+            }
+            let cond = region(lines, batch, last_line, depth + 1)?;
+            let (line_no, line) = lines.next().ok_or_else(|| {
+                eof(
+                    last_line,
+                    "the text ends inside a loop (expected `} body={`)",
+                )
+            })?;
+            let mut r = Reader::new(line, line_no, batch);
+            r.expect("}")?;
+            r.key("body")?;
+            r.expect("{")?;
+            if !r.at_end() {
+                return Err(r.error(format!("unexpected {} after `body={{`", r.found())));
+            }
+            let body = region(lines, batch, last_line, depth + 1)?;
+            let (line_no, line) = lines.next().ok_or_else(|| {
+                eof(
+                    last_line,
+                    "the text ends inside a loop (expected `} : type`)",
+                )
+            })?;
+            let mut r = Reader::new(line, line_no, batch);
+            r.expect("}")?;
+            r.expect(":")?;
+            let ty = r.tensor_type()?;
+            if !r.at_end() {
+                return Err(r.error(format!("unexpected {} after the type", r.found())));
+            }
+            let op = Op::While {
+                init,
+                result,
+                cond: Region::new(cond),
+                body: Region::new(body),
+            };
+            Ok((v, Node { op, ty }))
+        }
+        w => {
+            r.pos = at;
+            Err(r.error(format!(
+                "expected `cond={{` or `regions_of=` after the loop's result, found `{w}`"
+            )))
+        }
+    }
+}
+
+/// A region's graph, from the line after its `{`.
+fn region(
+    lines: Lines<'_, '_>,
+    batch: Option<usize>,
+    last_line: usize,
+    depth: usize,
+) -> Result<Graph> {
+    let first = lines.next().ok_or_else(|| {
+        eof(
+            last_line,
+            "the text ends inside a loop (expected a region's graph)",
+        )
+    })?;
+    // Each level is a few frames of recursion: a text may not nest deeper than this.
+    if depth > MAX_REGION_DEPTH {
+        return Err(eof(
+            first.0,
+            &format!("loops nested more than {MAX_REGION_DEPTH} deep"),
+        ));
+    }
+    graph(lines, first, batch, last_line, depth)
+}
+
+/// How deep loops may nest in a text that is read.
+const MAX_REGION_DEPTH: usize = 64;
+
+/// Reads one graph, from its header line to its closing `}` (a region's graph inside a
+/// loop is read by the same function); not verified here.
+fn graph(
+    lines: Lines<'_, '_>,
+    (line_no, first): (usize, &str),
+    batch: Option<usize>,
+    last_line: usize,
+    depth: usize,
+) -> Result<Graph> {
     let (name, params, outputs) = header(&mut Reader::new(first, line_no, batch))?;
     let mut body: Vec<(usize, Value, Node)> = Vec::new();
     let mut closed = false;
-    for (line_no, line) in lines.by_ref() {
+    while let Some((line_no, line)) = lines.next() {
         if line.trim() == "}" {
             closed = true;
             break;
         }
-        let (v, n) = node(&mut Reader::new(line, line_no, batch))?;
+        let (v, n) = if is_loop(line) {
+            loop_node(lines, (line_no, line), batch, last_line, (&body, depth))?
+        } else {
+            node(&mut Reader::new(line, line_no, batch))?
+        };
         body.push((line_no, v, n));
     }
     if !closed {
@@ -989,9 +1177,6 @@ fn parse(text: &str, batch: Option<usize>) -> Result<Graph> {
             last_line,
             "the text ends before the graph's closing `}` (truncated?)",
         ));
-    }
-    if let Some((line_no, _)) = lines.next() {
-        return Err(eof(line_no, "text after the graph's closing `}`"));
     }
     let total = params.len() + body.len();
     let mut nodes: Vec<Option<Node>> = vec![None; total];
@@ -1039,9 +1224,7 @@ fn parse(text: &str, batch: Option<usize>) -> Result<Graph> {
     // Every slot is filled: as many distinct numbers below `total` as there are slots.
     let nodes: Vec<Node> = nodes.into_iter().flatten().collect();
     let params = params.into_iter().map(|(v, _)| v).collect();
-    let g = Graph::from_parts(name, nodes, params, outputs);
-    g.verify()?;
-    Ok(g)
+    Ok(Graph::from_parts(name, nodes, params, outputs))
 }
 
 impl Graph {

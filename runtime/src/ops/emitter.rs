@@ -2,7 +2,7 @@
 //! [`crate::hlo`], bound to the graph being printed and the SSA name of each value.
 
 use crate::hlo::Writer;
-use crate::ir::{Graph, TensorType, Value};
+use crate::ir::{Graph, Op, TensorType, Value};
 use std::ops::{Deref, DerefMut};
 
 /// What op lowerings write into: the function body, with fresh SSA names.
@@ -11,6 +11,8 @@ pub(crate) struct Emitter<'g> {
     w: Writer,
     names: Vec<String>,
     num_replicas: usize,
+    /// The loops printed so far (one sibling's op each) and the name of their results.
+    loops: Vec<(Op, String)>,
 }
 
 impl<'g> Emitter<'g> {
@@ -20,7 +22,34 @@ impl<'g> Emitter<'g> {
             w: Writer::default(),
             names: vec![String::new(); g.len()],
             num_replicas,
+            loops: Vec::new(),
         }
+    }
+
+    /// The results' name of the loop `op` is a sibling of, if it is printed already.
+    pub fn loop_name(&self, op: &Op) -> Option<String> {
+        self.loops
+            .iter()
+            .find(|(o, _)| super::while_loop::same_loop(o, op))
+            .map(|(_, n)| n.clone())
+    }
+
+    pub fn set_loop_name(&mut self, op: Op, name: String) {
+        self.loops.push((op, name));
+    }
+
+    /// Runs `f` over an emitter for the region graph `g` that continues this one's names,
+    /// and returns the instructions it wrote (not added to this body) with `f`'s result.
+    pub fn nested<R>(
+        &mut self,
+        g: &Graph,
+        f: impl FnOnce(&mut Emitter<'_>) -> crate::Result<R>,
+    ) -> crate::Result<(String, R)> {
+        let mut inner = Emitter::new(g, self.num_replicas);
+        inner.w.set_next_name(self.w.next_name());
+        let r = f(&mut inner)?;
+        self.w.set_next_name(inner.w.next_name());
+        Ok((inner.w.body().to_string(), r))
     }
 
     pub fn graph(&self) -> &'g Graph {

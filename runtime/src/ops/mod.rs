@@ -29,6 +29,7 @@ pub(crate) mod source;
 pub(crate) mod stop_gradient;
 pub(crate) mod transpose;
 pub(crate) mod unary;
+pub(crate) mod while_loop;
 
 pub(crate) use emitter::Emitter;
 
@@ -103,6 +104,12 @@ pub(crate) fn check(g: &Graph, op: &Op, declared: Option<&TensorType>) -> Result
             batch_dims,
         } => gather::check_scatter(g, *operand, *indices, *updates, *axis, *batch_dims)?,
         Op::AllReduceSum { x } => collective::check_all_reduce(g, *x)?,
+        Op::While {
+            init,
+            result,
+            cond,
+            body,
+        } => while_loop::check(g, init, *result, cond, body)?,
     };
     if inferred.rank() > crate::ir::MAX_RANK {
         return Err(Error::shape(
@@ -198,6 +205,7 @@ pub(crate) fn vjp(g: &mut Graph, y: Value, ct: Value) -> Result<Vec<Option<Value
         } => gather::vjp_scatter(g, indices, axis, batch_dims, ct)?,
         Op::RandomUniform { .. } => vec![None],
         Op::AllReduceSum { .. } => vec![Some(collective::vjp_all_reduce(g, ct)?)],
+        Op::While { .. } => while_loop::vjp()?,
     })
 }
 
@@ -263,6 +271,7 @@ pub(crate) fn native(
         Op::RandomUniform { .. } => random::native(ins[0].data, out),
         Op::AllReduceSum { .. } => collective::native_all_reduce(ins[0].data, out, ctx),
         Op::ReplicaId => collective::native_replica_id(out, ctx),
+        Op::While { .. } => while_loop::native(),
     }
 }
 
@@ -363,5 +372,11 @@ pub(crate) fn lower(e: &mut Emitter<'_>, v: Value) -> Result<String> {
         Op::RandomUniform { key } => random::lower(e, *key, ty)?,
         Op::AllReduceSum { x } => collective::lower_all_reduce(e, *x, ty),
         Op::ReplicaId => collective::lower_replica_id(e),
+        Op::While {
+            init,
+            result,
+            cond,
+            body,
+        } => while_loop::lower(e, v, init, *result, cond, body)?,
     })
 }

@@ -5,8 +5,8 @@
 
 use strata_runtime::backend::Backend;
 use strata_runtime::ir::{
-    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, OpKind, ReduceOp, UnaryOp, Value,
-    Window,
+    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, OpKind, ReduceOp, TensorType, UnaryOp,
+    Value, Window,
 };
 use strata_runtime::{Result, Tensor};
 
@@ -380,7 +380,6 @@ pub fn cases() -> Vec<Case> {
             f32t(&[4], &[0.0, 1.0, 2.0, 3.0]),
         ],
         |g, _| {
-            use strata_runtime::ir::TensorType;
             Ok(vec![
                 g.iota(TensorType::new(DType::I32, [2, 3]), 1)?,
                 g.iota(TensorType::new(DType::I32, [2, 3]), 0)?,
@@ -937,7 +936,6 @@ pub fn cases() -> Vec<Case> {
         vec![i32t(&[2], &[0, 0])],
         vec![f32t(&[2], &[0.418_457_03, 0.216_295_36])],
         |g, p| {
-            use strata_runtime::ir::TensorType;
             Ok(vec![
                 g.random_uniform(p[0], TensorType::new(DType::F32, [2]))?
             ])
@@ -949,7 +947,215 @@ pub fn cases() -> Vec<Case> {
         vec![f32t(&[2], &[1.0, 2.0]), i32t(&[], &[0])],
         |g, p| Ok(vec![g.all_reduce_sum(p[0])?, g.replica_id()]),
     ));
+    c.extend(while_cases());
     c
+}
+
+/// [`while_cases`] with element 0 of every expected output off by one: each output must
+/// fail.
+pub fn wrong_while_cases() -> Vec<Case> {
+    let mut cases = while_cases();
+    for c in &mut cases {
+        for t in &mut c.expected {
+            *t = match &*t {
+                Tensor::F32(a) => {
+                    let mut v: Vec<f32> = a.iter().copied().collect();
+                    v[0] += 1.0;
+                    Tensor::from_vec(a.shape(), v).unwrap()
+                }
+                Tensor::I32(a) => {
+                    let mut v: Vec<i32> = a.iter().copied().collect();
+                    v[0] += 1;
+                    Tensor::from_vec(a.shape(), v).unwrap()
+                }
+                Tensor::Bool(a) => {
+                    let mut v: Vec<bool> = a.iter().copied().collect();
+                    v[0] = !v[0];
+                    Tensor::from_vec(a.shape(), v).unwrap()
+                }
+                other => panic!("no wrong value made for {}", other.ty()),
+            };
+        }
+    }
+    cases
+}
+
+/// A region: a graph of `types` in, what `f` builds out.
+pub fn region(
+    name: &str,
+    types: &[TensorType],
+    f: impl FnOnce(&mut Graph, &[Value]) -> Result<Vec<Value>>,
+) -> Result<Graph> {
+    let mut g = Graph::new(name);
+    let p: Vec<Value> = types.iter().map(|t| g.parameter(t.clone())).collect();
+    let outs = f(&mut g, &p)?;
+    g.set_outputs(outs)?;
+    Ok(g)
+}
+
+/// `carried[0] < n` over an i32 counter first in the carried values.
+pub fn count_below(types: &[TensorType], n: i32) -> Result<Graph> {
+    region("cond", types, |g, p| {
+        let limit = g.scalar(n as f64, DType::I32);
+        Ok(vec![g.compare(Comparison::Lt, p[0], limit)?])
+    })
+}
+
+fn types_of(g: &Graph, vs: &[Value]) -> Vec<TensorType> {
+    vs.iter().map(|&v| g.ty(v).clone()).collect()
+}
+
+/// The while loop's cases: a counted loop, one that never runs its body, one carrying a
+/// matrix through a matrix product, the scan pattern (row `i` read with dynamic_slice,
+/// written with dynamic_update_slice) and a loop inside a loop's body.
+pub fn while_cases() -> Vec<Case> {
+    let i0 = || i32t(&[], &[0]);
+    vec![
+        // i < 10: acc += x * i; i += 1. Only two of the three carried values are used.
+        case(
+            "while counting to 10 (acc += x*i)",
+            vec![i0(), f32t(&[3], &[0.0; 3]), f32t(&[3], &[1.0, 2.0, -0.5])],
+            vec![i32t(&[], &[10]), f32t(&[3], &[45.0, 90.0, -22.5])],
+            |g, p| {
+                let ts = types_of(g, p);
+                let body = region("body", &ts, |b, q| {
+                    let fi = b.convert(q[0], DType::F32)?;
+                    let fi = b.broadcast_in_dim(fi, [3], &[])?;
+                    let xi = b.mul(q[2], fi)?;
+                    let acc = b.add(q[1], xi)?;
+                    let one = b.scalar(1.0, DType::I32);
+                    Ok(vec![b.add(q[0], one)?, acc, q[2]])
+                })?;
+                let w = g.while_loop(p, count_below(&ts, 10)?, body)?;
+                Ok(vec![w[0], w[1]])
+            },
+        ),
+        // The condition is false at once: the initial values come back, the body (which
+        // would double them) never runs.
+        case(
+            "while with zero iterations",
+            vec![i32t(&[], &[5]), f32t(&[2], &[1.5, -2.0])],
+            vec![i32t(&[], &[5]), f32t(&[2], &[1.5, -2.0])],
+            |g, p| {
+                let ts = types_of(g, p);
+                let body = region("body", &ts, |b, q| {
+                    let one = b.scalar(1.0, DType::I32);
+                    Ok(vec![b.add(q[0], one)?, b.add(q[1], q[1])?])
+                })?;
+                g.while_loop(p, count_below(&ts, 3)?, body)
+            },
+        ),
+        // m := m . a three times: m0 a^3 with a = [[1, 1], [0, 1]], a^3 = [[1, 3], [0, 1]].
+        case(
+            "while carrying a matrix through dot_general",
+            vec![
+                i0(),
+                f32t(&[2, 2], &[1.0, 2.0, 3.0, 4.0]),
+                f32t(&[2, 2], &[1.0, 1.0, 0.0, 1.0]),
+            ],
+            vec![
+                i32t(&[], &[3]),
+                f32t(&[2, 2], &[1.0, 5.0, 3.0, 13.0]),
+                f32t(&[2, 2], &[1.0, 1.0, 0.0, 1.0]),
+            ],
+            |g, p| {
+                let ts = types_of(g, p);
+                let body = region("body", &ts, |b, q| {
+                    let one = b.scalar(1.0, DType::I32);
+                    let m = b.dot_general(q[1], q[2], DotDims::matmul())?;
+                    Ok(vec![b.add(q[0], one)?, m, q[2]])
+                })?;
+                g.while_loop(p, count_below(&ts, 3)?, body)
+            },
+        ),
+        // A scan: h += xs[i]; ys[i] = h. The running sums of the rows, stacked.
+        case(
+            "while as a scan (dynamic_slice row i, dynamic_update_slice row i)",
+            vec![
+                i0(),
+                f32t(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+                f32t(&[3, 2], &[0.0; 6]),
+                f32t(&[1, 2], &[0.0; 2]),
+            ],
+            vec![
+                f32t(&[3, 2], &[1.0, 2.0, 4.0, 6.0, 9.0, 12.0]),
+                f32t(&[1, 2], &[9.0, 12.0]),
+            ],
+            |g, p| {
+                let ts = types_of(g, p);
+                let body = region("body", &ts, |b, q| {
+                    let zero = b.scalar(0.0, DType::I32);
+                    let row = b.dynamic_slice(q[1], &[q[0], zero], &[1, 2])?;
+                    let h = b.add(q[3], row)?;
+                    let ys = b.dynamic_update_slice(q[2], h, &[q[0], zero])?;
+                    let one = b.scalar(1.0, DType::I32);
+                    Ok(vec![b.add(q[0], one)?, q[1], ys, h])
+                })?;
+                let w = g.while_loop(p, count_below(&ts, 3)?, body)?;
+                Ok(vec![w[2], w[3]])
+            },
+        ),
+        // The body returns its parameters swapped: results must be gathered before any
+        // becomes current. Three swaps leave them swapped.
+        case(
+            "while swapping its carried values",
+            vec![i0(), f32t(&[2], &[1.0, 2.0]), f32t(&[2], &[3.0, 4.0])],
+            vec![
+                i32t(&[], &[3]),
+                f32t(&[2], &[3.0, 4.0]),
+                f32t(&[2], &[1.0, 2.0]),
+            ],
+            |g, p| {
+                let ts = types_of(g, p);
+                let body = region("body", &ts, |b, q| {
+                    let one = b.scalar(1.0, DType::I32);
+                    Ok(vec![b.add(q[0], one)?, q[2], q[1]])
+                })?;
+                g.while_loop(p, count_below(&ts, 3)?, body)
+            },
+        ),
+        // The condition is a carried bool, returned as it came; the body computes the
+        // next one (a do-while: the body runs at least once if the flag starts true).
+        case(
+            "while whose condition is a carried bool",
+            vec![boolt(&[], &[true]), i32t(&[], &[0])],
+            vec![boolt(&[], &[false]), i32t(&[], &[5])],
+            |g, p| {
+                let ts = types_of(g, p);
+                let cond = region("cond", &ts, |_, q| Ok(vec![q[0]]))?;
+                let body = region("body", &ts, |b, q| {
+                    let one = b.scalar(1.0, DType::I32);
+                    let five = b.scalar(5.0, DType::I32);
+                    let i = b.add(q[1], one)?;
+                    Ok(vec![b.compare(Comparison::Lt, i, five)?, i])
+                })?;
+                g.while_loop(p, cond, body)
+            },
+        ),
+        // for i in 0..3 { for j in 0..4 { acc += 1 } }, the body's results swapped around
+        // a parameter returned as it came (acc passes through the inner loop).
+        case(
+            "while inside a while's body",
+            vec![i0(), f32t(&[], &[0.5])],
+            vec![i32t(&[], &[3]), f32t(&[], &[12.5])],
+            |g, p| {
+                let ts = types_of(g, p);
+                let body = region("outer_body", &ts, |b, q| {
+                    let j0 = b.scalar(0.0, DType::I32);
+                    let inner_ts = vec![ts[0].clone(), ts[1].clone()];
+                    let inner = region("inner_body", &inner_ts, |c, r| {
+                        let one = c.scalar(1.0, DType::I32);
+                        let fone = c.scalar(1.0, DType::F32);
+                        Ok(vec![c.add(r[0], one)?, c.add(r[1], fone)?])
+                    })?;
+                    let w = b.while_loop(&[j0, q[1]], count_below(&inner_ts, 4)?, inner)?;
+                    let one = b.scalar(1.0, DType::I32);
+                    Ok(vec![b.add(q[0], one)?, w[1]])
+                })?;
+                g.while_loop(p, count_below(&ts, 3)?, body)
+            },
+        ),
+    ]
 }
 
 /// The primitives a case's graph uses.

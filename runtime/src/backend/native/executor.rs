@@ -11,9 +11,7 @@ use crate::{Error, Result};
 
 pub(crate) struct NativeExecutable {
     plan: Plan,
-    arena: Vec<Storage>,
-    /// The poolings' index buffers (`Plan::indices`).
-    indices: Vec<Vec<u8>>,
+    frame: Frame,
     ctx: KernelCtx,
     param_types: Vec<TensorType>,
     output_types: Vec<TensorType>,
@@ -54,26 +52,10 @@ impl NativeExecutable {
         if std::env::var_os("STRATA_NATIVE_PLAN").is_some() {
             eprintln!("{}", plan.describe());
         }
-        // Allocated here, once per compiled graph, never while it runs.
-        let arena = plan
-            .slots
-            .iter()
-            .enumerate()
-            .map(|(i, &(dtype, len))| {
-                let what = || {
-                    format!(
-                        "native backend: buffer {i} of graph `{}` ({len} {dtype} elements)",
-                        g.name()
-                    )
-                };
-                Storage::zeros(what, dtype, len)
-            })
-            .collect::<Result<_>>()?;
-        let indices = plan.indices.iter().map(|&len| vec![0u8; len]).collect();
+        let frame = Frame::new(&plan, g.name())?;
         Ok(NativeExecutable {
             plan,
-            arena,
-            indices,
+            frame,
             ctx: KernelCtx::default(),
             param_types: g.param_types(),
             output_types: g.output_types(),
@@ -87,9 +69,89 @@ impl NativeExecutable {
         &mut self.plan
     }
 
+    /// How many times the body of each top-level loop has run since compilation.
+    #[cfg(test)]
+    pub(crate) fn loop_iterations(&self) -> Vec<usize> {
+        self.frame.loops.iter().map(|l| l.iterations).collect()
+    }
+
     /// Makes this executable one replica of a replicated computation.
     pub fn set_replica(&mut self, replica: crate::kernel::ReplicaCtx) {
         self.ctx.replica = replica;
+    }
+}
+
+/// The memory one plan runs in: its arena, its poolings' index buffers and its loops'
+/// memory. Allocated once, when the graph is compiled, never while it runs.
+struct Frame {
+    arena: Vec<Storage>,
+    /// The poolings' index buffers (`Plan::indices`).
+    indices: Vec<Vec<u8>>,
+    /// One per `Plan::loops`.
+    loops: Vec<LoopFrame>,
+}
+
+/// A loop's memory: its condition's and body's frames, and the carried values (`carried`
+/// the current ones, which both regions read as their parameters; `next` where the body's
+/// results are gathered before they become current, since a body may return its
+/// parameters in another order).
+struct LoopFrame {
+    cond: Frame,
+    body: Frame,
+    carried: Vec<Buffer>,
+    next: Vec<Buffer>,
+    /// Body runs since compilation, for tests that a loop runs once per execution.
+    #[cfg(test)]
+    iterations: usize,
+}
+
+impl Frame {
+    fn new(plan: &Plan, graph: &str) -> Result<Frame> {
+        let arena = plan
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, &(dtype, len))| {
+                let what = || {
+                    format!(
+                        "native backend: buffer {i} of graph `{graph}` ({len} {dtype} elements)"
+                    )
+                };
+                Storage::zeros(what, dtype, len)
+            })
+            .collect::<Result<_>>()?;
+        let indices = plan.indices.iter().map(|&len| vec![0u8; len]).collect();
+        let loops = plan
+            .loops
+            .iter()
+            .enumerate()
+            .map(|(l, lp)| {
+                let inner = format!("{graph}/loop{l}");
+                let carried = || {
+                    lp.carried
+                        .iter()
+                        .map(|t| {
+                            let what = || format!("native backend: a carried {t} of `{inner}`");
+                            Storage::zeros(what, t.dtype, t.numel())
+                                .map(|s| Buffer::native(t.clone(), s))
+                        })
+                        .collect::<Result<Vec<_>>>()
+                };
+                Ok(LoopFrame {
+                    cond: Frame::new(&lp.cond, &format!("{inner}/cond"))?,
+                    body: Frame::new(&lp.body, &format!("{inner}/body"))?,
+                    carried: carried()?,
+                    next: carried()?,
+                    #[cfg(test)]
+                    iterations: 0,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Frame {
+            arena,
+            indices,
+            loops,
+        })
     }
 }
 
@@ -148,12 +210,12 @@ impl Executable for NativeExecutable {
         crate::kernel::crew::wake();
         // In-place parameters live in their arena slot while the plan runs.
         for &(p, slot) in &self.plan.homes {
-            std::mem::swap(args[p].native_storage_mut()?, &mut self.arena[slot]);
+            std::mem::swap(args[p].native_storage_mut()?, &mut self.frame.arena[slot]);
         }
         let result = self.run(args, outputs);
         // Always move them back, so an error never strands a caller's data in the arena.
         for &(p, slot) in &self.plan.homes {
-            std::mem::swap(args[p].native_storage_mut()?, &mut self.arena[slot]);
+            std::mem::swap(args[p].native_storage_mut()?, &mut self.frame.arena[slot]);
         }
         let copied_updates = result?;
         for out in &self.plan.outputs {
@@ -163,7 +225,7 @@ impl Executable for NativeExecutable {
                 swap: true,
             } = *out
             {
-                std::mem::swap(args[param].native_storage_mut()?, &mut self.arena[s]);
+                std::mem::swap(args[param].native_storage_mut()?, &mut self.frame.arena[s]);
             }
         }
         for (param, s) in copied_updates {
@@ -182,73 +244,21 @@ impl NativeExecutable {
         if let Some(p) = &mut self.profile {
             p.resize(plan.steps.len(), Default::default());
         }
-        for (index, step) in plan.steps.iter().enumerate() {
-            let started = self.profile.as_ref().map(|_| std::time::Instant::now());
-            let result = match step {
-                Step::Kernel {
-                    node,
-                    out,
-                    ins,
-                    in_nodes,
-                    index: None,
-                } => run_kernel(
-                    plan,
-                    &mut self.arena,
-                    params,
-                    &mut self.ctx,
-                    *node,
-                    *out,
-                    ins,
-                    in_nodes,
-                ),
-                Step::Kernel {
-                    node,
-                    out,
-                    ins,
-                    in_nodes,
-                    index: Some(index),
-                } => run_pool_indexed(
-                    plan,
-                    &mut self.arena,
-                    params,
-                    &mut self.indices,
-                    (*node, *out, *index),
-                    ins,
-                    in_nodes,
-                ),
-                Step::Fused {
-                    kernel,
-                    ins,
-                    outs,
-                    alias,
-                } => run_fused(plan, &mut self.arena, params, kernel, ins, outs, alias),
-            };
-            result.map_err(|e| match e {
-                Error::Backend { backend, message } => {
-                    let what = match step {
-                        Step::Kernel { node, .. } => {
-                            format!("node %{node} ({})", plan.nodes[*node].op.name())
-                        }
-                        Step::Fused { kernel, .. } => format!("fused nodes {:?}", kernel.members),
-                    };
-                    Error::Backend {
-                        backend,
-                        message: format!("{what}: {message}"),
-                    }
-                }
-                e => e,
-            })?;
-            if let (Some(p), Some(t)) = (&mut self.profile, started) {
-                p[index] += t.elapsed();
-            }
-        }
+        run_steps(
+            plan,
+            &mut self.frame,
+            params,
+            &mut self.ctx,
+            self.profile.as_mut(),
+        )?;
         let mut copied_updates = Vec::new();
         let mut returned = 0;
         for (k, out) in plan.outputs.iter().enumerate() {
             let ty = &self.output_types[k];
             match *out {
                 OutputPlan::Return { loc } => {
-                    let src = storage_of(loc, params, &self.arena, &plan.consts).prefix(ty.numel());
+                    let src =
+                        storage_of(loc, params, &self.frame.arena, &plan.consts).prefix(ty.numel());
                     // Reuse the caller's buffer from the last call when it fits.
                     let reused = outputs
                         .get_mut(returned)
@@ -279,7 +289,8 @@ impl NativeExecutable {
                     param,
                     swap: false,
                 } => {
-                    let s = exact_copy(storage_of(loc, params, &self.arena, &plan.consts), ty);
+                    let s =
+                        exact_copy(storage_of(loc, params, &self.frame.arena, &plan.consts), ty);
                     copied_updates.push((param, s));
                 }
                 OutputPlan::Update { swap: true, .. } | OutputPlan::InPlace => {}
@@ -288,6 +299,168 @@ impl NativeExecutable {
         outputs.truncate(returned);
         Ok(copied_updates)
     }
+}
+
+/// Runs every step of `plan` in `frame`, its parameters bound to `params`; with `profile`,
+/// adds each step's time to its entry.
+fn run_steps(
+    plan: &Plan,
+    frame: &mut Frame,
+    params: &[Buffer],
+    ctx: &mut KernelCtx,
+    mut profile: Option<&mut Vec<std::time::Duration>>,
+) -> Result<()> {
+    for (index, step) in plan.steps.iter().enumerate() {
+        let started = profile.as_ref().map(|_| std::time::Instant::now());
+        let result = match step {
+            Step::Kernel {
+                node,
+                out,
+                ins,
+                in_nodes,
+                index: None,
+            } => run_kernel(
+                plan,
+                &mut frame.arena,
+                params,
+                ctx,
+                *node,
+                *out,
+                ins,
+                in_nodes,
+            ),
+            Step::Kernel {
+                node,
+                out,
+                ins,
+                in_nodes,
+                index: Some(index),
+            } => run_pool_indexed(
+                plan,
+                &mut frame.arena,
+                params,
+                &mut frame.indices,
+                (*node, *out, *index),
+                ins,
+                in_nodes,
+            ),
+            Step::Loop {
+                looped,
+                ins,
+                in_nodes,
+                outs,
+                ..
+            } => run_loop(plan, frame, params, ctx, *looped, (ins, in_nodes), outs),
+            Step::Fused {
+                kernel,
+                ins,
+                outs,
+                alias,
+            } => run_fused(plan, &mut frame.arena, params, kernel, ins, outs, alias),
+        };
+        result.map_err(|e| match e {
+            Error::Backend { backend, message } => {
+                let what = match step {
+                    Step::Kernel { node, .. } | Step::Loop { node, .. } => {
+                        format!("node %{node} ({})", plan.nodes[*node].op.name())
+                    }
+                    Step::Fused { kernel, .. } => format!("fused nodes {:?}", kernel.members),
+                };
+                Error::Backend {
+                    backend,
+                    message: format!("{what}: {message}"),
+                }
+            }
+            e => e,
+        })?;
+        if let (Some(p), Some(t)) = (profile.as_deref_mut(), started) {
+            p[index] += t.elapsed();
+        }
+    }
+    Ok(())
+}
+
+/// Copies `src` over `dst` (same type and length).
+fn copy_into(what: &str, src: Data<'_>, dst: DataMut<'_>) -> Result<()> {
+    crate::kernel::data::with_same!(what, src, dst, |a, d| d.copy_from_slice(a));
+    Ok(())
+}
+
+/// Runs loop `looped` of `plan`: the carried buffers start as the values at `ins`, the
+/// condition and body run over them (each plan in its own frame, allocated at compile
+/// time, so an iteration allocates nothing) until the condition gives false, and each
+/// `(k, slot)` of `outs` gets the final carried value `k`.
+fn run_loop(
+    plan: &Plan,
+    frame: &mut Frame,
+    params: &[Buffer],
+    ctx: &mut KernelCtx,
+    looped: usize,
+    (ins, in_nodes): (&[Loc], &[usize]),
+    outs: &[(usize, usize)],
+) -> Result<()> {
+    let lp = &plan.loops[looped];
+    let Frame { arena, loops, .. } = frame;
+    let lf = &mut loops[looped];
+    for (k, (&l, &v)) in ins.iter().zip(in_nodes).enumerate() {
+        let src = data_of(l, params, arena, &plan.consts, plan.nodes[v].ty.numel());
+        copy_into(
+            "while init",
+            src,
+            lf.carried[k].native_storage_mut()?.data_mut(),
+        )?;
+    }
+    let internal = |what: &str| Error::Backend {
+        backend: "native",
+        message: format!("internal: the loop's {what} plan returns no plain outputs"),
+    };
+    loop {
+        run_steps(&lp.cond, &mut lf.cond, &lf.carried, ctx, None)?;
+        let Some(OutputPlan::Return { loc }) = lp.cond.outputs.first() else {
+            return Err(internal("condition"));
+        };
+        match storage_of(*loc, &lf.carried, &lf.cond.arena, &lp.cond.consts).prefix(1) {
+            Data::Bool([go]) => {
+                if !*go {
+                    break;
+                }
+            }
+            other => {
+                return Err(crate::kernel::data::type_mismatch(
+                    "while condition",
+                    DType::Bool,
+                    other.dtype(),
+                ))
+            }
+        }
+        run_steps(&lp.body, &mut lf.body, &lf.carried, ctx, None)?;
+        for (k, out) in lp.body.outputs.iter().enumerate() {
+            let OutputPlan::Return { loc } = *out else {
+                return Err(internal("body"));
+            };
+            let next = lf.next[k].native_storage_mut()?;
+            match loc {
+                // Its own exact-size slot: the storage changes hands, nothing is copied.
+                Loc::Slot(s) if lp.swap[k] => std::mem::swap(&mut lf.body.arena[s], next),
+                Loc::Slot(_) | Loc::Param(_) | Loc::Const(_) => {
+                    let src = storage_of(loc, &lf.carried, &lf.body.arena, &lp.body.consts)
+                        .prefix(lp.carried[k].numel());
+                    copy_into("while body", src, next.data_mut())?;
+                }
+            }
+        }
+        std::mem::swap(&mut lf.carried, &mut lf.next);
+        #[cfg(test)]
+        {
+            lf.iterations += 1;
+        }
+    }
+    for &(k, slot) in outs {
+        let n = lp.carried[k].numel();
+        let src = lf.carried[k].native_storage()?.prefix(n);
+        copy_into("while result", src, arena[slot].prefix_mut(n))?;
+    }
+    Ok(())
 }
 
 /// Runs one node's kernel into its slot.

@@ -16,6 +16,8 @@ mod pool_index_tests;
 pub(crate) mod replicated;
 #[cfg(test)]
 pub(crate) mod testing;
+#[cfg(test)]
+mod while_tests;
 
 pub use crate::kernel::Storage;
 pub use replicated::MAX_NATIVE_REPLICAS;

@@ -14,7 +14,7 @@
 use super::fuse::{self, FusedKernel, Pattern};
 use super::fused_adam;
 use crate::backend::CompileOptions;
-use crate::ir::{DType, FusionClass, Graph, Node, Source, Value};
+use crate::ir::{DType, FusionClass, Graph, Node, Op, Source, Value};
 use crate::kernel::data::Storage;
 
 /// Where a value lives while the plan runs.
@@ -39,6 +39,17 @@ pub(crate) enum Step {
         in_nodes: Vec<usize>,
         /// A max/min pooling and its gradient paired (see [`pair_pools`]).
         index: Option<PoolIndex>,
+    },
+    /// A while loop (all its live siblings): copies `ins` (the values of `in_nodes`, the
+    /// carried values' initial ones) into the loop's carried buffers, runs `Plan::loops[looped]`
+    /// until its condition is false, and writes carried value `k` into arena slot `s` for
+    /// each `(k, s)` of `outs`. `node` is the first live sibling.
+    Loop {
+        node: usize,
+        looped: usize,
+        ins: Vec<Loc>,
+        in_nodes: Vec<usize>,
+        outs: Vec<(usize, usize)>,
     },
     /// A fused elementwise kernel: reads `ins` (one per kernel input), writes `outs`
     /// (one slot per kernel output); `alias[i]` is the output an input shares storage with.
@@ -87,6 +98,52 @@ pub(crate) struct Plan {
     pub kernel_grads: Vec<Option<crate::ir::ConvParams>>,
     /// Byte length of each pooling index buffer.
     pub indices: Vec<usize>,
+    /// The loops' condition and body, planned once, each run by its `Step::Loop`.
+    pub loops: Vec<LoopPlan>,
+}
+
+/// A while loop's regions, each planned as a graph of its own (with its own arena when it
+/// runs), their parameters bound to the loop's carried values.
+#[derive(Debug)]
+pub(crate) struct LoopPlan {
+    pub cond: Plan,
+    pub body: Plan,
+    /// The carried values' types.
+    pub carried: Vec<crate::ir::TensorType>,
+    /// Per body output: whether it owns an arena slot of exactly its size that no other
+    /// output shares, so that slot and the carried buffer can exchange storage instead of
+    /// being copied (the body writes every slot afresh each iteration).
+    pub swap: Vec<bool>,
+}
+
+impl LoopPlan {
+    fn new(cond: &Graph, body: &Graph, carried: Vec<crate::ir::TensorType>) -> LoopPlan {
+        let cond = plan(cond, &CompileOptions::default());
+        let body = plan(body, &CompileOptions::default());
+        let slot_of = |o: &OutputPlan| match o {
+            OutputPlan::Return {
+                loc: Loc::Slot(s), ..
+            } => Some(*s),
+            OutputPlan::Return { .. } | OutputPlan::Update { .. } | OutputPlan::InPlace => None,
+        };
+        let slots: Vec<Option<usize>> = body.outputs.iter().map(slot_of).collect();
+        let swap = slots
+            .iter()
+            .zip(&carried)
+            .map(|(s, t)| {
+                s.is_some_and(|s| {
+                    body.slots[s].1 == t.numel()
+                        && slots.iter().filter(|&&o| o == Some(s)).count() == 1
+                })
+            })
+            .collect();
+        LoopPlan {
+            cond,
+            body,
+            carried,
+            swap,
+        }
+    }
 }
 
 /// A scheduled unit of work.
@@ -129,6 +186,28 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         if live[i] {
             for v in nodes[i].op.operands() {
                 live[v.index()] = true;
+            }
+        }
+    }
+    // The live siblings of each loop are one step, led by the first of them: `siblings`
+    // lists a leader's siblings (itself first), `follower` marks the others.
+    let mut siblings: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut follower = vec![false; n];
+    let mut leaders: Vec<usize> = Vec::new();
+    for i in (0..n).filter(|&i| live[i]) {
+        if let Op::While { .. } = nodes[i].op {
+            match leaders
+                .iter()
+                .find(|&&l| crate::ops::while_loop::same_loop(&nodes[l].op, &nodes[i].op))
+            {
+                Some(&l) => {
+                    siblings[l].push(i);
+                    follower[i] = true;
+                }
+                None => {
+                    siblings[i].push(i);
+                    leaders.push(i);
+                }
             }
         }
     }
@@ -217,7 +296,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             }
         };
     for i in (0..n).filter(|&i| live[i]) {
-        if no_kernel(i) || pattern[i].is_some() {
+        if no_kernel(i) || pattern[i].is_some() || follower[i] {
             continue;
         }
         let len = nodes[i].ty.numel();
@@ -333,6 +412,9 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     for u in &units {
         if let Unit::Kernel(i) = u {
             materialize[*i] = true;
+            for &s in &siblings[*i] {
+                materialize[s] = true;
+            }
         }
     }
     let mut last_use = vec![0usize; n];
@@ -405,6 +487,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let mut free: Vec<usize> = Vec::new();
     let mut busy: Vec<(usize, usize)> = Vec::new();
     let mut steps = Vec::with_capacity(units.len());
+    let mut loops = Vec::new();
     // Homes of in-place parameters: their slot is theirs for the whole execution.
     let mut homes: Vec<(usize, usize)> = Vec::new(); // (param index, slot)
     let mut home_of_value: Vec<Option<usize>> = vec![None; n];
@@ -429,6 +512,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             }
         });
         let written: Vec<usize> = match unit {
+            Unit::Kernel(i) if !siblings[*i].is_empty() => siblings[*i].clone(),
             Unit::Kernel(i) => vec![*i],
             Unit::Group(gid) => groups[*gid]
                 .members
@@ -452,6 +536,35 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             outs.push(slot);
         }
         steps.push(match unit {
+            Unit::Kernel(i) if !siblings[*i].is_empty() => {
+                let Op::While {
+                    init, cond, body, ..
+                } = &nodes[*i].op
+                else {
+                    unreachable!("only loops have siblings")
+                };
+                let in_nodes: Vec<usize> = init.iter().map(|v| v.index()).collect();
+                let ins = in_nodes.iter().map(|&v| resolve(&loc, v)).collect();
+                let outs = siblings[*i]
+                    .iter()
+                    .zip(&outs)
+                    .map(|(&s, &slot)| {
+                        let Op::While { result, .. } = nodes[s].op else {
+                            unreachable!("siblings are loops")
+                        };
+                        (result, slot)
+                    })
+                    .collect();
+                let carried = init.iter().map(|v| nodes[v.index()].ty.clone()).collect();
+                loops.push(LoopPlan::new(cond.graph(), body.graph(), carried));
+                Step::Loop {
+                    node: *i,
+                    looped: loops.len() - 1,
+                    ins,
+                    in_nodes,
+                    outs,
+                }
+            }
             Unit::Kernel(i) => {
                 let in_nodes: Vec<usize> =
                     nodes[*i].op.operands().iter().map(|v| v.index()).collect();
@@ -544,6 +657,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         homes,
         kernel_grads,
         indices,
+        loops,
     };
     #[cfg(test)]
     super::testing::record(g.name(), &plan);
@@ -558,7 +672,6 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
 /// first in the same execution; a gradient with no such pooling keeps its own kernel.
 /// Returns the index buffers' lengths.
 fn pair_pools(nodes: &[Node], root: &[usize], steps: &mut [Step]) -> Vec<usize> {
-    use crate::ir::Op;
     use crate::ops::reduce_window::indexable;
     let mut indices = Vec::new();
     // (operand's memory, op, window, operand node, pooling's step, its index buffer)
@@ -667,6 +780,15 @@ impl Plan {
                     };
                     out += &format!("  kernel %{node} {}{paired} -> {}\n", nd.op.name(), nd.ty);
                 }
+                Step::Loop {
+                    node, looped, outs, ..
+                } => {
+                    out += &format!(
+                        "  loop {looped} (%{node} while) -> {} of {} carried values\n",
+                        outs.len(),
+                        self.loops[*looped].carried.len()
+                    );
+                }
                 Step::Fused { kernel, .. } => {
                     out += &format!(
                         "  fused{} n={} insts={} inputs={} outputs={} members={:?}\n",
@@ -684,6 +806,16 @@ impl Plan {
                         }
                         out += &format!("      outputs {:?}\n", kernel.outputs);
                     }
+                }
+            }
+        }
+        // The loops' own plans after every step's line (the profile finds a step's line
+        // by its index).
+        for (i, l) in self.loops.iter().enumerate() {
+            for (what, p) in [("cond", &l.cond), ("body", &l.body)] {
+                out += &format!("  loop {i} {what}:\n");
+                for line in p.describe().lines() {
+                    out += &format!("    {line}\n");
                 }
             }
         }
@@ -729,7 +861,7 @@ mod tests {
             .steps
             .iter()
             .map(|s| match s {
-                Step::Kernel { node, .. } => plan.nodes[*node].op.name(),
+                Step::Kernel { node, .. } | Step::Loop { node, .. } => plan.nodes[*node].op.name(),
                 Step::Fused { .. } => "fused",
             })
             .collect();

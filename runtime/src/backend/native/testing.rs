@@ -59,7 +59,9 @@ pub(crate) fn record(graph: &str, plan: &Plan) {
     };
     for step in &plan.steps {
         match step {
-            Step::Kernel { node, .. } => s.kernels.push(plan.nodes[*node].op.name()),
+            Step::Kernel { node, .. } | Step::Loop { node, .. } => {
+                s.kernels.push(plan.nodes[*node].op.name())
+            }
             Step::Fused { kernel, .. } => {
                 s.fused += 1;
                 s.adam += usize::from(kernel.adam.is_some());
