@@ -135,11 +135,18 @@ impl Pool2d {
         better: impl Fn(T, T) -> bool + Sync,
     ) {
         debug_assert!(self.indexable() && index.len() == out.len());
-        self.walk_indexed(x, out, index, init, |img, offs, c0, a, ix| {
-            if a.len() == LANES {
+        self.walk_indexed(x, out, index, init, |img, offs, acc, ix| {
+            let c = acc.len();
+            let mut c0 = 0;
+            while c0 + LANES <= c {
+                let (a, ix) = (&mut acc[c0..c0 + LANES], &mut ix[c0..c0 + LANES]);
                 record::<T, LANES>(img, offs, c0, init, &f, &better, a, ix);
-            } else {
+                c0 += LANES;
+            }
+            while c0 < c {
+                let (a, ix) = (&mut acc[c0..c0 + 1], &mut ix[c0..c0 + 1]);
                 record::<T, 1>(img, offs, c0, init, &f, &better, a, ix);
+                c0 += 1;
             }
         });
     }
@@ -156,7 +163,7 @@ impl Pool2d {
     /// activation) and, in its top bits, the two comparisons of the activation's
     /// pre-ReLU value that the ReLU's gradient makes, for
     /// [`Pool2d::scatter_indexed_bias_relu`].
-    pub(super) fn reduce_index_bias_relu<T: num_traits::Float + Send + Sync>(
+    pub(super) fn reduce_index_bias_relu<T: num_traits::Float + Send + Sync + 'static>(
         &self,
         x: &[T],
         bias: &[T],
@@ -166,28 +173,34 @@ impl Pool2d {
     ) {
         debug_assert!(self.bias_relu_indexable() && index.len() == out.len());
         debug_assert!(bias.len() == self.c);
-        self.walk_indexed(x, out, index, T::neg_infinity(), |img, offs, c0, a, ix| {
-            if a.len() == LANES {
-                let b: &[T; LANES] = bias[c0..c0 + LANES].try_into().expect("LANES");
-                record_bias_relu::<T, LANES>(img, offs, c0, b, act, a, ix);
-            } else {
-                let b: &[T; 1] = bias[c0..c0 + 1].try_into().expect("one");
-                record_bias_relu::<T, 1>(img, offs, c0, b, act, a, ix);
+        let simd = Simd::detect();
+        self.walk_indexed(x, out, index, T::neg_infinity(), |img, offs, a, ix| {
+            let w = (img, offs, bias, act);
+            // SAFETY: `simd` is what the CPU supports.
+            unsafe {
+                match (simd, act.bias_first) {
+                    #[cfg(target_arch = "x86_64")]
+                    (Simd::Avx2, false) => window_bias_relu_avx2::<T, false>(w, a, ix),
+                    #[cfg(target_arch = "x86_64")]
+                    (Simd::Avx2, true) => window_bias_relu_avx2::<T, true>(w, a, ix),
+                    (_, false) => window_bias_relu::<T, false>(w, a, ix),
+                    (_, true) => window_bias_relu::<T, true>(w, a, ix),
+                }
             }
         });
     }
 
     /// The walk of the recording poolings: output rows split over the crew; per window
-    /// its elements' offsets, then `block(image, offsets, c0, acc, index)` for channels
-    /// `c0..` in runs of [`LANES`] (then single channels), `acc` and `index` that run's
-    /// outputs. Empty windows (all padding) are `init` and record nothing.
+    /// its elements' offsets, then `block(image, offsets, acc, index)`, `acc` and `index`
+    /// the window's outputs (all channels). Empty windows (all padding) are `init` and
+    /// record nothing.
     fn walk_indexed<T: Copy + Send + Sync>(
         &self,
         x: &[T],
         out: &mut [T],
         index: &mut [u8],
         init: T,
-        block: impl Fn(&[T], &[usize], usize, &mut [T], &mut [u8]) + Sync,
+        block: impl Fn(&[T], &[usize], &mut [T], &mut [u8]) + Sync,
     ) {
         let p = *self;
         let (c, row) = (p.c, p.ow * p.c);
@@ -214,18 +227,7 @@ impl Pool2d {
                     let cells = (i1 - i0) * (j1 - j0);
                     let mut offs = [0usize; 256];
                     fill_offsets(&mut offs, (i0, i1, j0, j1), p.w, c, 0);
-                    let offs = &offs[..cells];
-                    let mut c0 = 0;
-                    while c0 + LANES <= c {
-                        let (a, ix) = (&mut acc[c0..c0 + LANES], &mut ix[c0..c0 + LANES]);
-                        block(img, offs, c0, a, ix);
-                        c0 += LANES;
-                    }
-                    while c0 < c {
-                        let (a, ix) = (&mut acc[c0..c0 + 1], &mut ix[c0..c0 + 1]);
-                        block(img, offs, c0, a, ix);
-                        c0 += 1;
-                    }
+                    block(img, &offs[..cells], acc, ix);
                 }
             }
         };
@@ -464,8 +466,8 @@ const EQ: u8 = 0x40;
 const MARK: u8 = 0x01;
 
 /// What the unfused graph computes from a pooled convolution's output `x` before the
-/// pooling: `a = x + bias` (or `bias + x`, per channel), `max(a, floor)`; and the two
-/// comparisons its gradient makes of `a`.
+/// pooling: `a = x + bias` (or `bias + x`, per channel), `max(a, floor)` (the floor not
+/// NaN); and the two comparisons its gradient makes of `a`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BiasRelu<T> {
     pub bias_first: bool,
@@ -489,13 +491,10 @@ pub(crate) struct ReluGate<T> {
 impl<T: num_traits::Float> ReluGate<T> {
     #[inline(always)]
     fn apply(&self, ct: T, bits: u8) -> T {
-        let w = if bits & GT != 0 {
-            self.one
-        } else if bits & EQ != 0 {
-            self.half
-        } else {
-            self.zero
-        };
+        // `a > gt ? one : a == eq ? half : zero`, looked up rather than branched on (the
+        // comparisons follow the data's signs, which no predictor guesses).
+        const _: () = assert!(GT == 0x80 && EQ == 0x40);
+        let w = [self.zero, self.half, self.one, self.one][usize::from(bits >> 6)];
         if self.ct_first {
             ct * w
         } else {
@@ -562,11 +561,165 @@ fn record<T: Copy, const L: usize>(
     }
 }
 
-/// [`record`] for the fused bias, ReLU and max pooling: each element is first
-/// `max(x + bias, floor)` exactly as the unfused add and max compute it, and the index
-/// byte also carries the pre-ReLU value's comparisons (see [`POS`]).
+/// Which instructions the fused pooling's window loop is compiled for (picked at run
+/// time, as the fused elementwise kernels do: one binary, wide vectors where they exist).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Simd {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx2,
+    Baseline,
+}
+
+impl Simd {
+    fn detect() -> Simd {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Simd::Avx2;
+        }
+        Simd::Baseline
+    }
+}
+
+/// One window of the fused bias, ReLU and max pooling, all channels: `w` is the image,
+/// the window's offsets in it, the bias and the constants.
+type BiasReluWindow<'a, T> = (&'a [T], &'a [usize], &'a [T], &'a BiasRelu<T>);
+
 #[inline(always)]
-fn record_bias_relu<T: num_traits::Float, const L: usize>(
+fn window_bias_relu<T: num_traits::Float, const BIAS_FIRST: bool>(
+    (img, offs, bias, act): BiasReluWindow<'_, T>,
+    acc: &mut [T],
+    ix: &mut [u8],
+) {
+    let c = acc.len();
+    let mut c0 = 0;
+    while c0 + LANES <= c {
+        let b = bias[c0..c0 + LANES].try_into().expect("LANES");
+        let (a, i) = (&mut acc[c0..c0 + LANES], &mut ix[c0..c0 + LANES]);
+        record_bias_relu::<T, LANES, BIAS_FIRST>(img, offs, c0, b, act, a, i);
+        c0 += LANES;
+    }
+    while c0 < c {
+        let b = bias[c0..c0 + 1].try_into().expect("one");
+        let (a, i) = (&mut acc[c0..c0 + 1], &mut ix[c0..c0 + 1]);
+        record_bias_relu::<T, 1, BIAS_FIRST>(img, offs, c0, b, act, a, i);
+        c0 += 1;
+    }
+}
+
+/// [`window_bias_relu`] with AVX2: for `f32`, each block of eight channels in one vector
+/// (the compiler left the generic loop scalar), the rest as the generic one.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn window_bias_relu_avx2<T: num_traits::Float + 'static, const BIAS_FIRST: bool>(
+    w: BiasReluWindow<'_, T>,
+    acc: &mut [T],
+    ix: &mut [u8],
+) {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return window_bias_relu::<T, BIAS_FIRST>(w, acc, ix);
+    }
+    let (img, offs, bias, act) = w;
+    // SAFETY: T is f32 (checked above): the same memory, the same type.
+    let (img, bias, act, out) = unsafe {
+        (
+            std::slice::from_raw_parts(img.as_ptr() as *const f32, img.len()),
+            std::slice::from_raw_parts(bias.as_ptr() as *const f32, bias.len()),
+            &*(act as *const BiasRelu<T> as *const BiasRelu<f32>),
+            std::slice::from_raw_parts_mut(acc.as_mut_ptr() as *mut f32, acc.len()),
+        )
+    };
+    let c = out.len();
+    let mut c0 = 0;
+    while c0 + 8 <= c {
+        // SAFETY: the CPU has AVX2 (this function's features).
+        unsafe {
+            record_bias_relu_avx2::<BIAS_FIRST>(
+                img,
+                offs,
+                c0,
+                &bias[c0..c0 + 8],
+                act,
+                &mut out[c0..c0 + 8],
+                &mut ix[c0..c0 + 8],
+            )
+        };
+        c0 += 8;
+    }
+    while c0 < c {
+        let b = bias[c0..c0 + 1].try_into().expect("one");
+        let (a, i) = (&mut out[c0..c0 + 1], &mut ix[c0..c0 + 1]);
+        record_bias_relu::<f32, 1, BIAS_FIRST>(img, offs, c0, b, act, a, i);
+        c0 += 1;
+    }
+}
+
+/// [`record_bias_relu`] for eight `f32` channels in AVX2 registers, the same
+/// comparisons and selections lane by lane (ordered, quiet comparisons: false on NaN, as
+/// Rust's operators).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn record_bias_relu_avx2<const BIAS_FIRST: bool>(
+    img: &[f32],
+    offs: &[usize],
+    c0: usize,
+    bias: &[f32],
+    act: &BiasRelu<f32>,
+    acc: &mut [f32],
+    index: &mut [u8],
+) {
+    use std::arch::x86_64::*;
+    assert!(bias.len() == 8 && acc.len() == 8 && index.len() == 8 && !offs.is_empty());
+    let load = |off: usize| -> __m256 {
+        let v = &img[off + c0..off + c0 + 8];
+        // SAFETY: eight in-bounds elements.
+        unsafe { _mm256_loadu_ps(v.as_ptr()) }
+    };
+    let b = _mm256_loadu_ps(bias.as_ptr());
+    let floor = _mm256_set1_ps(act.floor);
+    let at = |v: __m256| -> (__m256, __m256) {
+        let s = if BIAS_FIRST {
+            _mm256_add_ps(b, v)
+        } else {
+            _mm256_add_ps(v, b)
+        };
+        // `s <= floor ? floor : s`
+        let le = _mm256_cmp_ps::<_CMP_LE_OQ>(s, floor);
+        (s, _mm256_blendv_ps(s, floor, le))
+    };
+    // max_of(acc, r): `acc >= r ? acc : r`
+    let max_of = |a: __m256, r: __m256| {
+        let ge = _mm256_cmp_ps::<_CMP_GE_OQ>(a, r);
+        _mm256_blendv_ps(r, a, ge)
+    };
+    let (s, r) = at(load(offs[0]));
+    let mut a = max_of(_mm256_set1_ps(f32::NEG_INFINITY), r);
+    let (mut br, mut bs, mut bk) = (r, s, _mm256_setzero_ps());
+    for (k, &off) in offs.iter().enumerate().skip(1) {
+        let (s, r) = at(load(off));
+        a = max_of(a, r);
+        let gt = _mm256_cmp_ps::<_CMP_GT_OQ>(r, br);
+        br = _mm256_blendv_ps(br, r, gt);
+        bs = _mm256_blendv_ps(bs, s, gt);
+        bk = _mm256_blendv_ps(bk, _mm256_set1_ps(k as f32), gt);
+    }
+    _mm256_storeu_ps(acc.as_mut_ptr(), a);
+    let above = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(bs, _mm256_set1_ps(act.gt)));
+    let equal = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(bs, _mm256_set1_ps(act.eq)));
+    let mut ks = [0f32; 8];
+    _mm256_storeu_ps(ks.as_mut_ptr(), bk);
+    for (l, (d, &k)) in index.iter_mut().zip(&ks).enumerate() {
+        let bits = ((((above >> l) & 1) as u8) << 7) | ((((equal >> l) & 1) as u8) << 6);
+        *d = k as u8 | bits;
+    }
+}
+
+/// [`record`] for the fused bias, ReLU and max pooling: each element is first
+/// `max(x + bias, floor)` exactly as the unfused add and max compute it (`bias + x` with
+/// `BIAS_FIRST`), and the index byte also carries the pre-ReLU value's comparisons (see
+/// [`POS`]). Branch-free over the lanes, so that the compiler keeps them in vectors.
+#[inline(always)]
+fn record_bias_relu<T: num_traits::Float, const L: usize, const BIAS_FIRST: bool>(
     img: &[T],
     offs: &[usize],
     c0: usize,
@@ -580,33 +733,42 @@ fn record_bias_relu<T: num_traits::Float, const L: usize>(
             .try_into()
             .expect("a slice of L elements")
     };
+    let floor = act.floor;
+    // The pre-ReLU value and the activation: `binary::apply_real`'s max, `s` when it is
+    // NaN or above the floor, which (the floor not NaN: see `BiasRelu`) is one comparison,
+    // and no branch.
+    let at = |v: T, b: T| -> (T, T) {
+        let s = if BIAS_FIRST { b + v } else { v + b };
+        (s, if s <= floor { floor } else { s })
+    };
     let mut a = [T::neg_infinity(); L];
-    let mut bv = [T::zero(); L];
-    let mut bk = [0u8; L];
-    for (k, &off) in offs.iter().enumerate() {
+    let mut br = [T::zero(); L];
+    let mut bs = [T::zero(); L];
+    let mut bk = [0u32; L];
+    // The first element is selected whatever it is (a NaN too), as `record`'s.
+    let v = lanes(offs[0]);
+    for l in 0..L {
+        let (s, r) = at(v[l], bias[l]);
+        a[l] = super::reduce_window::max_of(a[l], r);
+        (br[l], bs[l]) = (r, s);
+    }
+    for (k, &off) in offs.iter().enumerate().skip(1) {
         let v = lanes(off);
         for l in 0..L {
-            let s = if act.bias_first {
-                bias[l] + v[l]
-            } else {
-                v[l] + bias[l]
-            };
-            // `binary::apply_real`'s max: a NaN first operand wins.
-            let r = if s.is_nan() || s > act.floor {
-                s
-            } else {
-                act.floor
-            };
+            let (s, r) = at(v[l], bias[l]);
             a[l] = super::reduce_window::max_of(a[l], r);
-            let bits = k as u8 | if s > act.gt { GT } else { 0 } | if s == act.eq { EQ } else { 0 };
-            // As `record` with `above`: the first, replaced only by a strictly greater one.
-            let b = k == 0 || r > bv[l];
-            bv[l] = if b { r } else { bv[l] };
-            bk[l] = if b { bits } else { bk[l] };
+            // As `record` with `above`: replaced only by a strictly greater one.
+            let b = r > br[l];
+            br[l] = if b { r } else { br[l] };
+            bs[l] = if b { s } else { bs[l] };
+            bk[l] = if b { k as u32 } else { bk[l] };
         }
     }
     acc.copy_from_slice(&a);
-    index.copy_from_slice(&bk);
+    for ((d, &k), &s) in index.iter_mut().zip(&bk).zip(&bs) {
+        let bits = (u8::from(s > act.gt) << 7) | (u8::from(s == act.eq) << 6);
+        *d = k as u8 | bits;
+    }
 }
 
 /// A window's in-range rows `i0..i1` and columns `j0..j1`.
@@ -772,6 +934,70 @@ mod tests {
             }
         }
         assert!(checked > 500, "{checked}");
+    }
+
+    /// Times the recording poolings on the `cnn` workload's first pooling (run with
+    /// `--ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn time_recording_poolings() {
+        let xd = [128, 26, 26, 32];
+        let win = Window {
+            dims: vec![1, 2, 2, 1],
+            strides: vec![1, 2, 2, 1],
+            padding: vec![(0, 0); 4],
+        };
+        let od = out_dims(&xd, &win).expect("fits");
+        let p = Pool2d::of(&xd, &od, &win).expect("an NHWC pooling");
+        let x = data(xd.iter().product(), 3, 0);
+        let bias = data(32, 4, 0);
+        let no: usize = od.iter().product();
+        let (mut o, mut ix) = (vec![0.0f32; no], vec![0u8; no]);
+        let act = BiasRelu {
+            bias_first: false,
+            floor: 0.0,
+            gt: 0.0,
+            eq: 0.0,
+        };
+        let time = |f: &mut dyn FnMut()| {
+            let t = std::time::Instant::now();
+            for _ in 0..20 {
+                f();
+            }
+            t.elapsed().as_secs_f64() / 20.0 * 1e3
+        };
+        let plain = time(&mut || {
+            p.reduce_index(
+                &x,
+                &mut o,
+                &mut ix,
+                f32::NEG_INFINITY,
+                max_of_f32,
+                above_f32,
+            )
+        });
+        let fused = time(&mut || p.reduce_index_bias_relu(&x, &bias, &mut o, &mut ix, &act));
+        let gate = ReluGate {
+            one: 1.0,
+            half: 0.5,
+            zero: 0.0,
+            ct_first: true,
+        };
+        let src = data(no, 5, 0);
+        let mut dx = vec![0.0f32; x.len()];
+        let scatter = time(&mut || p.scatter_indexed(&src, &ix, &mut dx));
+        let gated = time(&mut || p.scatter_indexed_bias_relu(&src, &ix, &mut dx, &gate));
+        eprintln!(
+            "ms: reduce_index {plain:.3}, with bias+relu {fused:.3}; scatter_indexed {scatter:.3}, gated {gated:.3}"
+        );
+    }
+
+    fn max_of_f32(a: f32, b: f32) -> f32 {
+        super::super::reduce_window::max_of(a, b)
+    }
+
+    fn above_f32(a: f32, b: f32) -> bool {
+        a > b
     }
 
     #[test]

@@ -159,7 +159,8 @@ fn matches(nodes: &[Node], users: &[Vec<usize>], is_output: &[bool], p: usize) -
     else {
         return None;
     };
-    let floor = constant(nodes, floor)?;
+    // Not NaN: the fused kernel's ReLU is one comparison, equal to the unfused max then.
+    let floor = constant(nodes, floor).filter(|f| !f.is_nan())?;
     let ai = a.index();
     if is_output[ai] {
         return None;
