@@ -354,7 +354,8 @@ impl Pool2d {
         let run_units = |us: std::ops::Range<usize>, base: usize, dst: &mut [T]| {
             let mut bk = [0u32; BLOCK];
             let mut offs = [0usize; 256];
-            let mut marks = Vec::new();
+            // Kept per thread, so that a steady state allocates nothing.
+            let mut marks = MARKS.with(|m| m.take());
             for u in us {
                 // Zero the unit's band, then add into it while it is in cache. (Measured
                 // on the CNN: 2.6x faster than writing each element of disjoint
@@ -431,6 +432,7 @@ impl Pool2d {
                     }
                 }
             }
+            MARKS.with(|m| m.replace(marks));
         };
         let tasks = self.tasks(out.len() + src.len() * p.kh * p.kw, units);
         if tasks == 1 {
@@ -501,6 +503,11 @@ impl<T: num_traits::Float> ReluGate<T> {
             w * ct
         }
     }
+}
+
+thread_local! {
+    /// The overlapping gated gradient's marks (see `scatter_with`).
+    static MARKS: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Channels are handled in blocks of this many, their running state on the stack.

@@ -6,7 +6,7 @@ use super::executor::NativeExecutable;
 use super::testing::without_bias_relu_pool;
 use super::NativeBackend;
 use crate::backend::{Backend, CompileOptions, Executable};
-use crate::ir::{ConvParams, DType, Graph, ReduceOp, TensorType, Window};
+use crate::ir::{BinaryOp, ConvParams, DType, Graph, ReduceOp, TensorType, Window};
 use crate::Tensor;
 
 fn window(k: usize, s: usize, pad: (usize, usize)) -> Window {
@@ -45,27 +45,24 @@ enum Front {
 }
 
 /// `p = max_pool(relu(c + bias))` as `Conv2D(relu)` and `MaxPooling2D` write it, and with
-/// `training` the gradients of `p` (cotangent a parameter) with respect to the
-/// convolution's input and kernel (or `c`) and the bias, from the autodiff. Outputs: `p`,
-/// then the gradients.
+/// `training` the gradients of `p` (cotangent a parameter) with respect to `c`, the bias
+/// and the convolution's input and kernel, by the ops' VJP rules as the autodiff chains
+/// them (built here directly: the backend sits below the autodiff). Outputs: `p`, then
+/// the gradients.
 fn graph(cd: [usize; 4], w: &Window, front: Front, training: bool, dtype: DType) -> Graph {
     let mut g = Graph::new("bias_relu_pool");
     let c_ch = cd[3];
-    let (c, mut wrt) = match front {
-        Front::Param => {
-            let x = g.parameter(TensorType::new(dtype, cd));
-            (x, vec![x])
-        }
+    let mut params = ConvParams::simple(2);
+    params.padding = vec![(1, 1), (1, 1)];
+    let (c, conv) = match front {
+        Front::Param => (g.parameter(TensorType::new(dtype, cd)), None),
         Front::Conv => {
             let x = g.parameter(TensorType::new(dtype, [cd[0], cd[1], cd[2], 2]));
             let k = g.parameter(TensorType::new(dtype, [3, 3, 2, c_ch]));
-            let mut params = ConvParams::simple(2);
-            params.padding = vec![(1, 1), (1, 1)];
-            (g.convolution(x, k, params).unwrap(), vec![x, k])
+            (g.convolution(x, k, params.clone()).unwrap(), Some((x, k)))
         }
     };
     let bias = g.parameter(TensorType::new(dtype, [c_ch]));
-    wrt.push(bias);
     let a = g.add(c, bias).unwrap();
     let z = g.zeros_like(a).unwrap();
     let r = g.max(a, z).unwrap();
@@ -73,7 +70,14 @@ fn graph(cd: [usize; 4], w: &Window, front: Front, training: bool, dtype: DType)
     let mut outs = vec![p];
     if training {
         let ct = g.parameter(g.ty(p).clone());
-        outs.extend(crate::autodiff::vjp(&mut g, &[p], &[ct], &wrt).unwrap());
+        let ct_r = crate::ops::reduce_window::vjp(&mut g, ReduceOp::Max, r, w, ct).unwrap();
+        let (ct_a, _) = crate::ops::binary::vjp(&mut g, BinaryOp::Max, a, z, r, ct_r).unwrap();
+        let ct_bias = g.reduce(ReduceOp::Sum, ct_a, &[0, 1, 2]).unwrap();
+        outs.extend([ct_a, ct_bias]);
+        if let Some((x, k)) = conv {
+            let (dx, dk) = crate::ops::convolution::vjp(&mut g, x, k, &params, ct_a).unwrap();
+            outs.extend([dx, dk]);
+        }
     }
     g.set_outputs(outs).unwrap();
     g
