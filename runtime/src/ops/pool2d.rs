@@ -134,9 +134,76 @@ impl Pool2d {
         f: impl Fn(T, T) -> T + Sync,
         better: impl Fn(T, T) -> bool + Sync,
     ) {
+        debug_assert!(self.indexable() && index.len() == out.len());
+        self.walk_indexed(x, out, index, init, |img, offs, acc, ix| {
+            let c = acc.len();
+            let mut c0 = 0;
+            while c0 + LANES <= c {
+                let (a, ix) = (&mut acc[c0..c0 + LANES], &mut ix[c0..c0 + LANES]);
+                record::<T, LANES>(img, offs, c0, init, &f, &better, a, ix);
+                c0 += LANES;
+            }
+            while c0 < c {
+                let (a, ix) = (&mut acc[c0..c0 + 1], &mut ix[c0..c0 + 1]);
+                record::<T, 1>(img, offs, c0, init, &f, &better, a, ix);
+                c0 += 1;
+            }
+        });
+    }
+
+    /// Whether a pooling fits [`Pool2d::reduce_index_bias_relu`]'s index: window
+    /// positions in the low six bits, the ReLU gradient's two comparisons in the top two.
+    pub(super) fn bias_relu_indexable(&self) -> bool {
+        self.kh * self.kw <= usize::from(POS) + 1
+    }
+
+    /// Max pooling of `relu(x + bias)` (per channel, computed per element exactly as the
+    /// unfused add and max compute it: `act`) without that tensor in memory, recording
+    /// per output element the selected window position (as `reduce_index` for the
+    /// activation) and, in its top bits, the two comparisons of the activation's
+    /// pre-ReLU value that the ReLU's gradient makes, for
+    /// [`Pool2d::scatter_indexed_bias_relu`].
+    pub(super) fn reduce_index_bias_relu<T: num_traits::Float + Send + Sync + 'static>(
+        &self,
+        x: &[T],
+        bias: &[T],
+        out: &mut [T],
+        index: &mut [u8],
+        act: &BiasRelu<T>,
+    ) {
+        debug_assert!(self.bias_relu_indexable() && index.len() == out.len());
+        debug_assert!(bias.len() == self.c);
+        let simd = Simd::detect();
+        self.walk_indexed(x, out, index, T::neg_infinity(), |img, offs, a, ix| {
+            let w = (img, offs, bias, act);
+            // SAFETY: `simd` is what the CPU supports.
+            unsafe {
+                match (simd, act.bias_first) {
+                    #[cfg(target_arch = "x86_64")]
+                    (Simd::Avx2, false) => window_bias_relu_avx2::<T, false>(w, a, ix),
+                    #[cfg(target_arch = "x86_64")]
+                    (Simd::Avx2, true) => window_bias_relu_avx2::<T, true>(w, a, ix),
+                    (_, false) => window_bias_relu::<T, false>(w, a, ix),
+                    (_, true) => window_bias_relu::<T, true>(w, a, ix),
+                }
+            }
+        });
+    }
+
+    /// The walk of the recording poolings: output rows split over the crew; per window
+    /// its elements' offsets, then `block(image, offsets, acc, index)`, `acc` and `index`
+    /// the window's outputs (all channels). Empty windows (all padding) are `init` and
+    /// record nothing.
+    fn walk_indexed<T: Copy + Send + Sync>(
+        &self,
+        x: &[T],
+        out: &mut [T],
+        index: &mut [u8],
+        init: T,
+        block: impl Fn(&[T], &[usize], &mut [T], &mut [u8]) + Sync,
+    ) {
         let p = *self;
         let (c, row) = (p.c, p.ow * p.c);
-        debug_assert!(p.indexable() && index.len() == out.len());
         if row == 0 || out.is_empty() {
             out.fill(init);
             return;
@@ -160,18 +227,7 @@ impl Pool2d {
                     let cells = (i1 - i0) * (j1 - j0);
                     let mut offs = [0usize; 256];
                     fill_offsets(&mut offs, (i0, i1, j0, j1), p.w, c, 0);
-                    let offs = &offs[..cells];
-                    let mut c0 = 0;
-                    while c0 + LANES <= c {
-                        let (a, ix) = (&mut acc[c0..c0 + LANES], &mut ix[c0..c0 + LANES]);
-                        record::<T, LANES>(img, offs, c0, init, &f, &better, a, ix);
-                        c0 += LANES;
-                    }
-                    while c0 < c {
-                        let (a, ix) = (&mut acc[c0..c0 + 1], &mut ix[c0..c0 + 1]);
-                        record::<T, 1>(img, offs, c0, init, &f, &better, a, ix);
-                        c0 += 1;
-                    }
+                    block(img, &offs[..cells], acc, ix);
                 }
             }
         };
@@ -211,7 +267,7 @@ impl Pool2d {
         better: impl Fn(T, T) -> bool + Sync,
     ) {
         let img = self.h * self.w * self.c;
-        self.scatter_with(src, out, |b, win, c0, cb, _, bk| {
+        self.scatter_with(src, out, None, |b, win, c0, cb, _, bk| {
             select_block(self, &x[b * img..(b + 1) * img], win, c0, cb, &better, bk);
         });
     }
@@ -224,7 +280,26 @@ impl Pool2d {
         index: &[u8],
         out: &mut [T],
     ) {
-        self.scatter_with(src, out, |_, _, c0, cb, o, bk| {
+        self.scatter_with(src, out, None, |_, _, c0, cb, o, bk| {
+            for (d, &k) in bk[..cb].iter_mut().zip(&index[o + c0..o + c0 + cb]) {
+                *d = k as u32;
+            }
+        });
+    }
+
+    /// The gradient of [`Pool2d::reduce_index_bias_relu`]'s pooling with respect to its
+    /// pre-bias operand `x`, from its index: the pooling gradient (`scatter_indexed`'s
+    /// sums), times the ReLU's gradient at each selected element (`gate`, from the
+    /// comparisons the index recorded); elements no window selected are zero, as the
+    /// unfused product of a zero with a gate (finite and not negative: see `ReluGate`).
+    pub(super) fn scatter_indexed_bias_relu<T: num_traits::Float + Send + Sync>(
+        &self,
+        src: &[T],
+        index: &[u8],
+        out: &mut [T],
+        gate: &ReluGate<T>,
+    ) {
+        self.scatter_with(src, out, Some(gate), |_, _, c0, cb, o, bk| {
             for (d, &k) in bk[..cb].iter_mut().zip(&index[o + c0..o + c0 + cb]) {
                 *d = k as u32;
             }
@@ -235,10 +310,16 @@ impl Pool2d {
     /// do not overlap in H (each output row then owns a band of input rows, which it
     /// zeroes and scatters into in one pass). `select(image, window, c0, cb, output offset, positions)`
     /// gives, per channel of the block, the selected position in the clipped window.
+    ///
+    /// With a `gate`, the positions carry the ReLU gradient's comparisons in their top
+    /// bits (see `reduce_index_bias_relu`) and each selected element's sum is gated once,
+    /// after its last addition: at once where windows do not overlap, else from a mark
+    /// per element of the unit's band.
     fn scatter_with<T: num_traits::Float + Send + Sync>(
         &self,
         src: &[T],
         out: &mut [T],
+        gate: Option<&ReluGate<T>>,
         select: impl Fn(usize, Win, usize, usize, usize, &mut [u32; BLOCK]) + Sync,
     ) {
         let p = *self;
@@ -269,9 +350,12 @@ impl Pool2d {
             (u / per_img * img + lo * wc, u / per_img * img + hi * wc)
         };
         let zero = T::zero();
+        let disjoint = p.sh >= p.kh && p.sw >= p.kw;
         let run_units = |us: std::ops::Range<usize>, base: usize, dst: &mut [T]| {
             let mut bk = [0u32; BLOCK];
             let mut offs = [0usize; 256];
+            // Kept per thread, so that a steady state allocates nothing.
+            let mut marks = MARKS.with(|m| m.take());
             for u in us {
                 // Zero the unit's band, then add into it while it is in cache. (Measured
                 // on the CNN: 2.6x faster than writing each element of disjoint
@@ -279,6 +363,11 @@ impl Pool2d {
                 // left scalar and branching.)
                 let (lo, hi) = band(u);
                 dst[lo - base..hi - base].fill(zero);
+                let marking = gate.is_some() && !disjoint;
+                if marking {
+                    marks.clear();
+                    marks.resize(hi - lo, 0u8);
+                }
                 let (b, o0) = (u / per_img, u % per_img * per);
                 for o in o0..o0 + per {
                     let (i0, i1) = Pool2d::span(o, p.sh, p.kh, p.ph, p.h);
@@ -309,15 +398,41 @@ impl Pool2d {
                             let cb = BLOCK.min(p.c - c0);
                             select(b, win, c0, cb, so, &mut bk);
                             let s = &src[so + c0..so + c0 + cb];
-                            for (ch, (&k, &s)) in bk[..cb].iter().zip(s).enumerate() {
-                                let at = off_of(k as usize) + c0 + ch;
-                                dst[at] = dst[at] + s;
+                            let pairs = bk[..cb].iter().zip(s).enumerate();
+                            match gate {
+                                None => {
+                                    for (ch, (&k, &s)) in pairs {
+                                        let at = off_of(k as usize) + c0 + ch;
+                                        dst[at] = dst[at] + s;
+                                    }
+                                }
+                                Some(g) if disjoint => {
+                                    for (ch, (&k, &s)) in pairs {
+                                        let at = off_of((k as u8 & POS) as usize) + c0 + ch;
+                                        dst[at] = g.apply(dst[at] + s, k as u8);
+                                    }
+                                }
+                                Some(_) => {
+                                    for (ch, (&k, &s)) in pairs {
+                                        let at = off_of((k as u8 & POS) as usize) + c0 + ch;
+                                        dst[at] = dst[at] + s;
+                                        marks[at + base - lo] = (k as u8 & (GT | EQ)) | MARK;
+                                    }
+                                }
                             }
                             c0 += cb;
                         }
                     }
                 }
+                if let (Some(g), true) = (gate, marking) {
+                    for (d, &m) in dst[lo - base..hi - base].iter_mut().zip(&marks) {
+                        if m != 0 {
+                            *d = g.apply(*d, m);
+                        }
+                    }
+                }
             }
+            MARKS.with(|m| m.replace(marks));
         };
         let tasks = self.tasks(out.len() + src.len() * p.kh * p.kw, units);
         if tasks == 1 {
@@ -341,6 +456,58 @@ impl Pool2d {
             run_units(us, lo, chunk);
         });
     }
+}
+
+/// Bits of a [`Pool2d::reduce_index_bias_relu`] index byte: the window position, and
+/// whether the selected element's pre-ReLU value compared greater than the gradient's
+/// `gt` and equal to its `eq` (`MARK` flags a selected element in the overlapping
+/// gradient's marks).
+const POS: u8 = 0x3f;
+const GT: u8 = 0x80;
+const EQ: u8 = 0x40;
+const MARK: u8 = 0x01;
+
+/// What the unfused graph computes from a pooled convolution's output `x` before the
+/// pooling: `a = x + bias` (or `bias + x`, per channel), `max(a, floor)` (the floor not
+/// NaN); and the two comparisons its gradient makes of `a`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BiasRelu<T> {
+    pub bias_first: bool,
+    pub floor: T,
+    pub gt: T,
+    pub eq: T,
+}
+
+/// The ReLU's gradient as the unfused graph computes it from the comparisons:
+/// `ct · select(a > gt, one, select(a == eq, half, zero))` (or the gate times `ct`).
+/// The planner fuses it only when all three are finite and not negative, so that the
+/// zero cotangent of an unselected element stays `+0` whatever its gate.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReluGate<T> {
+    pub one: T,
+    pub half: T,
+    pub zero: T,
+    pub ct_first: bool,
+}
+
+impl<T: num_traits::Float> ReluGate<T> {
+    #[inline(always)]
+    fn apply(&self, ct: T, bits: u8) -> T {
+        // `a > gt ? one : a == eq ? half : zero`, looked up rather than branched on (the
+        // comparisons follow the data's signs, which no predictor guesses).
+        const _: () = assert!(GT == 0x80 && EQ == 0x40);
+        let w = [self.zero, self.half, self.one, self.one][usize::from(bits >> 6)];
+        if self.ct_first {
+            ct * w
+        } else {
+            w * ct
+        }
+    }
+}
+
+thread_local! {
+    /// The overlapping gated gradient's marks (see `scatter_with`).
+    static MARKS: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Channels are handled in blocks of this many, their running state on the stack.
@@ -398,6 +565,216 @@ fn record<T: Copy, const L: usize>(
     acc.copy_from_slice(&a);
     for (d, &k) in index.iter_mut().zip(&bk) {
         *d = k as u8;
+    }
+}
+
+/// Which instructions the fused pooling's window loop is compiled for (picked at run
+/// time, as the fused elementwise kernels do: one binary, wide vectors where they exist).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Simd {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx2,
+    Baseline,
+}
+
+impl Simd {
+    fn detect() -> Simd {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Simd::Avx2;
+        }
+        Simd::Baseline
+    }
+}
+
+/// One window of the fused bias, ReLU and max pooling, all channels: `w` is the image,
+/// the window's offsets in it, the bias and the constants.
+type BiasReluWindow<'a, T> = (&'a [T], &'a [usize], &'a [T], &'a BiasRelu<T>);
+
+#[inline(always)]
+fn window_bias_relu<T: num_traits::Float, const BIAS_FIRST: bool>(
+    (img, offs, bias, act): BiasReluWindow<'_, T>,
+    acc: &mut [T],
+    ix: &mut [u8],
+) {
+    let c = acc.len();
+    let mut c0 = 0;
+    while c0 + LANES <= c {
+        let b = bias[c0..c0 + LANES].try_into().expect("LANES");
+        let (a, i) = (&mut acc[c0..c0 + LANES], &mut ix[c0..c0 + LANES]);
+        record_bias_relu::<T, LANES, BIAS_FIRST>(img, offs, c0, b, act, a, i);
+        c0 += LANES;
+    }
+    while c0 < c {
+        let b = bias[c0..c0 + 1].try_into().expect("one");
+        let (a, i) = (&mut acc[c0..c0 + 1], &mut ix[c0..c0 + 1]);
+        record_bias_relu::<T, 1, BIAS_FIRST>(img, offs, c0, b, act, a, i);
+        c0 += 1;
+    }
+}
+
+/// [`window_bias_relu`] with AVX2: for `f32`, each block of eight channels in one vector
+/// (the compiler left the generic loop scalar), the rest as the generic one.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn window_bias_relu_avx2<T: num_traits::Float + 'static, const BIAS_FIRST: bool>(
+    w: BiasReluWindow<'_, T>,
+    acc: &mut [T],
+    ix: &mut [u8],
+) {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return window_bias_relu::<T, BIAS_FIRST>(w, acc, ix);
+    }
+    let (img, offs, bias, act) = w;
+    // SAFETY: T is f32 (checked above): the same memory, the same type.
+    let (img, bias, act, out) = unsafe {
+        (
+            std::slice::from_raw_parts(img.as_ptr() as *const f32, img.len()),
+            std::slice::from_raw_parts(bias.as_ptr() as *const f32, bias.len()),
+            &*(act as *const BiasRelu<T> as *const BiasRelu<f32>),
+            std::slice::from_raw_parts_mut(acc.as_mut_ptr() as *mut f32, acc.len()),
+        )
+    };
+    let c = out.len();
+    let mut c0 = 0;
+    while c0 + 8 <= c {
+        // SAFETY: the CPU has AVX2 (this function's features).
+        unsafe {
+            record_bias_relu_avx2::<BIAS_FIRST>(
+                img,
+                offs,
+                c0,
+                &bias[c0..c0 + 8],
+                act,
+                &mut out[c0..c0 + 8],
+                &mut ix[c0..c0 + 8],
+            )
+        };
+        c0 += 8;
+    }
+    while c0 < c {
+        let b = bias[c0..c0 + 1].try_into().expect("one");
+        let (a, i) = (&mut out[c0..c0 + 1], &mut ix[c0..c0 + 1]);
+        record_bias_relu::<f32, 1, BIAS_FIRST>(img, offs, c0, b, act, a, i);
+        c0 += 1;
+    }
+}
+
+/// [`record_bias_relu`] for eight `f32` channels in AVX2 registers, the same
+/// comparisons and selections lane by lane (ordered, quiet comparisons: false on NaN, as
+/// Rust's operators).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn record_bias_relu_avx2<const BIAS_FIRST: bool>(
+    img: &[f32],
+    offs: &[usize],
+    c0: usize,
+    bias: &[f32],
+    act: &BiasRelu<f32>,
+    acc: &mut [f32],
+    index: &mut [u8],
+) {
+    use std::arch::x86_64::*;
+    assert!(bias.len() == 8 && acc.len() == 8 && index.len() == 8 && !offs.is_empty());
+    let load = |off: usize| -> __m256 {
+        let v = &img[off + c0..off + c0 + 8];
+        // SAFETY: eight in-bounds elements.
+        unsafe { _mm256_loadu_ps(v.as_ptr()) }
+    };
+    let b = _mm256_loadu_ps(bias.as_ptr());
+    let floor = _mm256_set1_ps(act.floor);
+    let at = |v: __m256| -> (__m256, __m256) {
+        let s = if BIAS_FIRST {
+            _mm256_add_ps(b, v)
+        } else {
+            _mm256_add_ps(v, b)
+        };
+        // `s <= floor ? floor : s`
+        let le = _mm256_cmp_ps::<_CMP_LE_OQ>(s, floor);
+        (s, _mm256_blendv_ps(s, floor, le))
+    };
+    // max_of(acc, r): `acc >= r ? acc : r`
+    let max_of = |a: __m256, r: __m256| {
+        let ge = _mm256_cmp_ps::<_CMP_GE_OQ>(a, r);
+        _mm256_blendv_ps(r, a, ge)
+    };
+    let (s, r) = at(load(offs[0]));
+    let mut a = max_of(_mm256_set1_ps(f32::NEG_INFINITY), r);
+    let (mut br, mut bs, mut bk) = (r, s, _mm256_setzero_ps());
+    for (k, &off) in offs.iter().enumerate().skip(1) {
+        let (s, r) = at(load(off));
+        a = max_of(a, r);
+        let gt = _mm256_cmp_ps::<_CMP_GT_OQ>(r, br);
+        br = _mm256_blendv_ps(br, r, gt);
+        bs = _mm256_blendv_ps(bs, s, gt);
+        bk = _mm256_blendv_ps(bk, _mm256_set1_ps(k as f32), gt);
+    }
+    _mm256_storeu_ps(acc.as_mut_ptr(), a);
+    let above = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(bs, _mm256_set1_ps(act.gt)));
+    let equal = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(bs, _mm256_set1_ps(act.eq)));
+    let mut ks = [0f32; 8];
+    _mm256_storeu_ps(ks.as_mut_ptr(), bk);
+    for (l, (d, &k)) in index.iter_mut().zip(&ks).enumerate() {
+        let bits = ((((above >> l) & 1) as u8) << 7) | ((((equal >> l) & 1) as u8) << 6);
+        *d = k as u8 | bits;
+    }
+}
+
+/// [`record`] for the fused bias, ReLU and max pooling: each element is first
+/// `max(x + bias, floor)` exactly as the unfused add and max compute it (`bias + x` with
+/// `BIAS_FIRST`), and the index byte also carries the pre-ReLU value's comparisons (see
+/// [`POS`]). Branch-free over the lanes, so that the compiler keeps them in vectors.
+#[inline(always)]
+fn record_bias_relu<T: num_traits::Float, const L: usize, const BIAS_FIRST: bool>(
+    img: &[T],
+    offs: &[usize],
+    c0: usize,
+    bias: &[T; L],
+    act: &BiasRelu<T>,
+    acc: &mut [T],
+    index: &mut [u8],
+) {
+    let lanes = |off: usize| -> &[T; L] {
+        img[off + c0..off + c0 + L]
+            .try_into()
+            .expect("a slice of L elements")
+    };
+    let floor = act.floor;
+    // The pre-ReLU value and the activation: `binary::apply_real`'s max, `s` when it is
+    // NaN or above the floor, which (the floor not NaN: see `BiasRelu`) is one comparison,
+    // and no branch.
+    let at = |v: T, b: T| -> (T, T) {
+        let s = if BIAS_FIRST { b + v } else { v + b };
+        (s, if s <= floor { floor } else { s })
+    };
+    let mut a = [T::neg_infinity(); L];
+    let mut br = [T::zero(); L];
+    let mut bs = [T::zero(); L];
+    let mut bk = [0u32; L];
+    // The first element is selected whatever it is (a NaN too), as `record`'s.
+    let v = lanes(offs[0]);
+    for l in 0..L {
+        let (s, r) = at(v[l], bias[l]);
+        a[l] = super::reduce_window::max_of(a[l], r);
+        (br[l], bs[l]) = (r, s);
+    }
+    for (k, &off) in offs.iter().enumerate().skip(1) {
+        let v = lanes(off);
+        for l in 0..L {
+            let (s, r) = at(v[l], bias[l]);
+            a[l] = super::reduce_window::max_of(a[l], r);
+            // As `record` with `above`: replaced only by a strictly greater one.
+            let b = r > br[l];
+            br[l] = if b { r } else { br[l] };
+            bs[l] = if b { s } else { bs[l] };
+            bk[l] = if b { k as u32 } else { bk[l] };
+        }
+    }
+    acc.copy_from_slice(&a);
+    for ((d, &k), &s) in index.iter_mut().zip(&bk).zip(&bs) {
+        let bits = (u8::from(s > act.gt) << 7) | (u8::from(s == act.eq) << 6);
+        *d = k as u8 | bits;
     }
 }
 
@@ -564,6 +941,70 @@ mod tests {
             }
         }
         assert!(checked > 500, "{checked}");
+    }
+
+    /// Times the recording poolings on the `cnn` workload's first pooling (run with
+    /// `--ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn time_recording_poolings() {
+        let xd = [128, 26, 26, 32];
+        let win = Window {
+            dims: vec![1, 2, 2, 1],
+            strides: vec![1, 2, 2, 1],
+            padding: vec![(0, 0); 4],
+        };
+        let od = out_dims(&xd, &win).expect("fits");
+        let p = Pool2d::of(&xd, &od, &win).expect("an NHWC pooling");
+        let x = data(xd.iter().product(), 3, 0);
+        let bias = data(32, 4, 0);
+        let no: usize = od.iter().product();
+        let (mut o, mut ix) = (vec![0.0f32; no], vec![0u8; no]);
+        let act = BiasRelu {
+            bias_first: false,
+            floor: 0.0,
+            gt: 0.0,
+            eq: 0.0,
+        };
+        let time = |f: &mut dyn FnMut()| {
+            let t = std::time::Instant::now();
+            for _ in 0..20 {
+                f();
+            }
+            t.elapsed().as_secs_f64() / 20.0 * 1e3
+        };
+        let plain = time(&mut || {
+            p.reduce_index(
+                &x,
+                &mut o,
+                &mut ix,
+                f32::NEG_INFINITY,
+                max_of_f32,
+                above_f32,
+            )
+        });
+        let fused = time(&mut || p.reduce_index_bias_relu(&x, &bias, &mut o, &mut ix, &act));
+        let gate = ReluGate {
+            one: 1.0,
+            half: 0.5,
+            zero: 0.0,
+            ct_first: true,
+        };
+        let src = data(no, 5, 0);
+        let mut dx = vec![0.0f32; x.len()];
+        let scatter = time(&mut || p.scatter_indexed(&src, &ix, &mut dx));
+        let gated = time(&mut || p.scatter_indexed_bias_relu(&src, &ix, &mut dx, &gate));
+        eprintln!(
+            "ms: reduce_index {plain:.3}, with bias+relu {fused:.3}; scatter_indexed {scatter:.3}, gated {gated:.3}"
+        );
+    }
+
+    fn max_of_f32(a: f32, b: f32) -> f32 {
+        super::super::reduce_window::max_of(a, b)
+    }
+
+    fn above_f32(a: f32, b: f32) -> bool {
+        a > b
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `reduce_window` (pooling) and `select_and_scatter_add` (its max/min gradient): shape
 //! rules, gradients, native kernels.
 
-use super::pool2d::Pool2d;
+use super::pool2d::{self, Pool2d};
 use super::In;
 use crate::ir::{Graph, ReduceOp, TensorType, Value, Window, MAX_RANK};
 use crate::kernel::data::{Data, DataMut};
@@ -418,6 +418,119 @@ pub(crate) fn native_select_and_scatter_indexed(
     match (source.data, out) {
         (Data::F32(s), DataMut::F32(o)) => p.scatter_indexed(s, index, o),
         (Data::F64(s), DataMut::F64(o)) => p.scatter_indexed(s, index, o),
+        (s, _) => return Err(super::unsupported("select_and_scatter_add", s.dtype())),
+    }
+    Ok(())
+}
+
+// ---- bias and ReLU fused into a max pooling and its gradient (native planner)
+
+/// What a max pooling fused with the bias add and ReLU before it (and its gradient with
+/// the ReLU's gradient after it) computes, as the unfused graph's constants: the
+/// pooled value is `reduce_window(max, max(x + bias, floor))` (`bias + x` with
+/// `bias_first`), and the gradient with respect to `x` is
+/// `g · select(a > gt, one, select(a == eq, half, zero))` (the gate times `g` unless
+/// `ct_first`), `g` the pooling's gradient and `a = x + bias`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct BiasReluPool {
+    pub bias_first: bool,
+    pub floor: f64,
+    pub gt: f64,
+    pub eq: f64,
+    pub one: f64,
+    pub half: f64,
+    pub zero: f64,
+    pub ct_first: bool,
+}
+
+impl BiasReluPool {
+    fn act<T: num_traits::Float>(&self) -> Option<(pool2d::BiasRelu<T>, pool2d::ReluGate<T>)> {
+        let t = |v: f64| T::from(v);
+        Some((
+            pool2d::BiasRelu {
+                bias_first: self.bias_first,
+                floor: t(self.floor)?,
+                gt: t(self.gt)?,
+                eq: t(self.eq)?,
+            },
+            pool2d::ReluGate {
+                one: t(self.one)?,
+                half: t(self.half)?,
+                zero: t(self.zero)?,
+                ct_first: self.ct_first,
+            },
+        ))
+    }
+}
+
+/// Whether a max pooling of `x` by `w` (to `out`) can be fused with a bias and ReLU
+/// before it (`native_recording_bias_relu`) and their gradients
+/// (`native_select_and_scatter_bias_relu`): a float 2-D NHWC pooling of at most 64
+/// window positions.
+pub(crate) fn bias_relu_fusable(x: &TensorType, out: &TensorType, w: &Window) -> bool {
+    let float = matches!(x.dtype, crate::ir::DType::F32 | crate::ir::DType::F64);
+    float && Pool2d::of(x.dims(), out.dims(), w).is_some_and(|p| p.bias_relu_indexable())
+}
+
+/// The max pooling of `max(x + bias, floor)` (`f`) without that tensor in memory,
+/// recording into `index` what `native_select_and_scatter_bias_relu` reads.
+pub(crate) fn native_recording_bias_relu(
+    x: In<'_>,
+    bias: In<'_>,
+    w: &Window,
+    f: &BiasReluPool,
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+    index: &mut [u8],
+) -> Result<()> {
+    let p = Pool2d::of(x.ty.dims(), out_ty.dims(), w)
+        .filter(|p| p.bias_relu_indexable() && index.len() == out_ty.numel())
+        .filter(|_| bias.ty.numel() == x.ty.dims()[3])
+        .ok_or_else(|| Error::shape("reduce_window", "not a fusable 2-D max pooling"))?;
+    let bad = || Error::shape("reduce_window", "constants out of the type's range");
+    match (x.data, bias.data, out) {
+        (Data::F32(a), Data::F32(b), DataMut::F32(o)) => {
+            let (act, _) = f.act::<f32>().ok_or_else(bad)?;
+            p.reduce_index_bias_relu(a, b, o, index, &act)
+        }
+        (Data::F64(a), Data::F64(b), DataMut::F64(o)) => {
+            let (act, _) = f.act::<f64>().ok_or_else(bad)?;
+            p.reduce_index_bias_relu(a, b, o, index, &act)
+        }
+        (a, _, _) => return Err(super::unsupported("reduce_window", a.dtype())),
+    }
+    Ok(())
+}
+
+/// The gradient with respect to `x` (of type `operand`) of `native_recording_bias_relu`'s
+/// pooling, from the `index` it wrote: the cotangent `source` routed to each window's
+/// selected element and gated by the ReLU's gradient there (`f`).
+pub(crate) fn native_select_and_scatter_bias_relu(
+    source: In<'_>,
+    operand: &TensorType,
+    w: &Window,
+    f: &BiasReluPool,
+    index: &[u8],
+    out: DataMut<'_>,
+) -> Result<()> {
+    let p = Pool2d::of(operand.dims(), source.ty.dims(), w)
+        .filter(|p| p.bias_relu_indexable() && index.len() == source.ty.numel())
+        .ok_or_else(|| Error::shape("select_and_scatter_add", "not a fusable 2-D pooling"))?;
+    let bad = || {
+        Error::shape(
+            "select_and_scatter_add",
+            "constants out of the type's range",
+        )
+    };
+    match (source.data, out) {
+        (Data::F32(s), DataMut::F32(o)) => {
+            let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
+            p.scatter_indexed_bias_relu(s, index, o, &gate)
+        }
+        (Data::F64(s), DataMut::F64(o)) => {
+            let (_, gate) = f.act::<f64>().ok_or_else(bad)?;
+            p.scatter_indexed_bias_relu(s, index, o, &gate)
+        }
         (s, _) => return Err(super::unsupported("select_and_scatter_add", s.dtype())),
     }
     Ok(())

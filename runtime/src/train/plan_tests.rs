@@ -113,3 +113,67 @@ fn adam_with_ema_keeps_one_update_pass_per_parameter() {
         "{s:#?}"
     );
 }
+
+/// The `cnn` workload's layers (`Conv2D(relu)` → `MaxPooling2D`, twice): the planner fuses
+/// each convolution's bias and ReLU into its pooling and the ReLU's gradient into the
+/// pooling's (four fused kernels in the train step), and training with them is bit for
+/// bit training without them (`testing::without_bias_relu_pool`).
+#[test]
+fn a_convnet_trains_the_same_with_bias_and_relu_fused_into_its_poolings() {
+    use crate::backend::native::testing::without_bias_relu_pool;
+    use crate::nn::{Activation, Conv2D, Dense, Dropout, Flatten, MaxPooling2D, Sequential};
+    let model = || {
+        Model::new(Sequential::new(
+            Some(vec![12, 12, 1]),
+            vec![
+                Box::new(Conv2D::new("conv", 8, [3, 3], Activation::Relu)),
+                Box::new(MaxPooling2D::new("pool", [2, 2])),
+                Box::new(Conv2D::new("conv_1", 16, [3, 3], Activation::Relu)),
+                Box::new(MaxPooling2D::new("pool_1", [2, 2])),
+                Box::new(Flatten::new("flat")),
+                Box::new(Dropout::new("drop", 0.5)),
+                Box::new(Dense::new("out", 10, Activation::Softmax)),
+            ],
+        ))
+    };
+    let fused = train_step_plan(model(), &[12, 12, 1]);
+    assert_eq!(fused.bias_relu_pools, 4, "{fused:#?}");
+    let plain = without_bias_relu_pool(|| train_step_plan(model(), &[12, 12, 1]));
+    assert_eq!(plain.bias_relu_pools, 0, "{plain:#?}");
+    // Four full-size elementwise passes fewer: the add with ReLU and the gate, per layer.
+    assert_eq!(fused.fused + 4, plain.fused, "{fused:#?} {plain:#?}");
+
+    let train = |m: &mut Model<Sequential>| {
+        use crate::loss::SparseCategoricalCrossentropy;
+        use crate::metrics::Accuracy;
+        use crate::train::Fit;
+        let x = crate::random::normal(&[96, 12, 12, 1], 0.0, 1.0, 5).unwrap();
+        let y = crate::random::uniform_int(&[96], 0, 10, 6).unwrap();
+        m.compile(
+            crate::optim::Adam::default(),
+            SparseCategoricalCrossentropy::default(),
+            [Accuracy],
+        )
+        .unwrap();
+        m.fit(&x, &y, Fit::epochs(2).batch_size(32).verbose(0))
+            .unwrap();
+        let bits = |t: &crate::Tensor| -> Vec<u32> {
+            t.to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        let p = m.predict(&x).unwrap();
+        let mut all: Vec<Vec<u32>> = m.weights().iter().map(|(_, t)| bits(t)).collect();
+        all.push(bits(&p));
+        all
+    };
+    let (mut a, mut b) = (model(), model());
+    let fused_run = train(&mut a);
+    let plain_run = without_bias_relu_pool(|| train(&mut b));
+    assert_eq!(fused_run.len(), plain_run.len());
+    for (k, (x, y)) in fused_run.iter().zip(&plain_run).enumerate() {
+        assert!(x == y, "weight {k} differs after training");
+    }
+}

@@ -476,6 +476,12 @@ fn run_kernel(
     in_nodes: &[usize],
 ) -> Result<()> {
     let kernel_grad = plan.kernel_grads[node].as_ref();
+    if plan.fused_pools[node].is_some() {
+        return Err(Error::Backend {
+            backend: "native",
+            message: "internal: a fused pooling step without its index".into(),
+        });
+    }
     let node = &plan.nodes[node];
     // Take the output out of the arena so the inputs can be borrowed beside it.
     let mut storage = std::mem::replace(&mut arena[out], Storage::F32(Vec::new()));
@@ -515,8 +521,10 @@ fn run_pool_indexed(
     ins: &[Loc],
     in_nodes: &[usize],
 ) -> Result<()> {
+    use super::bias_relu_pool::Fused;
     use crate::ir::Op;
     use crate::ops::reduce_window;
+    let fused = plan.fused_pools[node].as_ref();
     let node = &plan.nodes[node];
     let mut storage = std::mem::replace(&mut arena[out], Storage::F32(Vec::new()));
     let result = {
@@ -528,12 +536,43 @@ fn run_pool_indexed(
             }
         };
         let out_view = storage.prefix_mut(node.ty.numel());
-        match (&node.op, index) {
-            (Op::ReduceWindow { op, window, .. }, PoolIndex::Record(i)) => {
+        match (&node.op, index, fused) {
+            (
+                Op::ReduceWindow { window, .. },
+                PoolIndex::Record(i),
+                Some(Fused::Pool { f, .. }),
+            ) => {
+                let index = &mut indices[i];
+                reduce_window::native_recording_bias_relu(
+                    input(0),
+                    input(1),
+                    window,
+                    f,
+                    &node.ty,
+                    out_view,
+                    index,
+                )
+            }
+            (
+                Op::SelectAndScatterAdd { window, .. },
+                PoolIndex::Use(i),
+                Some(Fused::Gradient { f, .. }),
+            ) => {
+                let operand = &plan.nodes[in_nodes[1]].ty;
+                reduce_window::native_select_and_scatter_bias_relu(
+                    input(0),
+                    operand,
+                    window,
+                    f,
+                    &indices[i],
+                    out_view,
+                )
+            }
+            (Op::ReduceWindow { op, window, .. }, PoolIndex::Record(i), None) => {
                 let index = &mut indices[i];
                 reduce_window::native_recording(*op, input(0), window, &node.ty, out_view, index)
             }
-            (Op::SelectAndScatterAdd { window, .. }, PoolIndex::Use(i)) => {
+            (Op::SelectAndScatterAdd { window, .. }, PoolIndex::Use(i), None) => {
                 let operand = &plan.nodes[in_nodes[1]].ty;
                 let index = &indices[i];
                 reduce_window::native_select_and_scatter_indexed(
@@ -544,7 +583,7 @@ fn run_pool_indexed(
                     out_view,
                 )
             }
-            (op, _) => Err(Error::Backend {
+            (op, _, _) => Err(Error::Backend {
                 backend: "native",
                 message: format!("{} has no pooling index", op.name()),
             }),

@@ -6,6 +6,9 @@
 //! op's kernel (in `crate::ops`) on slices of the arena, so a steady-state step allocates
 //! no tensor memory. Matrix products and convolutions use the `gemm` crate.
 
+mod bias_relu_pool;
+#[cfg(test)]
+mod bias_relu_pool_tests;
 mod conv_grad;
 mod executor;
 mod fuse;

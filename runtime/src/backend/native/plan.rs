@@ -11,6 +11,7 @@
 //! 3. Give every value that some later step reads a slot in an arena, reusing a slot as
 //!    soon as its value is dead.
 
+use super::bias_relu_pool::Fused;
 use super::fuse::{self, FusedKernel, Pattern};
 use super::fused_adam;
 use crate::backend::CompileOptions;
@@ -100,6 +101,9 @@ pub(crate) struct Plan {
     pub indices: Vec<usize>,
     /// The loops' condition and body, planned once, each run by its `Step::Loop`.
     pub loops: Vec<LoopPlan>,
+    /// Per node: the max pooling with a bias and ReLU fused in, or its gradient with the
+    /// ReLU's (see `bias_relu_pool`).
+    pub fused_pools: Vec<Option<Fused>>,
 }
 
 /// A while loop's regions, each planned as a graph of its own (with its own arena when it
@@ -175,7 +179,15 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     // Before liveness, so the transposes a kernel gradient no longer reads are dead.
     let kernel_grads = super::conv_grad::rewrite(&mut nodes);
     let graph_outputs: Vec<Value> = g.outputs().iter().map(|&o| same(o)).collect();
+    // Likewise the activations and gates a fused pooling and its gradient absorb.
+    let fused_pools = super::bias_relu_pool::rewrite(&mut nodes, &graph_outputs);
     let n = nodes.len();
+    // What a node reads: its op's operands, and a fused pooling's bias.
+    let operands = |i: usize| -> Vec<Value> {
+        let mut v = nodes[i].op.operands();
+        v.extend(fused_pools[i].as_ref().and_then(Fused::extra_operand));
+        v
+    };
 
     // Live nodes and their live consumers.
     let mut live = vec![false; n];
@@ -184,7 +196,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     }
     for i in (0..n).rev() {
         if live[i] {
-            for v in nodes[i].op.operands() {
+            for v in operands(i) {
                 live[v.index()] = true;
             }
         }
@@ -213,7 +225,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     }
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
     for i in (0..n).filter(|&i| live[i]) {
-        for v in nodes[i].op.operands() {
+        for v in operands(i) {
             users[v.index()].push(i);
         }
     }
@@ -369,7 +381,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                 group_of[i] = Some(gid);
             }
             None => {
-                for v in nodes[i].op.operands() {
+                for v in operands(i) {
                     if let Some(gid) = group_of[root[v.index()]] {
                         close(gid, &mut groups, &mut open, &mut units);
                     }
@@ -390,12 +402,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let reads: Vec<Vec<usize>> = units
         .iter()
         .map(|u| match u {
-            Unit::Kernel(i) => nodes[*i]
-                .op
-                .operands()
-                .iter()
-                .map(|v| root[v.index()])
-                .collect(),
+            Unit::Kernel(i) => operands(*i).iter().map(|v| root[v.index()]).collect(),
             Unit::Group(gid) => groups[*gid]
                 .members
                 .iter()
@@ -566,8 +573,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                 }
             }
             Unit::Kernel(i) => {
-                let in_nodes: Vec<usize> =
-                    nodes[*i].op.operands().iter().map(|v| v.index()).collect();
+                let in_nodes: Vec<usize> = operands(*i).iter().map(|v| v.index()).collect();
                 let ins = in_nodes.iter().map(|&v| resolve(&loc, v)).collect();
                 Step::Kernel {
                     node: *i,
@@ -647,7 +653,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         });
     }
 
-    let indices = pair_pools(&nodes, &root, &mut steps);
+    let indices = pair_pools(&nodes, &root, &fused_pools, &mut steps);
     let plan = Plan {
         nodes,
         steps,
@@ -658,6 +664,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         kernel_grads,
         indices,
         loops,
+        fused_pools,
     };
     #[cfg(test)]
     super::testing::record(g.name(), &plan);
@@ -670,11 +677,20 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
 /// and the gradient reads that instead of the operand (oneDNN's "workspace"). Both steps
 /// are in this one plan, which runs every step in order, so the record is always written
 /// first in the same execution; a gradient with no such pooling keeps its own kernel.
-/// Returns the index buffers' lengths.
-fn pair_pools(nodes: &[Node], root: &[usize], steps: &mut [Step]) -> Vec<usize> {
+/// A fused pooling (`bias_relu_pool`) pairs only with its own fused gradient, and
+/// records its index even without one (its kernel is the one that applies the bias and
+/// ReLU). Returns the index buffers' lengths.
+fn pair_pools(
+    nodes: &[Node],
+    root: &[usize],
+    fused: &[Option<Fused>],
+    steps: &mut [Step],
+) -> Vec<usize> {
+    use crate::ir::Op;
     use crate::ops::reduce_window::indexable;
     let mut indices = Vec::new();
-    // (operand's memory, op, window, operand node, pooling's step, its index buffer)
+    // (operand's memory, op, window, operand node, pooling's step, its index buffer,
+    // its node)
     let mut pools = Vec::new();
     for (s, step) in steps.iter_mut().enumerate() {
         let Step::Kernel { node, .. } = *step else {
@@ -683,8 +699,9 @@ fn pair_pools(nodes: &[Node], root: &[usize], steps: &mut [Step]) -> Vec<usize> 
         let nd = &nodes[node];
         let found = match &nd.op {
             Op::ReduceWindow { op, x, window } => {
-                if indexable(*op, &nodes[x.index()].ty, &nd.ty, window) {
-                    pools.push((root[x.index()], *op, window, x.index(), s, None));
+                let fused_pool = matches!(fused[node], Some(Fused::Pool { .. }));
+                if fused_pool || indexable(*op, &nodes[x.index()].ty, &nd.ty, window) {
+                    pools.push((root[x.index()], *op, window, x.index(), s, None, node));
                 }
                 None
             }
@@ -695,11 +712,15 @@ fn pair_pools(nodes: &[Node], root: &[usize], steps: &mut [Step]) -> Vec<usize> 
                 ..
             } => pools
                 .iter_mut()
-                .find(|p| {
-                    p.0 == root[operand.index()]
-                        && p.1 == *op
-                        && p.2 == window
-                        && nodes[p.3].ty == nodes[operand.index()].ty
+                .find(|p| match &fused[node] {
+                    Some(Fused::Gradient { pool, .. }) => p.6 == *pool,
+                    Some(Fused::Pool { .. }) | None => {
+                        fused[p.6].is_none()
+                            && p.0 == root[operand.index()]
+                            && p.1 == *op
+                            && p.2 == window
+                            && nodes[p.3].ty == nodes[operand.index()].ty
+                    }
                 })
                 .map(|p| {
                     *p.5.get_or_insert_with(|| {
@@ -713,7 +734,14 @@ fn pair_pools(nodes: &[Node], root: &[usize], steps: &mut [Step]) -> Vec<usize> 
             *index = Some(PoolIndex::Use(i));
         }
     }
-    for (_, _, _, _, s, i) in pools {
+    for (_, _, _, _, s, i, p) in pools {
+        let i = match i {
+            None if fused[p].is_some() => {
+                indices.push(0);
+                Some(indices.len() - 1)
+            }
+            i => i,
+        };
         if let (Some(i), Step::Kernel { node, index, .. }) = (i, &mut steps[s]) {
             indices[i] = nodes[*node].ty.numel();
             *index = Some(PoolIndex::Record(i));
@@ -778,7 +806,16 @@ impl Plan {
                         Some(PoolIndex::Record(_)) => " (records index)",
                         Some(PoolIndex::Use(_)) => " (from index)",
                     };
-                    out += &format!("  kernel %{node} {}{paired} -> {}\n", nd.op.name(), nd.ty);
+                    let fused = match self.fused_pools[*node] {
+                        None => "",
+                        Some(Fused::Pool { .. }) => " (bias+relu fused)",
+                        Some(Fused::Gradient { .. }) => " (relu gradient fused)",
+                    };
+                    out += &format!(
+                        "  kernel %{node} {}{paired}{fused} -> {}\n",
+                        nd.op.name(),
+                        nd.ty
+                    );
                 }
                 Step::Loop {
                     node, looped, outs, ..

@@ -39,6 +39,8 @@ pub(crate) struct PlanSummary {
     pub adam: usize,
     pub insts: usize,
     pub slots: usize,
+    /// Poolings and gradients with the bias and ReLU fused in (see `bias_relu_pool`).
+    pub bias_relu_pools: usize,
 }
 
 thread_local! {
@@ -56,6 +58,7 @@ pub(crate) fn record(graph: &str, plan: &Plan) {
         adam: 0,
         insts: 0,
         slots: plan.slots.len(),
+        bias_relu_pools: plan.fused_pools.iter().flatten().count(),
     };
     for step in &plan.steps {
         match step {
@@ -89,13 +92,34 @@ pub(crate) fn compile_pool_index(
     use super::plan::PoolIndex;
     let mut exe = NativeExecutable::new(g, options).expect("the test graph compiles");
     let mut paired = 0;
-    for s in exe.plan_mut().steps.iter_mut() {
-        if let Step::Kernel { index, .. } = s {
-            if !enabled {
+    let plan = exe.plan_mut();
+    for s in plan.steps.iter_mut() {
+        if let Step::Kernel { index, node, .. } = s {
+            // A fused pooling's kernel is the indexed one (its bias and ReLU are in it).
+            if !enabled && plan.fused_pools[*node].is_none() {
                 *index = None;
             }
             paired += usize::from(matches!(index, Some(PoolIndex::Use(_))));
         }
     }
     (Box::new(exe), paired)
+}
+
+thread_local! {
+    static NO_BIAS_RELU_POOL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the planner leaves bias, ReLU and max pooling unfused on this thread (see
+/// [`without_bias_relu_pool`]).
+pub(crate) fn bias_relu_pool_disabled() -> bool {
+    NO_BIAS_RELU_POOL.with(|c| c.get())
+}
+
+/// Runs `f` with the planner's `bias_relu_pool` fusion off on this thread: the unfused
+/// reference path that the fused kernels are compared with.
+pub(crate) fn without_bias_relu_pool<R>(f: impl FnOnce() -> R) -> R {
+    let before = NO_BIAS_RELU_POOL.with(|c| c.replace(true));
+    let r = f();
+    NO_BIAS_RELU_POOL.with(|c| c.set(before));
+    r
 }
