@@ -422,6 +422,23 @@ impl<'s> Scope<'s> {
                     operand(0)
                 )
             }
+            CallError::Merge(m @ MergeError::DotAxes { .. }) => format!(
+                "{label} cannot take {} and {}: it needs {}",
+                operand(0),
+                operand(1),
+                m.need()
+            ),
+            CallError::Merge(m @ MergeError::Disagree { first, second, .. }) => format!(
+                "{label} cannot take {} and {}: it needs {}",
+                operand(*first),
+                operand(*second),
+                m.need()
+            ),
+            CallError::Merge(m @ MergeError::NotSequence { input }) => format!(
+                "{label} needs {}, but {} is an input",
+                m.need(),
+                operand(*input)
+            ),
         }
     }
 
@@ -472,10 +489,8 @@ impl<'s> Scope<'s> {
                 continue;
             }
             let Some(r) = &self.resolved[i] else { continue };
-            let input = self.first_call[i]
-                .as_ref()
-                .and_then(|s| s.first().cloned())
-                .unwrap_or_else(Shape::unknown);
+            let inputs = self.first_call[i].clone().unwrap_or_default();
+            let input = inputs.first().cloned().unwrap_or_else(Shape::unknown);
             index[i] = layers.len();
             layers.push(Layer {
                 def: r.def,
@@ -483,7 +498,7 @@ impl<'s> Scope<'s> {
                 args: r.args.clone(),
                 written: r.written(),
                 docs: self.docs[i].clone(),
-                params: (r.def.params)(&r.args, &input),
+                params: r.def.call_params(&r.args, &inputs),
                 input,
                 output: first.output.clone(),
             });

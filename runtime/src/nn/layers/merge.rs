@@ -211,7 +211,7 @@ impl Layer for Concatenate {
 
 /// Each input's shape without the batch axis (an empty list is refused by the shape rule
 /// before anything reads `inputs[0]`).
-fn input_shapes(cx: &Forward<'_>, inputs: &[Value]) -> Result<Vec<Vec<usize>>> {
+pub(super) fn input_shapes(cx: &Forward<'_>, inputs: &[Value]) -> Result<Vec<Vec<usize>>> {
     inputs
         .iter()
         .map(|&x| {
