@@ -1,0 +1,153 @@
+//! `Dot`, `Attention` and `MultiHeadAttention` against Keras 3
+//! (`tests/reference/attention_layers.json`, written by
+//! `scripts/keras-reference/attention_layers.py`): the same arguments, the same weights
+//! in Keras' order, names and layouts, the same outputs, on the native backend.
+
+use serde_json::Value as Json;
+use strata_runtime::backend::native::NativeBackend;
+use strata_runtime::backend::Backend;
+use strata_runtime::ir::Graph;
+use strata_runtime::nn::*;
+use strata_runtime::Tensor;
+
+fn reference() -> Json {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/reference/attention_layers.json"
+    );
+    let text = std::fs::read_to_string(path).expect("the Keras reference file");
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
+fn tensor(j: &Json) -> Tensor {
+    let dims: Vec<usize> = j["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .collect();
+    let data: Vec<f32> = j["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    Tensor::from_vec(&dims, data).unwrap()
+}
+
+/// The Strata layer for a Keras class, its arguments and its call's (Keras' defaults
+/// otherwise).
+fn layer(class: &str, a: &Json, call: &Json) -> Box<dyn Layer> {
+    let n = |k: &str| a.get(k).and_then(Json::as_u64).map(|v| v as usize);
+    let flag = |j: &Json, k: &str, d: bool| j.get(k).and_then(Json::as_bool).unwrap_or(d);
+    let causal = flag(call, "use_causal_mask", false);
+    match class {
+        "Dot" => {
+            let axes = match &a["axes"] {
+                Json::Array(v) => [0, 1].map(|i| v[i].as_i64().unwrap() as isize),
+                v => [v.as_i64().unwrap() as isize; 2],
+            };
+            Box::new(Dot {
+                axes,
+                normalize: flag(a, "normalize", false),
+                ..Dot::new("dot", -1)
+            })
+        }
+        "Attention" => Box::new(Attention {
+            use_scale: flag(a, "use_scale", false),
+            score_mode: ScoreMode::from_name(
+                a.get("score_mode").and_then(Json::as_str).unwrap_or("dot"),
+            )
+            .unwrap(),
+            use_causal_mask: causal,
+            ..Attention::new("attention")
+        }),
+        "MultiHeadAttention" => Box::new(MultiHeadAttention {
+            value_dim: n("value_dim"),
+            output_shape: n("output_shape"),
+            use_bias: flag(a, "use_bias", true),
+            use_causal_mask: causal,
+            ..MultiHeadAttention::new(
+                "multi_head_attention",
+                n("num_heads").unwrap(),
+                n("key_dim").unwrap(),
+            )
+        }),
+        other => panic!("no layer for {other}"),
+    }
+}
+
+/// One inference call of `layer` on `xs` with `params`.
+fn infer(layer: &dyn Layer, xs: Vec<Tensor>, params: Vec<Tensor>) -> Tensor {
+    let mut g = Graph::new("layer");
+    let xv: Vec<_> = xs.iter().map(|x| g.parameter(x.ty())).collect();
+    let pv: Vec<_> = params.iter().map(|p| g.parameter(p.ty())).collect();
+    let mut cx = Forward::new(&mut g, false, None);
+    let y = layer.call(&mut cx, &xv, &pv).unwrap();
+    g.set_outputs(vec![y]).unwrap();
+    let mut inputs = xs;
+    inputs.extend(params);
+    NativeBackend::new().run(&g, &inputs).unwrap().remove(0)
+}
+
+#[test]
+fn every_case_matches_keras() {
+    let reference = reference();
+    let cases = reference["cases"].as_array().unwrap();
+    assert!(!cases.is_empty());
+    for (i, case) in cases.iter().enumerate() {
+        let class = case["class"].as_str().unwrap();
+        let what = format!("case {i}: {class} {} {}", case["args"], case["call"]);
+        let layer = layer(class, &case["args"], &case["call"]);
+        let xs: Vec<Tensor> = case["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(tensor)
+            .collect();
+        let weights: Vec<Tensor> = case["weights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(tensor)
+            .collect();
+        // The weights Keras holds are the ones this layer declares: order, names, layout.
+        let shapes: Vec<&[usize]> = xs.iter().map(|x| &x.dims()[1..]).collect();
+        let specs = layer.call_params(&shapes).unwrap();
+        let declared: Vec<(String, &[usize])> = specs
+            .iter()
+            .map(|p| {
+                (
+                    p.name.split_once('/').unwrap().1.to_string(),
+                    p.dims.as_slice(),
+                )
+            })
+            .collect();
+        let given: Vec<(String, &[usize])> = case["weight_paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(&weights)
+            .map(|(p, w)| {
+                let path = p.as_str().unwrap();
+                (path.split_once('/').unwrap().1.to_string(), w.dims())
+            })
+            .collect();
+        assert_eq!(declared, given, "{what}");
+        let want = tensor(&case["output"]);
+        assert_eq!(
+            layer.call_output_shape(&shapes).unwrap(),
+            &want.dims()[1..],
+            "{what}"
+        );
+        let got = infer(layer.as_ref(), xs, weights);
+        assert_eq!(got.dims(), want.dims(), "{what}");
+        let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+        for (k, (a, b)) in g.iter().zip(&w).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),
+                "{what}: element {k} is {a}, Keras gives {b}"
+            );
+        }
+    }
+}
