@@ -833,3 +833,40 @@ pub fn layer_names() -> Vec<&'static str> {
         .flat_map(|l| std::iter::once(l.class).chain(l.aliases.iter().copied()))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Val;
+
+    /// A layer of several inputs sizes its weights by its `Rule`'s rule, which sees every
+    /// input; the `params` field, read for one-input layers only, must stay empty, or a
+    /// weight written there would silently never be created.
+    #[test]
+    fn layers_of_several_inputs_keep_their_parameters_in_their_rule() {
+        let mut args = Args::default();
+        for (name, v) in [
+            ("use_scale", Val::Bool(true)),
+            ("use_bias", Val::Bool(true)),
+            ("num_heads", Val::Usize(2)),
+            ("key_dim", Val::Usize(2)),
+        ] {
+            args.insert(name, v);
+        }
+        let x = Shape::known(&[3, 4]);
+        for def in LAYERS.iter().filter(|d| d.takes_many()) {
+            assert!((def.params)(&args, &x).is_empty(), "{}", def.class);
+        }
+        let mha = layer("MultiHeadAttention").unwrap();
+        let q = Shape::known(&[3, 4]);
+        let v = Shape::known(&[5, 6]);
+        let p = mha.call_params(&args, &[q, v]);
+        assert_eq!(p[0].dims, [Some(4), Some(2), Some(2)], "query by the query");
+        assert_eq!(p[2].dims, [Some(6), Some(2), Some(2)], "key by the value");
+        assert_eq!(
+            p[6].dims,
+            [Some(2), Some(2), Some(4)],
+            "output as the query"
+        );
+    }
+}
