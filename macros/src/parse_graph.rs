@@ -187,8 +187,7 @@ fn calls(
     from: usize,
     tokens: &TokenStream,
 ) -> syn::Result<Expr> {
-    let mut end = from;
-    for tree in &trees[from..] {
+    for (end, tree) in (from + 1..).zip(&trees[from..]) {
         let TokenTree::Group(g) = tree else {
             return Err(syn::Error::new_spanned(
                 tree,
@@ -201,7 +200,6 @@ fn calls(
                 "a layer is called with parentheses: `Add()([a, b])`, `Dense(10)(x)`",
             ));
         }
-        end += 1;
         let call_tokens: TokenStream = trees[..end].iter().cloned().collect();
         callee = Expr::Call {
             callee: Box::new(callee),

@@ -1478,7 +1478,9 @@ fn layers_of_several_inputs_are_differentiable() {
         let a = strata_runtime::random::normal(dims, 0.0, 1.0, seed).unwrap();
         Tensor::F64(a.mapv(|v| v as f64))
     }
-    let cases: Vec<(Box<dyn Layer>, Vec<Vec<usize>>, bool)> = vec![
+    // A layer, its inputs' dims, training or not.
+    type Case = (Box<dyn Layer>, Vec<Vec<usize>>, bool);
+    let cases: Vec<Case> = vec![
         (
             Box::new(Dot::new("dot", -1)),
             vec![vec![2, 3, 4], vec![2, 5, 4]],
