@@ -648,14 +648,20 @@ fn dot_attention_and_multi_head_attention_in_a_graph() {
             ("multi_head_attention/key/bias", &[2, 3][..]),
             ("multi_head_attention/value/kernel", &[6, 2, 3][..]),
             ("multi_head_attention/value/bias", &[2, 3][..]),
-            ("multi_head_attention/attention_output/kernel", &[2, 3, 6][..]),
+            (
+                "multi_head_attention/attention_output/kernel",
+                &[2, 3, 6][..]
+            ),
             ("multi_head_attention/attention_output/bias", &[6][..]),
             ("dense/kernel", &[6, 5][..]),
             ("dense/bias", &[5][..]),
             ("multi_head_attention_1/query/kernel", &[6, 3, 2][..]),
             ("multi_head_attention_1/key/kernel", &[6, 3, 2][..]),
             ("multi_head_attention_1/value/kernel", &[5, 3, 4][..]),
-            ("multi_head_attention_1/attention_output/kernel", &[3, 4, 7][..]),
+            (
+                "multi_head_attention_1/attention_output/kernel",
+                &[3, 4, 7][..]
+            ),
             ("attention/scale", &[][..]),
             ("attention_1/concat_score_weight", &[][..]),
         ]

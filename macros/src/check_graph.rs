@@ -9,7 +9,7 @@ use crate::parse_graph::{Binding, CallArgs, Expr, GraphSyntax};
 use crate::suggest::did_you_mean;
 use proc_macro2::TokenStream;
 use quote::ToTokens;
-use strata_spec::{CallError, MergeError, Shape, Val};
+use strata_spec::{CallError, LayerDef, MergeError, Shape, Val};
 
 /// What a name is bound to.
 #[derive(Clone, Copy)]
@@ -340,7 +340,7 @@ impl<'s> Scope<'s> {
         let output = match def.output(&r.args, &shapes) {
             Ok(s) => s,
             Err(e) => {
-                let message = self.call_error(&label, items, &shapes, &e);
+                let message = self.call_error(&label, def, items, &shapes, &e);
                 let at = match &e {
                     CallError::Shape(s) => r.tokens(s.arg()),
                     CallError::Merge(m) if m.arg().is_some() => r.tokens(m.arg()),
@@ -386,7 +386,14 @@ impl<'s> Scope<'s> {
     }
 
     /// The macro's wording of why a call cannot take its inputs, naming them as written.
-    fn call_error(&self, label: &str, items: &[Expr], shapes: &[Shape], e: &CallError) -> String {
+    fn call_error(
+        &self,
+        label: &str,
+        def: &LayerDef,
+        items: &[Expr],
+        shapes: &[Shape],
+        e: &CallError,
+    ) -> String {
         let operand = |i: usize| {
             let written = items
                 .get(i)
@@ -406,8 +413,9 @@ impl<'s> Scope<'s> {
                 )
             }
             CallError::Merge(MergeError::Count { min, max, got }) => format!(
-                "{label} takes {}, got {got}",
-                MergeError::count_text(*min, *max)
+                "{label} takes {}{}, got {got}",
+                MergeError::count_text(*min, *max),
+                def.inputs_text()
             ),
             CallError::Merge(m @ MergeError::Incompatible { first, second, .. }) => format!(
                 "{label} cannot merge {} and {}: it needs {}",

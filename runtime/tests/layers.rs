@@ -1560,3 +1560,14 @@ fn layers_of_several_inputs_are_differentiable() {
             .unwrap_or_else(|e| panic!("{} (training {training}): {e}", layer.name()));
     }
 }
+
+#[test]
+fn a_wrong_count_of_attention_inputs_names_them() {
+    let m = MultiHeadAttention::new("mha", 2, 3);
+    let e = m.call_output_shape(&[&[4, 6]]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("takes 2 to 3 inputs (query, value[, key]), got 1"),
+        "{e}"
+    );
+}

@@ -199,6 +199,21 @@ impl LayerDef {
         !matches!(self.shape, Rule::One(_))
     }
 
+    /// The inputs a positional call takes, as both readers name them after a wrong count:
+    /// ` (query, value[, key])`; empty for other layers.
+    pub fn inputs_text(&self) -> String {
+        match self.shape {
+            Rule::Positional {
+                inputs, required, ..
+            } => {
+                let (given, optional) = inputs.split_at(required.min(inputs.len()));
+                let optional: String = optional.iter().map(|n| format!("[, {n}]")).collect();
+                format!(" ({}{optional})", given.join(", "))
+            }
+            _ => String::new(),
+        }
+    }
+
     /// The output shape of one call on `inputs` (one shape, or the list's): the count
     /// checked against the entry, then its rule.
     pub fn output(&self, args: &Args, inputs: &[Shape]) -> Result<Shape, CallError> {

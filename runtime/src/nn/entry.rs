@@ -78,7 +78,7 @@ fn apply<L: Layer + ?Sized>(
     let shapes: Vec<Shape> = inputs.iter().map(|x| Shape::known(x)).collect();
     let out = def
         .output(&args, &shapes)
-        .map_err(|e| call_error(layer, inputs, e))?;
+        .map_err(|e| call_error(layer, def, inputs, e))?;
     // A known input gives a known output; no rule makes a size up from nothing.
     let out = out
         .to_known()
@@ -87,7 +87,12 @@ fn apply<L: Layer + ?Sized>(
 }
 
 /// The runtime's wording of why a call cannot take its inputs.
-fn call_error<L: Layer + ?Sized>(layer: &L, inputs: &[&[usize]], e: CallError) -> crate::Error {
+fn call_error<L: Layer + ?Sized>(
+    layer: &L,
+    def: &LayerDef,
+    inputs: &[&[usize]],
+    e: CallError,
+) -> crate::Error {
     let shape = |i: usize| crate::ir::Shape::from(inputs.get(i).copied().unwrap_or(&[]));
     match e {
         CallError::Shape(e) => {
@@ -95,7 +100,11 @@ fn call_error<L: Layer + ?Sized>(layer: &L, inputs: &[&[usize]], e: CallError) -
         }
         CallError::Merge(MergeError::Count { min, max, got }) => bad_config(
             layer,
-            format!("takes {}, got {got}", MergeError::count_text(min, max)),
+            format!(
+                "takes {}{}, got {got}",
+                MergeError::count_text(min, max),
+                def.inputs_text()
+            ),
         ),
         CallError::Merge(e @ MergeError::Incompatible { first, second, .. }) => bad_config(
             layer,
