@@ -207,3 +207,82 @@ fn every_case_and_its_gradient_agree_on_xla() {
         }
     }
 }
+
+/// Dropout of the attention weights in training draws the same mask on XLA as natively
+/// (the step's key, one stream per layer), and the gradient flows through it alike.
+#[test]
+fn attention_dropout_in_training_agrees_on_xla() {
+    use strata_runtime::ir::{DType, TensorType};
+    let xla = backends::xla_cpu();
+    let layers: Vec<(Box<dyn Layer>, usize)> = vec![
+        (
+            Box::new(Attention {
+                dropout: 0.4,
+                use_causal_mask: true,
+                ..Attention::new("attention")
+            }),
+            0,
+        ),
+        (
+            Box::new(MultiHeadAttention {
+                dropout: 0.3,
+                ..MultiHeadAttention::new("mha", 2, 3)
+            }),
+            8,
+        ),
+    ];
+    for (layer, n_params) in layers {
+        let x = Tensor::F32(strata_runtime::random::normal(&[3, 5, 4], 0.0, 1.0, 9).unwrap());
+        let shapes: Vec<&[usize]> = vec![&[5, 4], &[5, 4]];
+        let specs = layer.call_params(&shapes).unwrap();
+        assert_eq!(specs.len(), n_params);
+        let mut inputs = vec![x.clone(), x];
+        inputs.extend(specs.iter().enumerate().map(|(k, p)| {
+            Tensor::F32(strata_runtime::random::normal(&p.dims, 0.0, 1.0, 20 + k as u64).unwrap())
+        }));
+        inputs.push(Tensor::from_vec(&[2], vec![5i32, 6]).unwrap());
+        let mut g = Graph::new("train");
+        let vs: Vec<_> = inputs[..2 + n_params]
+            .iter()
+            .map(|t| g.parameter(t.ty()))
+            .collect();
+        let key = g.parameter(TensorType::new(DType::I32, [2]));
+        let mut cx = Forward::new(&mut g, true, Some(key));
+        let y = layer.call(&mut cx, &vs[..2], &vs[2..]).unwrap();
+        let sq = g.mul(y, y).unwrap();
+        let loss = g.sum_all(sq).unwrap();
+        g.set_outputs(vec![y, loss]).unwrap();
+        let g = grad(&g, loss, &vs).unwrap();
+        let want = NativeBackend::new().run(&g, &inputs).unwrap();
+        let got = xla.run(&g, &inputs).unwrap();
+        let inference = infer(
+            layer.as_ref(),
+            inputs[..2].to_vec(),
+            inputs[2..2 + n_params].to_vec(),
+        );
+        assert_ne!(
+            want[0],
+            inference,
+            "{}: dropout is active in training",
+            layer.name()
+        );
+        // One scale for every output but the loss: the key bias's gradient is 0 but for rounding (a
+        // constant added to a row of scores leaves its softmax as it was).
+        let scale = want
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| k != 1)
+            .flat_map(|(_, t)| t.to_vec::<f32>().unwrap())
+            .fold(1f32, |m, v| m.max(v.abs()));
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            let (a, b) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+            for (e, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-5 * scale,
+                    "{}: output {k}, element {e}: XLA {x}, native {y}",
+                    layer.name()
+                );
+            }
+        }
+    }
+}
