@@ -616,3 +616,57 @@ fn shape_layers_with_an_input_known_only_from_the_first_data() {
     assert_eq!(m.output_shape(), Some(&[20][..]));
     assert_eq!(m.params()[0].dims, [4, 5, 1]);
 }
+
+// Issue 14: products and attention, in the graph form.
+
+#[test]
+fn dot_attention_and_multi_head_attention_in_a_graph() {
+    let mut m = model! {
+        let x = Input((4, 6));
+        let h = MultiHeadAttention(num_heads = 2, key_dim = 3, use_causal_mask = true)(x, x);
+        let v = Dense(5, tanh)(x);
+        let wide = MultiHeadAttention(3, 2, 4, output_shape = 7, use_bias = false)(h, v, x);
+        let a = Attention(use_scale = true, use_causal_mask = true)([h, v, h]);
+        let c = Attention(score_mode = concat)([a, a]);
+        let steps = Dot(axes = (1, 1), normalize = true)([wide, c]);
+        let rows = Dot(axes = -1)([c, v]);
+        Concatenate()([Flatten()(steps), Flatten()(rows)])
+    };
+    agrees(&mut m);
+    assert_eq!(m.output_shape(), Some(&[51][..]));
+    let params: Vec<(&str, &[usize])> = m
+        .params()
+        .iter()
+        .map(|p| (p.name.as_str(), p.dims.as_slice()))
+        .collect();
+    assert_eq!(
+        params,
+        [
+            ("multi_head_attention/query/kernel", &[6, 2, 3][..]),
+            ("multi_head_attention/query/bias", &[2, 3][..]),
+            ("multi_head_attention/key/kernel", &[6, 2, 3][..]),
+            ("multi_head_attention/key/bias", &[2, 3][..]),
+            ("multi_head_attention/value/kernel", &[6, 2, 3][..]),
+            ("multi_head_attention/value/bias", &[2, 3][..]),
+            (
+                "multi_head_attention/attention_output/kernel",
+                &[2, 3, 6][..]
+            ),
+            ("multi_head_attention/attention_output/bias", &[6][..]),
+            ("dense/kernel", &[6, 5][..]),
+            ("dense/bias", &[5][..]),
+            ("multi_head_attention_1/query/kernel", &[6, 3, 2][..]),
+            ("multi_head_attention_1/key/kernel", &[6, 3, 2][..]),
+            ("multi_head_attention_1/value/kernel", &[5, 3, 4][..]),
+            (
+                "multi_head_attention_1/attention_output/kernel",
+                &[3, 4, 7][..]
+            ),
+            ("attention/scale", &[][..]),
+            ("attention_1/concat_score_weight", &[][..]),
+        ]
+    );
+    assert_eq!(m.params()[14].init, Initializer::Ones);
+    let y = run(&m, filled(&[2, 4, 6], 0.5), false).remove(0);
+    assert_eq!(y.dims(), [2, 51]);
+}

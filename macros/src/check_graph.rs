@@ -9,7 +9,7 @@ use crate::parse_graph::{Binding, CallArgs, Expr, GraphSyntax};
 use crate::suggest::did_you_mean;
 use proc_macro2::TokenStream;
 use quote::ToTokens;
-use strata_spec::{CallError, MergeError, Shape, Val};
+use strata_spec::{CallError, LayerDef, MergeError, Shape, Val};
 
 /// What a name is bound to.
 #[derive(Clone, Copy)]
@@ -343,7 +343,7 @@ impl<'s> Scope<'s> {
         let output = match def.output(&r.args, &shapes) {
             Ok(s) => s,
             Err(e) => {
-                let message = self.call_error(&label, items, &shapes, &e);
+                let message = self.call_error(&label, def, items, &shapes, &e);
                 let at = match &e {
                     CallError::Shape(s) => r.tokens(s.arg()),
                     CallError::Merge(m) if m.arg().is_some() => r.tokens(m.arg()),
@@ -389,7 +389,14 @@ impl<'s> Scope<'s> {
     }
 
     /// The macro's wording of why a call cannot take its inputs, naming them as written.
-    fn call_error(&self, label: &str, items: &[Expr], shapes: &[Shape], e: &CallError) -> String {
+    fn call_error(
+        &self,
+        label: &str,
+        def: &LayerDef,
+        items: &[Expr],
+        shapes: &[Shape],
+        e: &CallError,
+    ) -> String {
         let operand = |i: usize| {
             let written = items
                 .get(i)
@@ -409,8 +416,9 @@ impl<'s> Scope<'s> {
                 )
             }
             CallError::Merge(MergeError::Count { min, max, got }) => format!(
-                "{label} takes {}, got {got}",
-                MergeError::count_text(*min, *max)
+                "{label} takes {}{}, got {got}",
+                MergeError::count_text(*min, *max),
+                def.inputs_text()
             ),
             CallError::Merge(m @ MergeError::Incompatible { first, second, .. }) => format!(
                 "{label} cannot merge {} and {}: it needs {}",
@@ -425,6 +433,23 @@ impl<'s> Scope<'s> {
                     operand(0)
                 )
             }
+            CallError::Merge(m @ MergeError::DotAxes { .. }) => format!(
+                "{label} cannot take {} and {}: it needs {}",
+                operand(0),
+                operand(1),
+                m.need()
+            ),
+            CallError::Merge(m @ MergeError::Disagree { first, second, .. }) => format!(
+                "{label} cannot take {} and {}: it needs {}",
+                operand(*first),
+                operand(*second),
+                m.need()
+            ),
+            CallError::Merge(m @ MergeError::NotSequence { input }) => format!(
+                "{label} needs {}, but {} is an input",
+                m.need(),
+                operand(*input)
+            ),
         }
     }
 
@@ -475,10 +500,8 @@ impl<'s> Scope<'s> {
                 continue;
             }
             let Some(r) = &self.resolved[i] else { continue };
-            let input = self.first_call[i]
-                .as_ref()
-                .and_then(|s| s.first().cloned())
-                .unwrap_or_else(Shape::unknown);
+            let inputs = self.first_call[i].clone().unwrap_or_default();
+            let input = inputs.first().cloned().unwrap_or_else(Shape::unknown);
             index[i] = layers.len();
             layers.push(Layer {
                 def: r.def,
@@ -486,7 +509,7 @@ impl<'s> Scope<'s> {
                 args: r.args.clone(),
                 written: r.written(),
                 docs: self.docs[i].clone(),
-                params: (r.def.params)(&r.args, &input),
+                params: r.def.call_params(&r.args, &inputs),
                 input,
                 output: first.output.clone(),
                 frozen: r.frozen(),

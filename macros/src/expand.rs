@@ -344,6 +344,14 @@ fn value(v: &Val) -> TokenStream {
             let v = format_ident!("{}", c.variant);
             quote!(::strata::nn::Interpolation::#v)
         }
+        Val::ScoreMode(c) => {
+            let v = format_ident!("{}", c.variant);
+            quote!(::strata::nn::ScoreMode::#v)
+        }
+        Val::AxisPair([a, b]) => {
+            let (a, b) = (int(*a), int(*b));
+            quote!([#a, #b])
+        }
         Val::TargetShape(dims) => {
             let dims = dims.iter().map(|&d| int(d));
             quote!(::strata::__private::Vec::from([#(#dims),*]))
@@ -378,7 +386,10 @@ fn params_const(model: &Model) -> TokenStream {
             };
             let name = format!("{}/{}", l.name, p.suffix);
             let dims = dims.iter().map(|&d| Literal::usize_unsuffixed(d));
-            let init = l.args.get(p.init_arg).map(value).unwrap_or_default();
+            let init = p
+                .initializer(&l.args)
+                .map(|c| value(&Val::Initializer(c)))
+                .unwrap_or_default();
             let trainable = p.trainable && !l.frozen;
             decls.push(quote! {
                 ::strata::nn::ParamDecl {

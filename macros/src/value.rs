@@ -6,8 +6,8 @@ use crate::parse::{Value, ValueKind};
 use crate::suggest::did_you_mean;
 use std::fmt;
 use strata_spec::{
-    check_inferred, check_size, check_sizes_item, Choice, Kind, Val, ACTIVATIONS, DATA_FORMATS,
-    INITIALIZERS, INTERPOLATIONS, PADDINGS,
+    check_inferred, check_not_batch, check_size, check_sizes_item, Choice, Kind, Val, ACTIVATIONS,
+    DATA_FORMATS, INITIALIZERS, INTERPOLATIONS, PADDINGS, SCORE_MODES,
 };
 
 fn err(value: &Value, message: impl fmt::Display) -> syn::Error {
@@ -37,6 +37,7 @@ fn is_choice(name: &str) -> bool {
         PADDINGS,
         DATA_FORMATS,
         INTERPOLATIONS,
+        SCORE_MODES,
     ]
     .iter()
     .any(|t| t.iter().any(|c| c.name == name))
@@ -230,6 +231,31 @@ fn sizes(value: &Value, arg: &str, allow_inferred: bool) -> syn::Result<Vec<i64>
     Ok(out)
 }
 
+/// One axis for both inputs (`-1`) or a `(first, second)` pair, none of them the batch
+/// axis (Dot's `axes`).
+fn axis_pair(value: &Value, arg: &str) -> syn::Result<[i64; 2]> {
+    let what = "an axis or a pair of axes";
+    let one = |v: &Value| -> syn::Result<i64> {
+        let a = int(v, arg, what)?;
+        check_not_batch(arg, a).map_err(|m| err(v, m))?;
+        Ok(a)
+    };
+    match &value.kind {
+        ValueKind::Tuple(items) if items.len() == 2 => Ok([one(&items[0])?, one(&items[1])?]),
+        ValueKind::Tuple(_) => Err(err(
+            value,
+            format!(
+                "`{arg}` must be {what}, one for each of the two inputs, found `{}`",
+                written(value)
+            ),
+        )),
+        _ => {
+            let a = one(value)?;
+            Ok([a, a])
+        }
+    }
+}
+
 /// Reads `value` as an argument `arg` of `kind`.
 pub fn accept(kind: Kind, value: &Value, arg: &str) -> syn::Result<Val> {
     let is_none = matches!(&value.kind, ValueKind::Name(n) if n == "None");
@@ -288,6 +314,8 @@ pub fn accept(kind: Kind, value: &Value, arg: &str) -> syn::Result<Val> {
                 _ => Val::DataFormat(choice(value, arg, "data format", DATA_FORMATS)?),
             },
             Kind::Axis => Val::Axis(int(value, arg, "an axis")?),
+            Kind::AxisPair => Val::AxisPair(axis_pair(value, arg)?),
+            Kind::ScoreMode => Val::ScoreMode(choice(value, arg, "score mode", SCORE_MODES)?),
             Kind::Shape => Val::Shape(
                 sizes(value, arg, false)?
                     .into_iter()

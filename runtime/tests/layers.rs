@@ -1337,3 +1337,339 @@ fn merge_errors_are_typed() {
         [2, 8]
     );
 }
+
+// Issue 14: products and attention, layers of several inputs.
+
+/// One call of `layer` on several inputs (`Layer::call`): the output, checked against
+/// the shape rule the catalogue gives for the inputs' shapes.
+fn call(layer: &dyn Layer, training: bool, xs: Vec<Tensor>, params: Vec<Tensor>) -> Tensor {
+    let mut g = Graph::new("layer");
+    let xv: Vec<_> = xs.iter().map(|x| g.parameter(x.ty())).collect();
+    let pv: Vec<_> = params.iter().map(|p| g.parameter(p.ty())).collect();
+    let key = g.parameter(TensorType::new(DType::I32, [2]));
+    let mut cx = Forward::new(&mut g, training, Some(key));
+    let y = layer.call(&mut cx, &xv, &pv).unwrap();
+    g.set_outputs(vec![y]).unwrap();
+    let shapes: Vec<&[usize]> = xs.iter().map(|x| &x.dims()[1..]).collect();
+    let rule = layer.call_output_shape(&shapes).unwrap();
+    assert_eq!(&g.ty(y).dims()[1..], rule.as_slice(), "{layer:?}");
+    let declared = layer.call_params(&shapes).unwrap();
+    let given: Vec<&[usize]> = params.iter().map(|p| p.dims()).collect();
+    let dims: Vec<&[usize]> = declared.iter().map(|p| p.dims.as_slice()).collect();
+    assert_eq!(dims, given, "{layer:?}");
+    let mut inputs = xs;
+    inputs.extend(params);
+    inputs.push(Tensor::from_vec(&[2], vec![7i32, 11]).unwrap());
+    NativeBackend::new().run(&g, &inputs).unwrap().remove(0)
+}
+
+fn scalar(v: f32) -> Tensor {
+    Tensor::from_vec(&[], vec![v]).unwrap()
+}
+
+#[test]
+fn dot_multiplies_along_one_axis_of_each_input() {
+    // Rows of 2: one dot product per example, as `(batch, 1)`.
+    let d = Dot::new("dot", 1);
+    let x = t(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let y = t(&[2, 2], &[5.0, 6.0, 7.0, 8.0]);
+    assert_close(
+        &call(&d, false, vec![x, y], vec![]),
+        &t(&[2, 1], &[17.0, 53.0]),
+    );
+    // Along the steps of two sequences: x^T y per example.
+    let steps = Dot {
+        axes: [1, 1],
+        ..Dot::new("dot", 1)
+    };
+    let x = t(&[1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let y = t(&[1, 2, 3], &[1.0, 0.0, 1.0, 0.0, 1.0, 1.0]);
+    let want = t(&[1, 2, 3], &[1.0, 3.0, 4.0, 2.0, 4.0, 6.0]);
+    assert_close(&call(&steps, false, vec![x, y], vec![]), &want);
+    // Normalized: the cosine of (3, 4) and (4, 3).
+    let cosine = Dot {
+        normalize: true,
+        ..Dot::new("dot", -1)
+    };
+    let x = t(&[1, 2], &[3.0, 4.0]);
+    let y = t(&[1, 2], &[4.0, 3.0]);
+    assert_close(
+        &call(&cosine, false, vec![x, y], vec![]),
+        &t(&[1, 1], &[0.96]),
+    );
+    // Sizes along the axes must agree; the batch axis is never one.
+    let e = d.call_output_shape(&[&[2], &[3]]).unwrap_err();
+    assert!(e.to_string().contains("equal sizes along axis 1"), "{e}");
+    let batch = Dot::new("dot", 0);
+    assert!(batch.call_output_shape(&[&[2], &[2]]).is_err());
+    assert!(d.call_output_shape(&[&[2]]).is_err(), "exactly two inputs");
+}
+
+#[test]
+fn attention_weights_values_by_the_softmax_of_the_scores() {
+    let e = std::f32::consts::E;
+    // One query step (1, 0) against keys (1, 0) and (0, 1): scores 1 and 0.
+    let a = Attention::new("attention");
+    let q = t(&[1, 1, 2], &[1.0, 0.0]);
+    let v = t(&[1, 2, 2], &[1.0, 0.0, 0.0, 1.0]);
+    let want = t(&[1, 1, 2], &[e / (e + 1.0), 1.0 / (e + 1.0)]);
+    assert_close(&call(&a, false, vec![q.clone(), v.clone()], vec![]), &want);
+    // A separate key, and a learned scale of 2 (scores 2 and 0), weighting other values.
+    let scaled = Attention {
+        use_scale: true,
+        ..Attention::new("attention")
+    };
+    let values = t(&[1, 2, 3], &[1.0, 2.0, 3.0, 0.0, 0.0, 6.0]);
+    let (w0, w1) = (e * e / (e * e + 1.0), 1.0 / (e * e + 1.0));
+    let want = t(&[1, 1, 3], &[w0, 2.0 * w0, 3.0 * w0 + 6.0 * w1]);
+    let got = call(&scaled, false, vec![q, values, v], vec![scalar(2.0)]);
+    assert_close(&got, &want);
+    // Causal: the first step sees only the first value. Keys (1, 0) and (0, 1) score
+    // the second step's query (0, 1) 0 and 1.
+    let causal = Attention {
+        use_causal_mask: true,
+        ..Attention::new("attention")
+    };
+    let q = t(&[1, 2, 2], &[1.0, 0.0, 0.0, 1.0]);
+    let v = t(&[1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let (a0, a1) = (1.0 / (1.0 + e), e / (1.0 + e));
+    let want = t(&[1, 2, 2], &[1.0, 2.0, a0 + 3.0 * a1, 2.0 * a0 + 4.0 * a1]);
+    let got = call(&causal, false, vec![q.clone(), v.clone(), q], vec![]);
+    assert_close(&got, &want);
+    // Concat: equal queries and keys give equal scores, so the mean of the values.
+    let concat = Attention {
+        score_mode: ScoreMode::Concat,
+        ..Attention::new("attention")
+    };
+    let q = t(&[1, 1, 2], &[0.0, 0.0]);
+    let k = t(&[1, 2, 2], &[0.0; 4]);
+    let got = call(&concat, false, vec![q, v, k], vec![scalar(3.0)]);
+    assert_close(&got, &t(&[1, 1, 2], &[2.0, 3.0]));
+    // The query and key must have as many features, the value and key as many steps.
+    let e = a.call_output_shape(&[&[1, 2], &[2, 3]]).unwrap_err();
+    assert!(
+        e.to_string().contains("as many features as the query"),
+        "{e}"
+    );
+    let e = a
+        .call_output_shape(&[&[1, 2], &[2, 3], &[3, 2]])
+        .unwrap_err();
+    assert!(e.to_string().contains("as many steps as the value"), "{e}");
+    let e = a.call_output_shape(&[&[1, 2, 2], &[2, 2]]).unwrap_err();
+    assert!(e.to_string().contains("sequences (steps, features)"), "{e}");
+}
+
+#[test]
+fn attention_dropout_drops_weights_in_training_only() {
+    // Equal scores over 8 steps of ones: each weight 1/8, so the output is 1 in
+    // inference, and in training 2/8 times the number of weights kept.
+    let a = Attention {
+        dropout: 0.5,
+        ..Attention::new("attention")
+    };
+    let q = t(&[1, 6, 1], &[0.0; 6]);
+    let v = t(&[1, 8, 1], &[1.0; 8]);
+    let inferred = call(&a, false, vec![q.clone(), v.clone()], vec![]);
+    assert_close(&inferred, &t(&[1, 6, 1], &[1.0; 6]));
+    let trained = call(&a, true, vec![q.clone(), v.clone()], vec![]);
+    let y = trained.to_vec::<f32>().unwrap();
+    for &o in &y {
+        let kept = o * 4.0;
+        assert!((kept - kept.round()).abs() < 1e-5 && kept <= 8.0, "{y:?}");
+    }
+    assert!(y.iter().any(|&o| (o - 1.0).abs() > 1e-3), "{y:?}");
+    assert_eq!(
+        call(&a, true, vec![q, v], vec![]),
+        trained,
+        "same key, same mask"
+    );
+}
+
+#[test]
+fn multi_head_attention_projects_attends_and_projects_back() {
+    let e = std::f32::consts::E;
+    // One head of one feature, every projection the identity: Q = K = V = x = (1, 2), so
+    // the scores are x_i x_j, [[1, 2], [2, 4]].
+    let m = MultiHeadAttention::new("multi_head_attention", 1, 1);
+    let one = |dims: &[usize]| t(dims, &[1.0]);
+    let zero = |dims: &[usize]| t(dims, &[0.0]);
+    let params = |out_bias: f32| {
+        vec![
+            one(&[1, 1, 1]),
+            zero(&[1, 1]),
+            one(&[1, 1, 1]),
+            zero(&[1, 1]),
+            one(&[1, 1, 1]),
+            zero(&[1, 1]),
+            one(&[1, 1, 1]),
+            t(&[1], &[out_bias]),
+        ]
+    };
+    let x = t(&[1, 2, 1], &[1.0, 2.0]);
+    let row0 = (1.0 + 2.0 * e) / (1.0 + e);
+    let row1 = (1.0 + 2.0 * e * e) / (1.0 + e * e);
+    let got = call(&m, false, vec![x.clone(), x.clone()], params(0.5));
+    assert_close(&got, &t(&[1, 2, 1], &[row0 + 0.5, row1 + 0.5]));
+    // Causal: the first step sees only itself.
+    let causal = MultiHeadAttention {
+        use_causal_mask: true,
+        ..m.clone()
+    };
+    let got = call(&causal, false, vec![x.clone(), x], params(0.0));
+    assert_close(&got, &t(&[1, 2, 1], &[1.0, row1]));
+    // Keras' weights: names, layouts and fans (the leading kernel axes multiply both).
+    let wide = MultiHeadAttention {
+        value_dim: Some(4),
+        output_shape: Some(7),
+        ..MultiHeadAttention::new("mha", 3, 2)
+    };
+    let specs = wide.call_params(&[&[4, 5], &[6, 3], &[6, 2]]).unwrap();
+    let names: Vec<&str> = specs.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "mha/query/kernel",
+            "mha/query/bias",
+            "mha/key/kernel",
+            "mha/key/bias",
+            "mha/value/kernel",
+            "mha/value/bias",
+            "mha/attention_output/kernel",
+            "mha/attention_output/bias"
+        ]
+    );
+    let dims: Vec<&[usize]> = specs.iter().map(|p| p.dims.as_slice()).collect();
+    assert_eq!(
+        dims,
+        [
+            &[5, 3, 2][..],
+            &[3, 2],
+            &[2, 3, 2],
+            &[3, 2],
+            &[3, 3, 4],
+            &[3, 4],
+            &[3, 4, 7],
+            &[7]
+        ]
+    );
+    assert_eq!((specs[0].fan_in, specs[0].fan_out), (15, 10));
+    assert_eq!((specs[6].fan_in, specs[6].fan_out), (12, 21));
+    assert_eq!(specs[0].init, Initializer::GlorotUniform);
+    assert_eq!(specs[1].init, Initializer::Zeros);
+    assert_eq!(
+        wide.call_output_shape(&[&[4, 5], &[6, 3], &[6, 2]])
+            .unwrap(),
+        [4, 7]
+    );
+    let e = wide
+        .call_output_shape(&[&[4, 5], &[6, 3], &[5, 2]])
+        .unwrap_err();
+    assert!(e.to_string().contains("as many steps as the value"), "{e}");
+    assert!(
+        wide.call_output_shape(&[&[4, 5]]).is_err(),
+        "a value is needed"
+    );
+}
+
+/// Each layer of several inputs composes primitives with gradient rules: its gradient
+/// with respect to every input and trainable weight matches central differences.
+#[test]
+fn layers_of_several_inputs_are_differentiable() {
+    use strata_runtime::autodiff::gradcheck::GradCheck;
+    fn f64s(dims: &[usize], seed: u64) -> Tensor {
+        let a = strata_runtime::random::normal(dims, 0.0, 1.0, seed).unwrap();
+        Tensor::F64(a.mapv(|v| v as f64))
+    }
+    // A layer, its inputs' dims, training or not.
+    type Case = (Box<dyn Layer>, Vec<Vec<usize>>, bool);
+    let cases: Vec<Case> = vec![
+        (
+            Box::new(Dot::new("dot", -1)),
+            vec![vec![2, 3, 4], vec![2, 5, 4]],
+            false,
+        ),
+        (
+            Box::new(Dot {
+                axes: [1, 2],
+                normalize: true,
+                ..Dot::new("dot", 1)
+            }),
+            vec![vec![2, 3, 4], vec![2, 2, 3]],
+            false,
+        ),
+        (
+            Box::new(Attention {
+                use_scale: true,
+                use_causal_mask: true,
+                ..Attention::new("attention")
+            }),
+            vec![vec![2, 3, 4], vec![2, 3, 2], vec![2, 3, 4]],
+            false,
+        ),
+        (
+            Box::new(Attention {
+                use_scale: true,
+                score_mode: ScoreMode::Concat,
+                dropout: 0.3,
+                ..Attention::new("attention")
+            }),
+            vec![vec![2, 3, 2], vec![2, 4, 2]],
+            true,
+        ),
+        (
+            Box::new(MultiHeadAttention {
+                value_dim: Some(3),
+                output_shape: Some(5),
+                use_causal_mask: true,
+                ..MultiHeadAttention::new("mha", 2, 2)
+            }),
+            vec![vec![2, 3, 4], vec![2, 3, 3], vec![2, 3, 2]],
+            false,
+        ),
+        (
+            Box::new(MultiHeadAttention {
+                dropout: 0.25,
+                use_bias: false,
+                ..MultiHeadAttention::new("mha", 2, 3)
+            }),
+            vec![vec![2, 3, 4], vec![2, 4, 4]],
+            true,
+        ),
+    ];
+    for (i, (layer, dims, training)) in cases.iter().enumerate() {
+        let shapes: Vec<&[usize]> = dims.iter().map(|d| &d[1..]).collect();
+        let specs = layer.call_params(&shapes).unwrap();
+        let n_in = dims.len();
+        let mut inputs: Vec<Tensor> = dims
+            .iter()
+            .enumerate()
+            .map(|(k, d)| f64s(d, (10 * i + k) as u64))
+            .collect();
+        inputs.extend(
+            specs
+                .iter()
+                .enumerate()
+                .map(|(k, p)| f64s(&p.dims, (100 + 10 * i + k) as u64)),
+        );
+        inputs.push(Tensor::from_vec(&[2], vec![3i32, 4]).unwrap());
+        let n = specs.len();
+        let wrt: Vec<usize> = (0..n_in + n).collect();
+        GradCheck::default()
+            .run(&inputs, &wrt, |g, p| {
+                let mut cx = Forward::new(g, *training, Some(p[n_in + n]));
+                layer.call(&mut cx, &p[..n_in], &p[n_in..n_in + n])
+            })
+            .unwrap_or_else(|e| panic!("{} (training {training}): {e}", layer.name()));
+    }
+}
+
+#[test]
+fn a_wrong_count_of_attention_inputs_names_them() {
+    let m = MultiHeadAttention::new("mha", 2, 3);
+    let e = m.call_output_shape(&[&[4, 6]]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("takes 2 to 3 inputs (query, value[, key]), got 1"),
+        "{e}"
+    );
+}

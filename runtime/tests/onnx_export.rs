@@ -126,11 +126,7 @@ fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
 /// A model of `layers` on inputs of `input` (f32 normal samples), trained two epochs
 /// towards random targets so no weight is at its initial value.
 fn trained(input: &[usize], layers: Vec<Box<dyn Layer>>, x: Tensor) -> Model<Sequential> {
-    train(Model::new(Sequential::new(Some(input.to_vec()), layers)), x)
-}
-
-/// `m` trained as [`trained`] trains a stack.
-fn train<A: Architecture>(mut m: Model<A>, x: Tensor) -> Model<A> {
+    let mut m = Model::new(Sequential::new(Some(input.to_vec()), layers));
     let out = m.output_shape().unwrap().to_vec();
     let n = x.dims()[0];
     let y = random::normal(&[&[n][..], &out].concat(), 0.0, 1.0, 7).unwrap();
@@ -489,52 +485,111 @@ fn shape_and_activation_layers_match_predict() {
     }
 }
 
-/// A graph: two branches merged every way, joined by a Concatenate (ONNX `Sum`, `Sub`,
-/// `Mul`, `Mean`, `Max`, `Min`, `Concat`), with a size-1 axis broadcast.
+// Issue 14: products and attention, in a graph.
 #[test]
-fn merge_layers_in_a_graph_match_predict() {
-    let x = normal(&[32, 3, 4], 11);
-    let dense = |name: &str, units: usize| -> Box<dyn Layer> {
-        Box::new(Dense::new(name, units, Activation::Linear))
-    };
+fn dot_attention_and_multi_head_attention_match_predict() {
+    use Port::{Call as C, Input as I};
+    let call = |layer: usize, inputs: Vec<Port>| strata_runtime::nn::Call { layer, inputs };
     let layers: Vec<Box<dyn Layer>> = vec![
-        dense("a", 4),
-        dense("b", 4),
-        dense("s", 1),
+        // 0: causal self-attention over x (4 steps, 6 features), with dropout in training.
+        Box::new(MultiHeadAttention {
+            use_causal_mask: true,
+            dropout: 0.2,
+            ..MultiHeadAttention::new("mha", 2, 3)
+        }),
+        // 1: a value of other features.
+        Box::new(Dense::new("dense_v", 5, Activation::Tanh)),
+        // 2: query, value and key of three sizes, value_dim and output_shape, no bias.
+        Box::new(MultiHeadAttention {
+            value_dim: Some(4),
+            output_shape: Some(7),
+            use_bias: false,
+            ..MultiHeadAttention::new("mha_wide", 3, 2)
+        }),
+        // 3: Luong attention with a key, scaled and causal.
+        Box::new(Attention {
+            use_scale: true,
+            use_causal_mask: true,
+            ..Attention::new("attention")
+        }),
+        // 4: the concat score.
+        Box::new(Attention {
+            use_scale: true,
+            score_mode: ScoreMode::Concat,
+            dropout: 0.1,
+            ..Attention::new("attention_concat")
+        }),
+        // 5: along the steps, normalized: (7, 5).
+        Box::new(Dot {
+            axes: [1, 1],
+            normalize: true,
+            ..Dot::new("dot_steps", 1)
+        }),
+        // 6: along the last axes: (4, 4).
+        Box::new(Dot::new("dot_last", -1)),
+        // 7: rows of one axis: one number per example, (1,).
+        Box::new(Dot::new("dot_rows", 1)),
+        Box::new(Flatten::new("flatten")),
+        Box::new(Flatten::new("flatten_1")),
+        Box::new(Concatenate::new("concatenate")),
+        Box::new(Dense::new("dense", 3, Activation::Linear)),
+        // 12..: the merges, between attention outputs of one shape.
         Box::new(Add::new("add")),
         Box::new(Subtract::new("subtract")),
         Box::new(Multiply::new("multiply")),
         Box::new(Average::new("average")),
         Box::new(Maximum::new("maximum")),
         Box::new(Minimum::new("minimum")),
-        Box::new(Concatenate::new("concatenate")),
     ];
-    let call = |layer: usize, inputs: &[Port]| Call {
-        layer,
-        inputs: inputs.to_vec(),
-    };
-    let (a, b, s) = (Port::Call(0), Port::Call(1), Port::Call(2));
     let topology = Topology {
         calls: vec![
-            call(0, &[Port::Input(0)]),
-            call(1, &[Port::Input(0)]),
-            call(2, &[Port::Input(0)]),
-            call(3, &[a, b, s]),
-            call(4, &[a, s]),
-            call(5, &[a, b]),
-            call(6, &[a, b, s]),
-            call(7, &[a, s]),
-            call(8, &[b, a]),
-            call(9, &(3..9).map(Port::Call).collect::<Vec<_>>()),
+            call(0, vec![I(0), I(0)]),           // 0: (4, 6)
+            call(1, vec![I(0)]),                 // 1: (4, 5)
+            call(2, vec![C(0), C(1), I(0)]),     // 2: (4, 7)
+            call(3, vec![C(0), C(1), C(0)]),     // 3: (4, 5)
+            call(4, vec![C(3), C(3)]),           // 4: (4, 5)
+            call(12, vec![C(3), C(4), C(1)]),    // 5: add
+            call(13, vec![C(5), C(4)]),          // 6: subtract
+            call(14, vec![C(6), C(3)]),          // 7: multiply
+            call(15, vec![C(7), C(1)]),          // 8: average
+            call(16, vec![C(8), C(4)]),          // 9: maximum
+            call(17, vec![C(9), C(3)]),          // 10: minimum, (4, 5)
+            call(5, vec![C(2), C(10)]),          // 11: (7, 5)
+            call(6, vec![C(10), C(1)]),          // 12: (4, 4)
+            call(8, vec![C(11)]),                // 13: (35,)
+            call(9, vec![C(12)]),                // 14: (16,)
+            call(7, vec![C(14), C(14)]),         // 15: (1,)
+            call(10, vec![C(13), C(14), C(15)]), // 16: (52,)
+            call(11, vec![C(16)]),               // 17: (3,)
         ],
-        output: Port::Call(9),
+        output: C(17),
     };
-    let m = Model::new(Functional::new(Some(vec![3, 4]), layers, topology));
-    assert_eq!(m.output_shape(), Some(&[3, 24][..]));
-    let mut m = train(m, x.clone());
-    let ops = check("merges", &mut m, &[x, normal(&[5, 3, 4], 12)]);
-    for op in ["Sum", "Sub", "Mul", "Mean", "Max", "Min", "Concat"] {
-        assert!(ops.iter().any(|o| o == op), "{op} in {ops:?}");
+    let mut m = Model::new(Functional::new(Some(vec![4, 6]), layers, topology));
+    let x = normal(&[40, 4, 6], 41);
+    let y = random::normal(&[40, 3], 0.0, 1.0, 42).unwrap();
+    m.compile(Adam::new(0.01), MeanSquaredError, ()).unwrap();
+    m.fit(&x, &y, Fit::epochs(2).batch_size(16).verbose(0))
+        .unwrap();
+    let ops = check(
+        "attention",
+        &mut m,
+        &[normal(&[2, 4, 6], 43), normal(&[9, 4, 6], 44)],
+    );
+    for op in [
+        "MatMul",
+        "Softmax",
+        "Tanh",
+        "ReduceSum",
+        "ReduceSumSquare",
+        "Sum",
+        "Sub",
+        "Mul",
+        "Mean",
+        "Max",
+        "Min",
+        "Concat",
+    ] {
+        assert!(ops.iter().any(|o| o == op), "{op}: {ops:?}");
     }
 }
 
@@ -543,6 +598,7 @@ fn merge_layers_in_a_graph_match_predict() {
 const EXPORTED: &[&str] = &[
     "Activation",
     "Add",
+    "Attention",
     "Average",
     "AveragePooling1D",
     "AveragePooling2D",
@@ -554,6 +610,7 @@ const EXPORTED: &[&str] = &[
     "Cropping2D",
     "Dense",
     "DepthwiseConv2D",
+    "Dot",
     "Dropout",
     "Embedding",
     "Flatten",
@@ -568,6 +625,7 @@ const EXPORTED: &[&str] = &[
     "MaxPooling2D",
     "Maximum",
     "Minimum",
+    "MultiHeadAttention",
     "Multiply",
     "PReLU",
     "Permute",

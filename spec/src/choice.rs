@@ -58,3 +58,7 @@ pub static DATA_FORMATS: &[Choice] = &[choice("channels_last", "")];
 /// modes, `bicubic`, `lanczos3`, ..., are not supported).
 pub static INTERPOLATIONS: &[Choice] =
     &[choice("nearest", "Nearest"), choice("bilinear", "Bilinear")];
+
+/// `strata::nn::ScoreMode`: how Attention scores a query against a key (the dot product,
+/// or the sum of `tanh(query + key)`).
+pub static SCORE_MODES: &[Choice] = &[choice("dot", "Dot"), choice("concat", "Concat")];

@@ -1,8 +1,9 @@
 //! What an entry of the catalogue holds: its names, its arguments, and its rules.
 
+use crate::choice::{Choice, INITIALIZERS};
 use crate::error::{ArgError, MergeError, ShapeError};
 use crate::shape::Shape;
-use crate::value::{Args, Kind};
+use crate::value::{Args, Kind, Val};
 
 /// An argument's default.
 #[derive(Clone, Copy, Debug)]
@@ -43,6 +44,15 @@ pub(crate) const fn required(name: &'static str, kind: Kind) -> ArgDef {
         default: ArgDefault::Required,
         positional: true,
         field: true,
+    }
+}
+
+/// A keyword-only argument: one Keras takes by keyword, or one it takes when the layer
+/// is called (`use_causal_mask`), which `model!` takes with the layer's arguments.
+pub(crate) const fn keyword(name: &'static str, kind: Kind, default: &'static str) -> ArgDef {
+    ArgDef {
+        positional: false,
+        ..arg(name, kind, default)
     }
 }
 
@@ -88,13 +98,25 @@ pub struct Param {
     /// Its name within the layer: `kernel` (the weight is `dense_1/kernel`).
     pub suffix: &'static str,
     pub dims: Vec<Option<usize>>,
-    /// The argument holding its initializer.
+    /// The argument holding its initializer, or, for a weight Keras always starts the
+    /// same way (Attention's `scale`: `ones`), that initializer's name.
     pub init_arg: &'static str,
     /// `(fan_in, fan_out)` for variance-scaling initializers, as Keras counts them.
     pub fans: [Option<usize>; 2],
     /// Trainable weights get gradients; the others (batch-norm moving statistics) are
     /// state the forward pass may update in training.
     pub trainable: bool,
+}
+
+impl Param {
+    /// Its initializer: the one its argument holds, or the one `init_arg` names.
+    pub fn initializer(&self, args: &Args) -> Option<&'static Choice> {
+        match args.get(self.init_arg) {
+            Some(Val::Initializer(c)) => Some(c),
+            Some(_) => None,
+            None => INITIALIZERS.iter().find(|c| c.name == self.init_arg),
+        }
+    }
 }
 
 pub(crate) fn param(
@@ -116,6 +138,9 @@ pub type ShapeRule = fn(&Args, &Shape) -> Result<Shape, ShapeError>;
 /// The output shape for the shapes of a list of inputs (a merge).
 pub type ListRule = fn(&Args, &[Shape]) -> Result<Shape, MergeError>;
 pub type ParamRule = fn(&Args, &Shape) -> Vec<Param>;
+/// The parameters created for the shapes of all of a call's inputs (MultiHeadAttention's
+/// projections are sized by the query's features and the value's and key's).
+pub type ListParamRule = fn(&Args, &[Shape]) -> Vec<Param>;
 pub type Validate = fn(&Args) -> Vec<ArgError>;
 
 /// What a layer is called on, and the rule giving its output shape.
@@ -123,19 +148,22 @@ pub type Validate = fn(&Args) -> Vec<ArgError>;
 pub enum Rule {
     /// One input, `Dense(10)(x)`: every layer a sequential model can hold.
     One(ShapeRule),
-    /// A list of inputs, `Add()([a, b])`, at least `min` and at most `max` of them. The
-    /// parameters (none, for the merges) are asked for with the first input's shape.
+    /// A list of inputs, `Add()([a, b])`, at least `min` and at most `max` of them;
+    /// `params` sizes the weights from every input's shape.
     List {
         min: usize,
         max: Option<usize>,
         rule: ListRule,
+        params: ListParamRule,
     },
     /// Named inputs given by position, `MultiHeadAttention(...)(query, value)`: the
-    /// first `required` of `inputs` must be given, the rest may be.
+    /// first `required` of `inputs` must be given, the rest may be; `params` sizes the
+    /// weights from every input's shape.
     Positional {
         inputs: &'static [&'static str],
         required: usize,
         rule: ListRule,
+        params: ListParamRule,
     },
 }
 
@@ -153,7 +181,10 @@ pub struct LayerDef {
     /// without the batch axis).
     pub shape: Rule,
     /// The parameters created for an input shape, in the order `forward` receives them.
-    /// Called only for inputs `shape` accepts.
+    /// Called only for inputs `shape` accepts. A layer of several inputs
+    /// ([`Rule::List`], [`Rule::Positional`]) has its rule in `shape`, which sees every
+    /// input, and `no_params` here (a test checks); read both through
+    /// [`LayerDef::call_params`].
     pub params: ParamRule,
     /// How arguments combine, beyond each one's range.
     pub validate: Validate,
@@ -176,6 +207,21 @@ impl LayerDef {
         !matches!(self.shape, Rule::One(_))
     }
 
+    /// The inputs a positional call takes, as both readers name them after a wrong count:
+    /// ` (query, value[, key])`; empty for other layers.
+    pub fn inputs_text(&self) -> String {
+        match self.shape {
+            Rule::Positional {
+                inputs, required, ..
+            } => {
+                let (given, optional) = inputs.split_at(required.min(inputs.len()));
+                let optional: String = optional.iter().map(|n| format!("[, {n}]")).collect();
+                format!(" ({}{optional})", given.join(", "))
+            }
+            _ => String::new(),
+        }
+    }
+
     /// The output shape of one call on `inputs` (one shape, or the list's): the count
     /// checked against the entry, then its rule.
     pub fn output(&self, args: &Args, inputs: &[Shape]) -> Result<Shape, CallError> {
@@ -188,7 +234,7 @@ impl LayerDef {
                     got: inputs.len(),
                 })),
             },
-            Rule::List { min, max, rule } => {
+            Rule::List { min, max, rule, .. } => {
                 if inputs.len() < min || max.is_some_and(|m| inputs.len() > m) {
                     return Err(CallError::Merge(MergeError::Count {
                         min,
@@ -202,6 +248,7 @@ impl LayerDef {
                 inputs: names,
                 required,
                 rule,
+                ..
             } => {
                 if inputs.len() < required || inputs.len() > names.len() {
                     return Err(CallError::Merge(MergeError::Count {
@@ -212,6 +259,18 @@ impl LayerDef {
                 }
                 rule(args, inputs).map_err(CallError::Merge)
             }
+        }
+    }
+
+    /// The parameters one call on `inputs` creates (shapes its `output` accepted): a
+    /// one-input layer's from its input, a layer of several inputs' from all of them.
+    pub fn call_params(&self, args: &Args, inputs: &[Shape]) -> Vec<Param> {
+        match self.shape {
+            Rule::One(_) => match inputs.first() {
+                Some(x) => (self.params)(args, x),
+                None => (self.params)(args, &Shape::unknown()),
+            },
+            Rule::List { params, .. } | Rule::Positional { params, .. } => params(args, inputs),
         }
     }
 
@@ -243,6 +302,10 @@ pub enum CallError {
 }
 
 pub(crate) fn no_params(_: &Args, _: &Shape) -> Vec<Param> {
+    Vec::new()
+}
+
+pub(crate) fn no_list_params(_: &Args, _: &[Shape]) -> Vec<Param> {
     Vec::new()
 }
 

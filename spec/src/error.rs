@@ -205,6 +205,18 @@ pub enum MergeError {
     },
     /// The concatenation axis is not an axis of the inputs (or is the batch axis).
     Axis { axis: i64 },
+    /// Dot's two inputs lack the axes `axes` (one each, counting the batch axis as 0), or
+    /// differ in size along them.
+    DotAxes { axes: [i64; 2] },
+    /// Input `input` of an attention layer is not a sequence `(steps, features)`.
+    NotSequence { input: usize },
+    /// Inputs `first` and `second` of an attention layer do not agree; `need` says how
+    /// they must ("a key with the query's features").
+    Disagree {
+        first: usize,
+        second: usize,
+        need: &'static str,
+    },
 }
 
 impl MergeError {
@@ -212,7 +224,11 @@ impl MergeError {
     pub fn arg(&self) -> Option<&'static str> {
         match self {
             MergeError::Axis { .. } => Some("axis"),
-            MergeError::Count { .. } | MergeError::Incompatible { .. } => None,
+            MergeError::DotAxes { .. } => Some("axes"),
+            MergeError::Count { .. }
+            | MergeError::Incompatible { .. }
+            | MergeError::NotSequence { .. }
+            | MergeError::Disagree { .. } => None,
         }
     }
 
@@ -245,6 +261,14 @@ impl MergeError {
             MergeError::Axis { axis } => format!(
                 "inputs with axis {axis} (counting the batch axis as 0, which cannot be joined)"
             ),
+            MergeError::DotAxes { axes: [a, b] } => format!(
+                "two inputs of equal sizes along axis {a} of the first and axis {b} of the \
+                 second (counting the batch axis as 0)"
+            ),
+            MergeError::NotSequence { .. } => {
+                "sequences (steps, features) as inputs, each of rank 2 after the batch axis".into()
+            }
+            MergeError::Disagree { need, .. } => (*need).into(),
         }
     }
 }

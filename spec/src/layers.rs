@@ -1,8 +1,11 @@
 //! The entries: one per layer, in the order the macro lists them.
 
+use crate::attention::{
+    attention, attention_params, dot, multi_head_attention, multi_head_attention_params,
+};
 use crate::entry::{
-    arg, no_checks, no_params, param, required, same_shape, ArgDef, LayerDef, Param, Rule,
-    DATA_FORMAT,
+    arg, keyword, no_checks, no_list_params, no_params, param, required, same_shape, ArgDef,
+    LayerDef, Param, Rule, DATA_FORMAT,
 };
 use crate::error::{ArgError, ShapeError};
 use crate::merge::{concatenate, elementwise};
@@ -101,6 +104,7 @@ const fn elementwise_merge(
             min,
             max,
             rule: elementwise,
+            params: no_list_params,
         },
         params: no_params,
         validate: no_checks,
@@ -670,6 +674,79 @@ pub static LAYERS: &[LayerDef] = &[
             min: 1,
             max: None,
             rule: concatenate,
+            params: no_list_params,
+        },
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "Dot",
+        aliases: &[],
+        base_name: "dot",
+        runtime: "Dot",
+        args: &[
+            required("axes", Kind::AxisPair),
+            arg("normalize", Kind::Bool, "false"),
+        ],
+        shape: Rule::List {
+            min: 2,
+            max: Some(2),
+            rule: dot,
+            params: no_list_params,
+        },
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "Attention",
+        aliases: &[],
+        base_name: "attention",
+        runtime: "Attention",
+        // Keras' `seed` is not taken: dropout draws from the step's random key, as the
+        // Dropout layer does. `use_causal_mask` is an argument of Keras' call.
+        args: &[
+            arg("use_scale", Kind::Bool, "false"),
+            arg("score_mode", Kind::ScoreMode, "dot"),
+            arg("dropout", Kind::Rate, "0.0"),
+            keyword("use_causal_mask", Kind::Bool, "false"),
+        ],
+        // A list, `Attention()([query, value])`, as Keras takes it.
+        shape: Rule::List {
+            min: 2,
+            max: Some(3),
+            rule: attention,
+            params: attention_params,
+        },
+        params: no_params,
+        validate: no_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "MultiHeadAttention",
+        aliases: &[],
+        base_name: "multi_head_attention",
+        runtime: "MultiHeadAttention",
+        // Keras' order up to `output_shape`; the initializers are keyword-only here, since
+        // Keras' `attention_axes`, `sliding_window`, ... come before them and are not
+        // taken. `use_causal_mask` is an argument of Keras' call.
+        args: &[
+            required("num_heads", Kind::Count),
+            required("key_dim", Kind::Count),
+            arg("value_dim", Kind::OptionalSize, "None"),
+            arg("dropout", Kind::Rate, "0.0"),
+            arg("use_bias", Kind::Bool, "true"),
+            arg("output_shape", Kind::OptionalSize, "None"),
+            keyword("kernel_initializer", Kind::Initializer, "glorot_uniform"),
+            keyword("bias_initializer", Kind::Initializer, "zeros"),
+            keyword("use_causal_mask", Kind::Bool, "false"),
+        ],
+        shape: Rule::Positional {
+            inputs: &["query", "value", "key"],
+            required: 2,
+            rule: multi_head_attention,
+            params: multi_head_attention_params,
         },
         params: no_params,
         validate: no_checks,
@@ -690,4 +767,41 @@ pub fn layer_names() -> Vec<&'static str> {
         .iter()
         .flat_map(|l| std::iter::once(l.class).chain(l.aliases.iter().copied()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Val;
+
+    /// A layer of several inputs sizes its weights by its `Rule`'s rule, which sees every
+    /// input; the `params` field, read for one-input layers only, must stay empty, or a
+    /// weight written there would silently never be created.
+    #[test]
+    fn layers_of_several_inputs_keep_their_parameters_in_their_rule() {
+        let mut args = Args::default();
+        for (name, v) in [
+            ("use_scale", Val::Bool(true)),
+            ("use_bias", Val::Bool(true)),
+            ("num_heads", Val::Usize(2)),
+            ("key_dim", Val::Usize(2)),
+        ] {
+            args.insert(name, v);
+        }
+        let x = Shape::known(&[3, 4]);
+        for def in LAYERS.iter().filter(|d| d.takes_many()) {
+            assert!((def.params)(&args, &x).is_empty(), "{}", def.class);
+        }
+        let mha = layer("MultiHeadAttention").unwrap();
+        let q = Shape::known(&[3, 4]);
+        let v = Shape::known(&[5, 6]);
+        let p = mha.call_params(&args, &[q, v]);
+        assert_eq!(p[0].dims, [Some(4), Some(2), Some(2)], "query by the query");
+        assert_eq!(p[2].dims, [Some(6), Some(2), Some(2)], "key by the value");
+        assert_eq!(
+            p[6].dims,
+            [Some(2), Some(2), Some(4)],
+            "output as the query"
+        );
+    }
 }

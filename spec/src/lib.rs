@@ -20,6 +20,7 @@
 //!    file per new rule (`tests/ui/`); and the catalogue lists in README.md and
 //!    `src/lib.rs`.
 
+mod attention;
 mod choice;
 mod entry;
 mod error;
@@ -29,11 +30,14 @@ mod rules;
 mod shape;
 mod value;
 
-pub use choice::{Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, INTERPOLATIONS, PADDINGS};
+pub use choice::{
+    Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, INTERPOLATIONS, PADDINGS, SCORE_MODES,
+};
 pub use entry::{
-    ArgDef, ArgDefault, CallError, LayerDef, ListRule, Param, Rule, ShapeRule, COMMON,
+    ArgDef, ArgDefault, CallError, LayerDef, ListParamRule, ListRule, Param, ParamRule, Rule,
+    ShapeRule, COMMON,
 };
 pub use error::{ArgError, MergeError, ShapeError};
 pub use layers::{layer, layer_names, LAYERS};
 pub use shape::{dims_text, product, NoSuchAxis, Shape};
-pub use value::{check_inferred, check_size, check_sizes_item, Args, Kind, Val};
+pub use value::{check_inferred, check_not_batch, check_size, check_sizes_item, Args, Kind, Val};

@@ -58,6 +58,11 @@ pub enum Kind {
     /// Axes >= 1, 1-based as in Keras (Permute's `dims`); that they form a permutation is
     /// the layer's check.
     Dims,
+    /// One axis for both inputs or a `(first, second)` pair, counting the batch axis as
+    /// Keras does, never it (Dot's `axes`): `-1` is the last.
+    AxisPair,
+    /// How Attention scores a query against a key: `dot`, `concat`.
+    ScoreMode,
 }
 
 /// A checked argument value.
@@ -83,6 +88,8 @@ pub enum Val {
     Margins([[usize; 2]; 2]),
     Interpolation(&'static Choice),
     Dims(Vec<usize>),
+    AxisPair([i64; 2]),
+    ScoreMode(&'static Choice),
 }
 
 /// A size argument (or one size of a pair or shape) must be at least 1.
@@ -106,6 +113,17 @@ pub fn check_sizes_item(arg: &str, v: i64, inferred: bool) -> Result<(), String>
 pub fn check_inferred(arg: &str, sizes: &[i64]) -> Result<(), String> {
     if sizes.iter().filter(|&&d| d == -1).count() > 1 {
         return Err(format!("`{arg}` may infer only one size: at most one -1"));
+    }
+    Ok(())
+}
+
+/// An axis that counts the batch axis as 0 must not be it (Dot's `axes`).
+pub fn check_not_batch(arg: &str, axis: i64) -> Result<(), String> {
+    if axis == 0 {
+        return Err(format!(
+            "`{arg}` cannot include axis 0, the batch axis: count the others from 1, or from \
+             the end with -1"
+        ));
     }
     Ok(())
 }
@@ -148,6 +166,7 @@ impl Kind {
                     .try_for_each(|&d| check_sizes_item(arg, d, true))?;
                 check_inferred(arg, dims)
             }
+            Val::AxisPair(axes) => axes.iter().try_for_each(|&a| check_not_batch(arg, a)),
             _ => Ok(()),
         }
     }
@@ -183,7 +202,8 @@ impl fmt::Display for Val {
                 tuple(f, d.iter().map(|d| d.to_string()).collect())
             }
             Val::Margins([[t, b], [l, r]]) => write!(f, "(({t}, {b}), ({l}, {r}))"),
-            Val::Interpolation(c) => f.write_str(c.name),
+            Val::Interpolation(c) | Val::ScoreMode(c) => f.write_str(c.name),
+            Val::AxisPair([a, b]) => write!(f, "({a}, {b})"),
         }
     }
 }
@@ -272,6 +292,36 @@ impl Args {
         match self.get(name) {
             Some(Val::Axes(Some(a)) | Val::Dims(a)) => a,
             _ => &[],
+        }
+    }
+
+    /// Dot's `axes`, one per input.
+    pub(crate) fn axis_pair(&self, name: &str) -> [i64; 2] {
+        match self.get(name) {
+            Some(Val::AxisPair(a)) => *a,
+            _ => [-1, -1],
+        }
+    }
+
+    /// The name of a choice argument (`score_mode`), `""` when absent.
+    pub(crate) fn choice(&self, name: &str) -> &'static str {
+        match self.get(name) {
+            Some(
+                Val::ScoreMode(c)
+                | Val::Activation(c)
+                | Val::Initializer(c)
+                | Val::Padding(c)
+                | Val::Interpolation(c),
+            ) => c.name,
+            _ => "",
+        }
+    }
+
+    /// An optional size (`value_dim`), `None` when not given.
+    pub(crate) fn optional_count(&self, name: &str) -> Option<usize> {
+        match self.get(name) {
+            Some(Val::OptionalUsize(n)) => *n,
+            _ => None,
         }
     }
 

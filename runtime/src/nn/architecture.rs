@@ -89,9 +89,9 @@ pub trait Architecture: Send + Sync + 'static {
             let layer = *layers
                 .get(call.layer)
                 .ok_or_else(|| call.no_layer(layers.len()))?;
-            let first = call.inputs.first().map_or(input, |&p| shape(p));
+            let ins: Vec<&[usize]> = call.inputs.iter().map(|&p| shape(p)).collect();
             let p = params.get(call.layer).copied().unwrap_or(&[]);
-            layer.call_onnx(&mut OnnxForward::new(graph, layer, first), inputs, p)
+            layer.call_onnx(&mut OnnxForward::call(graph, layer, &ins), inputs, p)
         })
     }
 }

@@ -3,12 +3,12 @@
 //! the parameters and the input type, by the rules `model!` checks at compile time.
 
 use super::layer::{bad_config, bad_input, Layer, ParamSpec};
-use super::{Activation, Initializer, Interpolation, Padding};
+use super::{Activation, Initializer, Interpolation, Padding, ScoreMode};
 use crate::ir::DType;
 use crate::Result;
 use strata_spec::{
     Args, CallError, Choice, LayerDef, MergeError, Shape, Val, ACTIVATIONS, INITIALIZERS,
-    INTERPOLATIONS, PADDINGS,
+    INTERPOLATIONS, PADDINGS, SCORE_MODES,
 };
 
 /// The arguments `list` names, for [`Layer::args`].
@@ -45,6 +45,10 @@ pub(crate) fn interpolation(i: Interpolation) -> Val {
     named(INTERPOLATIONS, i.name(), Val::Interpolation)
 }
 
+pub(crate) fn score_mode(m: ScoreMode) -> Val {
+    named(SCORE_MODES, m.name(), Val::ScoreMode)
+}
+
 /// A runtime axis (`isize`) as the catalogue's `i64`.
 pub(crate) fn axis(a: isize) -> Val {
     Val::Axis(a as i64)
@@ -65,26 +69,30 @@ fn entry<L: Layer + ?Sized>(layer: &L) -> Result<(&'static LayerDef, Args)> {
 }
 
 /// The entry's shape rule applied to one call's `inputs`: the entry, the arguments, the
-/// first input as the rules see it (the one parameters are sized by), and the output shape.
+/// inputs as the rules see them (what parameters are sized by), and the output shape.
 fn apply<L: Layer + ?Sized>(
     layer: &L,
     inputs: &[&[usize]],
-) -> Result<(&'static LayerDef, Args, Shape, Vec<usize>)> {
+) -> Result<(&'static LayerDef, Args, Vec<Shape>, Vec<usize>)> {
     let (def, args) = entry(layer)?;
     let shapes: Vec<Shape> = inputs.iter().map(|x| Shape::known(x)).collect();
     let out = def
         .output(&args, &shapes)
-        .map_err(|e| call_error(layer, inputs, e))?;
+        .map_err(|e| call_error(layer, def, inputs, e))?;
     // A known input gives a known output; no rule makes a size up from nothing.
     let out = out
         .to_known()
         .ok_or_else(|| bad_config(layer, format!("no output shape for inputs {inputs:?}")))?;
-    let first = shapes.into_iter().next().unwrap_or_else(Shape::unknown);
-    Ok((def, args, first, out))
+    Ok((def, args, shapes, out))
 }
 
 /// The runtime's wording of why a call cannot take its inputs.
-fn call_error<L: Layer + ?Sized>(layer: &L, inputs: &[&[usize]], e: CallError) -> crate::Error {
+fn call_error<L: Layer + ?Sized>(
+    layer: &L,
+    def: &LayerDef,
+    inputs: &[&[usize]],
+    e: CallError,
+) -> crate::Error {
     let shape = |i: usize| crate::ir::Shape::from(inputs.get(i).copied().unwrap_or(&[]));
     match e {
         CallError::Shape(e) => {
@@ -92,7 +100,11 @@ fn call_error<L: Layer + ?Sized>(layer: &L, inputs: &[&[usize]], e: CallError) -
         }
         CallError::Merge(MergeError::Count { min, max, got }) => bad_config(
             layer,
-            format!("takes {}, got {got}", MergeError::count_text(min, max)),
+            format!(
+                "takes {}{}, got {got}",
+                MergeError::count_text(min, max),
+                def.inputs_text()
+            ),
         ),
         CallError::Merge(e @ MergeError::Incompatible { first, second, .. }) => bad_config(
             layer,
@@ -106,6 +118,32 @@ fn call_error<L: Layer + ?Sized>(layer: &L, inputs: &[&[usize]], e: CallError) -
         CallError::Merge(e @ MergeError::Axis { .. }) => bad_config(
             layer,
             format!("expected {}, got inputs of shape {}", e.need(), shape(0)),
+        ),
+        CallError::Merge(e @ MergeError::DotAxes { .. }) => bad_config(
+            layer,
+            format!(
+                "expected {}, got inputs of shape {} and {}",
+                e.need(),
+                shape(0),
+                shape(1)
+            ),
+        ),
+        CallError::Merge(e @ MergeError::Disagree { first, second, .. }) => bad_config(
+            layer,
+            format!(
+                "expected {}, got input {first} of shape {} and input {second} of shape {}",
+                e.need(),
+                shape(first),
+                shape(second)
+            ),
+        ),
+        CallError::Merge(e @ MergeError::NotSequence { input }) => bad_config(
+            layer,
+            format!(
+                "expected {}, got input {input} of shape {}",
+                e.need(),
+                shape(input)
+            ),
         ),
     }
 }
@@ -126,21 +164,20 @@ pub(crate) fn call_output_shape<L: Layer + ?Sized>(
     Ok(apply(layer, inputs)?.3)
 }
 
-/// The parameters a call on `inputs` creates (sized by the first input).
+/// The parameters a call on `inputs` creates (sized by its inputs' shapes).
 pub(crate) fn call_params<L: Layer + ?Sized>(
     layer: &L,
     inputs: &[&[usize]],
 ) -> Result<Vec<ParamSpec>> {
-    let (def, args, x, _) = apply(layer, inputs)?;
+    let (def, args, shapes, _) = apply(layer, inputs)?;
     let input = inputs.first().copied().unwrap_or(&[]);
-    (def.params)(&args, &x)
+    def.call_params(&args, &shapes)
         .into_iter()
         .map(|p| {
             let dims: Option<Vec<usize>> = p.dims.iter().copied().collect();
-            let init = match args.get(p.init_arg) {
-                Some(Val::Initializer(c)) => Initializer::from_name(c.name),
-                _ => None,
-            };
+            let init = p
+                .initializer(&args)
+                .and_then(|c| Initializer::from_name(c.name));
             match (dims, init, p.fans) {
                 (Some(dims), Some(init), [Some(fan_in), Some(fan_out)]) => Ok(ParamSpec {
                     name: format!("{}/{}", layer.name(), p.suffix),
@@ -238,6 +275,10 @@ mod tests {
             Box::new(Maximum::new("maximum")),
             Box::new(Minimum::new("minimum")),
             Box::new(Concatenate::new("concatenate")),
+            // Issue 14: products and attention.
+            Box::new(Dot::new("dot", -1)),
+            Box::new(Attention::new("attention")),
+            Box::new(MultiHeadAttention::new("multi_head_attention", 2, 4)),
         ]
     }
 
@@ -293,6 +334,8 @@ mod tests {
                             | (strata_spec::Kind::Margins, Val::Margins(_))
                             | (strata_spec::Kind::Interpolation, Val::Interpolation(_))
                             | (strata_spec::Kind::Dims, Val::Dims(_))
+                            | (strata_spec::Kind::AxisPair, Val::AxisPair(_))
+                            | (strata_spec::Kind::ScoreMode, Val::ScoreMode(_))
                     );
                     assert!(fits, "{}.{}: {v:?} for {:?}", def.class, a.name, a.kind);
                 }
@@ -317,7 +360,8 @@ mod tests {
         // The name, and the variant the macro's expansion writes for it.
         let same = |v: Val, name: &str, variant: String| {
             matches!(v, Val::Activation(c) | Val::Initializer(c) | Val::Padding(c)
-                | Val::Interpolation(c) if c.name == name && c.variant == variant)
+                | Val::Interpolation(c) | Val::ScoreMode(c)
+                if c.name == name && c.variant == variant)
         };
         for a in Activation::ALL {
             assert!(same(activation(a), a.name(), format!("{a:?}")), "{a:?}");
@@ -330,6 +374,10 @@ mod tests {
         }
         for i in Interpolation::ALL {
             assert!(same(interpolation(i), i.name(), format!("{i:?}")), "{i:?}");
+        }
+        for m in ScoreMode::ALL {
+            let v = score_mode(m);
+            assert!(same(v, m.name(), format!("{m:?}")), "{m:?}");
         }
     }
 }

@@ -106,6 +106,8 @@ pub struct OnnxForward<'g> {
     layer: String,
     prefix: String,
     input: Vec<usize>,
+    /// Every input's shape without the batch axis, for a call on several.
+    inputs: Vec<Vec<usize>>,
 }
 
 impl<'g> OnnxForward<'g> {
@@ -116,12 +118,32 @@ impl<'g> OnnxForward<'g> {
             layer: format!("{} ({})", layer.name(), layer.class()),
             prefix: layer.name().to_string(),
             input: input.to_vec(),
+            inputs: vec![input.to_vec()],
+        }
+    }
+
+    /// The context of one call of `layer` on inputs of shapes `inputs` (each without the
+    /// batch axis); the first is [`OnnxForward::input_shape`].
+    pub fn call(
+        graph: &'g mut OnnxGraph,
+        layer: &dyn Layer,
+        inputs: &[&[usize]],
+    ) -> OnnxForward<'g> {
+        let first = inputs.first().copied().unwrap_or(&[]);
+        OnnxForward {
+            inputs: inputs.iter().map(|s| s.to_vec()).collect(),
+            ..OnnxForward::new(graph, layer, first)
         }
     }
 
     /// The layer's input shape without the batch axis (the batch size is left open).
     pub fn input_shape(&self) -> &[usize] {
         &self.input
+    }
+
+    /// Every input's shape without the batch axis (one for a one-input layer).
+    pub fn input_shapes(&self) -> &[Vec<usize>] {
+        &self.inputs
     }
 
     /// Emits `op_type(inputs)` with `attributes`; its one output.

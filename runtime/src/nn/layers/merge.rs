@@ -203,14 +203,20 @@ impl Layer for Concatenate {
     }
 }
 
-/// Checks a merge's call: no parameters, and inputs whose shapes (without the batch axis)
-/// its rule accepts (an empty list among them, before anything reads `inputs[0]`).
+/// Each input's shape without the batch axis (an empty list is refused by the shape rule
+/// before anything reads `inputs[0]`).
+pub(super) fn input_shapes(cx: &Forward<'_>, inputs: &[Value]) -> Result<Vec<Vec<usize>>> {
+    inputs
+        .iter()
+        .map(|&x| Ok(cx.g.try_ty("merge", x)?.dims().get(1..).unwrap_or(&[]).to_vec()))
+        .collect()
+}
+
+/// Checks a merge's call: no parameters, and inputs whose shapes its rule accepts.
 fn checked(layer: &dyn Layer, cx: &Forward<'_>, inputs: &[Value], params: &[Value]) -> Result<()> {
     expect_params::<0>(layer, params)?;
-    let shapes = inputs
-        .iter()
-        .map(|&x| Ok(cx.g.try_ty("merge", x)?.dims().get(1..).unwrap_or(&[])))
-        .collect::<Result<Vec<&[usize]>>>()?;
-    layer.call_output_shape(&shapes)?;
+    let shapes = input_shapes(cx, inputs)?;
+    let refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+    layer.call_output_shape(&refs)?;
     Ok(())
 }

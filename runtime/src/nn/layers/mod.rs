@@ -3,6 +3,7 @@
 //! and parameters are its `strata_spec` entry's.
 
 mod activation;
+mod attention;
 mod average_pooling1d;
 mod average_pooling2d;
 mod axis;
@@ -12,6 +13,7 @@ mod conv2d;
 mod conv2d_transpose;
 mod dense;
 mod depthwise_conv2d;
+mod dot;
 mod dropout;
 mod embedding;
 mod flatten;
@@ -33,6 +35,7 @@ mod upsampling2d;
 mod zero_padding2d;
 
 pub use activation::ActivationLayer;
+pub use attention::{Attention, MultiHeadAttention, ScoreMode};
 pub use average_pooling1d::AveragePooling1D;
 pub use average_pooling2d::AveragePooling2D;
 pub use batch_normalization::BatchNormalization;
@@ -41,6 +44,7 @@ pub use conv2d::Conv2D;
 pub use conv2d_transpose::Conv2DTranspose;
 pub use dense::Dense;
 pub use depthwise_conv2d::DepthwiseConv2D;
+pub use dot::Dot;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use flatten::Flatten;

@@ -1,0 +1,8 @@
+use strata::model;
+
+fn main() {
+    let model = model! {
+        let x = Input((4, 6));
+        Attention(score_mode = additive)([x, x])
+    };
+}

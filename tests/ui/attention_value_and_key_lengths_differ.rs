@@ -1,0 +1,9 @@
+use strata::model;
+
+fn main() {
+    let model = model! {
+        let x = Input((4, 6));
+        let v = Reshape((8, 3))(x);
+        MultiHeadAttention(num_heads = 2, key_dim = 3)(x, v, x)
+    };
+}

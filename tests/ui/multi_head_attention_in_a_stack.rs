@@ -1,0 +1,5 @@
+use strata::model;
+
+fn main() {
+    let model = model![Input((4, 6)), MultiHeadAttention(num_heads = 2, key_dim = 3)];
+}
