@@ -208,7 +208,15 @@ impl Layer for Concatenate {
 pub(super) fn input_shapes(cx: &Forward<'_>, inputs: &[Value]) -> Result<Vec<Vec<usize>>> {
     inputs
         .iter()
-        .map(|&x| Ok(cx.g.try_ty("merge", x)?.dims().get(1..).unwrap_or(&[]).to_vec()))
+        .map(|&x| {
+            Ok(cx
+                .g
+                .try_ty("merge", x)?
+                .dims()
+                .get(1..)
+                .unwrap_or(&[])
+                .to_vec())
+        })
         .collect()
 }
 
