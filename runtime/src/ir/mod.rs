@@ -7,6 +7,7 @@ mod fusion;
 mod graph;
 mod op;
 mod print;
+mod scan;
 mod text;
 mod verify;
 
