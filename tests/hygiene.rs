@@ -50,3 +50,24 @@ fn prelude_names_and_layer_names_do_not_capture() {
     };
     assert_eq!(values(shadowed.weights()), values(direct.weights()));
 }
+
+model! {
+    /// A graph whose layers are named after `forward`'s locals, the input read again after
+    /// them: no call's value may shadow the input or the context.
+    pub struct ShadowedGraph {
+        let x = Input(3);
+        let a = Dense(3, name = "input", use_bias = false, kernel_initializer = ones)(x);
+        let b = Dense(3, name = "cx", use_bias = false, kernel_initializer = ones)(a);
+        let c = Dense(3, name = "params", use_bias = false, kernel_initializer = ones)(b);
+        Add(name = "input_params")([c, x])
+    }
+}
+
+#[test]
+fn graph_locals_do_not_capture_the_input() {
+    let m = ShadowedGraph::model();
+    let x = strata::Tensor::from_vec(&[1, 3], std::vec![1.0f32, 2.0, 3.0]).unwrap();
+    // Three Dense of ones: each output is 3 times the sum before it (6, 18, 54); plus x.
+    let y = m.predict(&x).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(y, [55.0, 56.0, 57.0]);
+}

@@ -507,13 +507,18 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
         Node::Input => "input".to_string(),
         Node::Call(c) => locals[c].clone(),
     };
-    let node_ident = |n: Node| ident(&node_local(n), Span::mixed_site());
+    // A call's value is a call-site local, as the stack form's are, so a layer named
+    // `input` or `cx` cannot shadow the mixed-site input and context.
+    let node_ident = |n: Node| match n {
+        Node::Input => names.input.clone(),
+        Node::Call(c) => ident(&locals[c], Span::call_site()),
+    };
     let mut statements = Vec::new();
     for (c, call) in g.calls.iter().enumerate() {
         let l = &model.layers[call.layer];
         let layer = layer_ref(l);
         let group = &groups[call.layer];
-        let local = ident(&locals[c], Span::mixed_site());
+        let local = node_ident(Node::Call(c));
         let names: Vec<String> = call.inputs.iter().map(|&n| node_local(n)).collect();
         let shapes: Vec<String> = call
             .inputs
