@@ -207,13 +207,23 @@ fn while_loop_iterations_allocate_nothing() {
     };
     let (mut short, mut long) = (args(10), args(1000));
     let mut outputs = Vec::new();
-    exe.execute_into(&mut short, &mut outputs).unwrap(); // warms the output buffers
+    // Warms the output buffers, and each worker's GEMM packing buffer (the `gemm` crate
+    // allocates one per thread the first time that thread multiplies, whichever
+    // iteration that is).
+    exe.execute_into(&mut short, &mut outputs).unwrap();
+    exe.execute_into(&mut long, &mut outputs).unwrap();
     let mut count = |a: &mut Vec<_>| {
         let before = ALLOCS.load(Ordering::Relaxed);
         exe.execute_into(a, &mut outputs).unwrap();
         ALLOCS.load(Ordering::Relaxed) - before
     };
-    let (a10, a1000) = (count(&mut short), count(&mut long));
+    // The count is process-wide, so the test harness's own thread (printing another
+    // test's result) can land in a window: the fewest over a few tries is the loop's. A
+    // loop that allocated per iteration would show it in every try.
+    let (a10, a1000) = (0..5)
+        .map(|_| (count(&mut short), count(&mut long)))
+        .min()
+        .unwrap_or_default();
     let steps = backend.download(&outputs[0]).unwrap();
     assert_eq!(steps, Tensor::from_vec(&[], vec![1000i32]).unwrap());
     assert_eq!(
