@@ -170,6 +170,14 @@ pub mod __private {
         }
     }
 
+    /// The error of a generated `forward_all` given another number of inputs.
+    pub fn input_count(expected: usize, got: usize) -> crate::Error {
+        crate::Error::InvalidArgument {
+            what: "forward_all".into(),
+            message: format!("{got} inputs for a model of {expected}"),
+        }
+    }
+
     /// The stand-in `model![...]` evaluates to when it has errors, so the code around it
     /// still type-checks and only the model's own errors are reported.
     pub fn stub_model() -> Model<Sequential> {

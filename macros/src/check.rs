@@ -22,40 +22,51 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn output(&self) -> Shape {
+    /// Each output's shape (one for a stack).
+    pub fn outputs(&self) -> Vec<Shape> {
         match &self.graph {
-            Some(g) => g.shape(g.output),
-            None => self
+            Some(g) => g.outputs.iter().map(|&n| g.shape(n)).collect(),
+            None => vec![self
                 .layers
                 .last()
                 .map(|l| l.output.clone())
-                .unwrap_or_else(Shape::unknown),
+                .unwrap_or_else(Shape::unknown)],
         }
     }
 }
 
 /// A graph model's wiring, every shape known (it passed the checks).
 pub struct Graph {
-    /// The input's name in summaries (`Input(.., name = "left")`), when given.
-    pub input_name: Option<String>,
-    pub input_shape: Shape,
+    pub inputs: Vec<GraphInput>,
     pub calls: Vec<CallNode>,
-    pub output: Node,
+    pub outputs: Vec<Node>,
+}
+
+/// One `Input` of a graph model.
+pub struct GraphInput {
+    /// Its name in summaries and for data passed by name: the `name` given, else Keras'.
+    pub name: String,
+    /// Whether the name was given.
+    pub named: bool,
+    pub shape: Shape,
 }
 
 impl Graph {
     pub fn shape(&self, node: Node) -> Shape {
         match node {
-            Node::Input => self.input_shape.clone(),
+            Node::Input(i) => self
+                .inputs
+                .get(i)
+                .map_or_else(Shape::unknown, |i| i.shape.clone()),
             Node::Call(c) => self.calls[c].output.clone(),
         }
     }
 }
 
-/// A value of a graph model: its input, or a call's output.
+/// A value of a graph model: one of its inputs, or a call's output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Node {
-    Input,
+    Input(usize),
     Call(usize),
 }
 

@@ -4,7 +4,9 @@
 //! tokens; a value that could not be computed is unknown afterwards, so it causes no
 //! further errors.
 
-use crate::check::{names, resolve, CallNode, Errors, Graph, Layer, Model, Node, Resolved};
+use crate::check::{
+    names, resolve, CallNode, Errors, Graph, GraphInput, Layer, Model, Node, Resolved,
+};
 use crate::parse_graph::{Binding, CallArgs, Expr, GraphSyntax};
 use crate::suggest::did_you_mean;
 use proc_macro2::TokenStream;
@@ -32,7 +34,8 @@ struct Scope<'s> {
     /// `(name, bound, used)`, the latest binding of a name last.
     bindings: Vec<(String, Bound, bool, TokenStream)>,
     calls: Vec<CallNode>,
-    input: Option<(Shape, Option<String>, TokenStream)>,
+    /// Each `Input`: its shape, its `name` when given, its tokens.
+    inputs: Vec<(Shape, Option<String>, TokenStream)>,
     /// A name was not found: what the user meant to use is unknown, so nothing is
     /// reported as unused.
     unresolved: bool,
@@ -78,7 +81,7 @@ pub fn check_graph(g: &GraphSyntax) -> Result<Model, syn::Error> {
         first_call: vec![None; count],
         bindings: Vec::new(),
         calls: Vec::new(),
-        input: None,
+        inputs: Vec::new(),
         unresolved: false,
         docs: vec![Vec::new(); count],
         errors,
@@ -86,25 +89,26 @@ pub fn check_graph(g: &GraphSyntax) -> Result<Model, syn::Error> {
     for b in &g.bindings {
         s.bind(b);
     }
-    let output = match &g.output {
+    // Several outputs are a tuple, as a Keras model's list of outputs.
+    let outputs: Option<Vec<Node>> = match &g.output {
         Some(Expr::Tuple(items, tokens)) => {
-            for item in items {
-                s.value(item);
+            let values: Vec<Option<Node>> = items.iter().map(|i| s.value(i)).collect();
+            if items.is_empty() {
+                s.errors
+                    .at(tokens, "a model needs at least one output: `(a, b)` or `a`");
             }
-            s.errors.at(
-                tokens,
-                "a model with several outputs is not supported yet: return one value",
-            );
-            None
+            values.into_iter().collect()
         }
-        Some(e) => s.value(e),
+        Some(e) => s.value(e).map(|n| vec![n]),
         None => None,
     };
     // Without an output (or after an unknown name) every binding would look unused.
-    if g.output.is_some() && !s.unresolved {
+    let no_outputs = matches!(&g.output, Some(Expr::Tuple(items, _)) if items.is_empty());
+    if g.output.is_some() && !no_outputs && !s.unresolved {
         s.unused();
     }
-    if s.input.is_none() {
+    s.check_input_names(&layer_names);
+    if s.inputs.is_empty() {
         s.errors.add(syn::Error::new(
             proc_macro2::Span::call_site(),
             "a graph model declares its input first: `let x = Input(784);`",
@@ -115,7 +119,7 @@ pub fn check_graph(g: &GraphSyntax) -> Result<Model, syn::Error> {
     }
     // Without an output the parser has reported why, and its error keeps this model from
     // being expanded: the input stands in, so that error is not said twice.
-    Ok(s.finish(output.unwrap_or(Node::Input)))
+    Ok(s.finish(outputs.unwrap_or_else(|| vec![Node::Input(0)])))
 }
 
 /// Every layer expression in `e`, in the order `Scope::value` meets them.
@@ -125,9 +129,20 @@ fn collect_layers<'s>(e: &'s Expr, out: &mut Vec<&'s crate::parse::LayerSyntax>)
         Expr::Name(_) => {}
         Expr::Call { callee, args, .. } => {
             collect_layers(callee, out);
-            let (CallArgs::Positional(items) | CallArgs::List(items, _)) = args;
-            for i in items {
-                collect_layers(i, out);
+            match args {
+                CallArgs::Positional(items, keywords) => {
+                    for i in items {
+                        collect_layers(i, out);
+                    }
+                    for k in keywords {
+                        collect_layers(&k.value, out);
+                    }
+                }
+                CallArgs::List(items, _) => {
+                    for i in items {
+                        collect_layers(i, out);
+                    }
+                }
             }
         }
         Expr::Tuple(items, _) => {
@@ -167,20 +182,35 @@ impl<'s> Scope<'s> {
 
     fn declare_input(&mut self, i: usize, l: &crate::parse::LayerSyntax) -> Option<Node> {
         let r = self.resolved[i].as_ref()?;
-        if self.input.is_some() {
-            self.errors.at(
-                &l.tokens,
-                "a model with several inputs is not supported yet: declare one `Input`",
-            );
-            return None;
-        }
         let shape = r.args.shape("shape").filter(|_| r.ok)?;
         let name = match r.args.get("name") {
             Some(Val::Name(n)) => Some(n.clone()),
             _ => None,
         };
-        self.input = Some((Shape::known(shape), name, l.tokens.clone()));
-        Some(Node::Input)
+        self.inputs
+            .push((Shape::known(shape), name, l.tokens.clone()));
+        Some(Node::Input(self.inputs.len() - 1))
+    }
+
+    /// Data is passed to a model with several inputs by their names (as in Keras), and a
+    /// summary names each: two inputs, or an input and a layer, cannot share one.
+    fn check_input_names(&mut self, layer_names: &[String]) {
+        let names = input_names(&self.inputs);
+        let mut found = Vec::new();
+        for (k, (_, _, tokens)) in self.inputs.iter().enumerate() {
+            let name = &names[k];
+            if names[..k].contains(name) {
+                found.push((tokens.clone(), format!("two inputs are named `{name}`")));
+            } else if layer_names.contains(name) {
+                found.push((
+                    tokens.clone(),
+                    format!("the input `{name}` has the name of a layer; names must be unique"),
+                ));
+            }
+        }
+        for (tokens, message) in found {
+            self.errors.at(tokens, message);
+        }
     }
 
     /// The latest binding of `n`, marked used; an unknown name is reported.
@@ -273,21 +303,93 @@ impl<'s> Scope<'s> {
                         None
                     }
                 };
-                let (items, list) = match args {
-                    CallArgs::Positional(items) => (items, None),
-                    CallArgs::List(items, list) => (items, Some(list)),
+                let (items, list, keywords) = match args {
+                    CallArgs::Positional(items, keywords) => (items, None, &keywords[..]),
+                    CallArgs::List(items, list) => (items, Some(list), &[][..]),
                 };
                 let inputs: Vec<Option<Node>> = items.iter().map(|i| self.value(i)).collect();
-                self.call(layer?, items, &inputs, list, tokens)
+                let named: Vec<Option<Node>> =
+                    keywords.iter().map(|k| self.value(&k.value)).collect();
+                let layer = layer?;
+                let (items, inputs) = self.with_keywords(layer, items, inputs, keywords, named)?;
+                self.call(layer, &items, &inputs, list, tokens)
             }
         }
+    }
+
+    /// The inputs of a call of layer `i` with its inputs given by name (`attention_mask =
+    /// m`) placed after the positional ones, the optional positional ones between filled
+    /// with their defaults (the key is the value, as in Keras); `None` after a mistake
+    /// (reported).
+    fn with_keywords(
+        &mut self,
+        i: usize,
+        items: &[Expr],
+        mut inputs: Vec<Option<Node>>,
+        keywords: &[crate::parse_graph::Keyword],
+        named: Vec<Option<Node>>,
+    ) -> Option<(Vec<TokenStream>, Vec<Option<Node>>)> {
+        let mut items: Vec<TokenStream> = items.iter().map(Expr::tokens).collect();
+        if keywords.is_empty() {
+            return Some((items, inputs));
+        }
+        let def = self.resolved[i].as_ref()?.def;
+        let label = format!("`{}` ({})", self.names[i], def.class);
+        let allowed = def.keyword_inputs();
+        let mut slots: Vec<Option<(Option<Node>, TokenStream)>> = vec![None; allowed.len()];
+        let mut ok = true;
+        for (k, value) in keywords.iter().zip(named) {
+            let name = k.name.to_string();
+            match allowed.iter().position(|a| *a == name) {
+                Some(at) if slots[at].is_some() => {
+                    self.errors
+                        .at(&k.tokens, format!("{label}: `{name}` is given twice"));
+                    ok = false;
+                }
+                Some(at) => slots[at] = Some((value, k.value.tokens())),
+                None => {
+                    let takes = if allowed.is_empty() {
+                        "takes no input by name".to_string()
+                    } else {
+                        format!("takes by name only {}", allowed.join(", "))
+                    };
+                    let hint = did_you_mean(&name, allowed)
+                        .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
+                    self.errors
+                        .at(&k.name, format!("{label} {takes}, not `{name}`{hint}"));
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            return None;
+        }
+        // Positional inputs left out before the named ones: Keras' key defaults to the
+        // value.
+        while inputs.len() < def.positional_inputs() && inputs.len() >= 2 {
+            inputs.push(inputs[1]);
+            items.push(items[1].clone());
+        }
+        let last = slots.iter().rposition(Option::is_some).unwrap_or(0);
+        for (at, slot) in slots.into_iter().enumerate().take(last + 1) {
+            let Some((value, expr)) = slot else {
+                self.errors.at(
+                    &keywords[0].tokens,
+                    format!("{label} needs `{}` before the inputs after it", allowed[at]),
+                );
+                return None;
+            };
+            inputs.push(value);
+            items.push(expr);
+        }
+        Some((items, inputs))
     }
 
     /// Checks one call of layer `i` on `inputs` (written `items`) and records it.
     fn call(
         &mut self,
         i: usize,
-        items: &[Expr],
+        items: &[TokenStream],
         inputs: &[Option<Node>],
         list: Option<&TokenStream>,
         tokens: &TokenStream,
@@ -380,9 +482,9 @@ impl<'s> Scope<'s> {
 
     fn shape(&self, n: Node) -> Shape {
         match n {
-            Node::Input => self
-                .input
-                .as_ref()
+            Node::Input(i) => self
+                .inputs
+                .get(i)
                 .map_or_else(Shape::unknown, |i| i.0.clone()),
             Node::Call(c) => self.calls[c].output.clone(),
         }
@@ -393,15 +495,12 @@ impl<'s> Scope<'s> {
         &self,
         label: &str,
         def: &LayerDef,
-        items: &[Expr],
+        items: &[TokenStream],
         shapes: &[Shape],
         e: &CallError,
     ) -> String {
         let operand = |i: usize| {
-            let written = items
-                .get(i)
-                .map(|e| written(&e.tokens()))
-                .unwrap_or_default();
+            let written = items.get(i).map(written).unwrap_or_default();
             format!(
                 "`{written}` {}",
                 shapes.get(i).map_or(String::new(), |s| s.to_string())
@@ -463,7 +562,7 @@ impl<'s> Scope<'s> {
                 continue;
             }
             let message = match bound {
-                Bound::Value(Some(Node::Input)) => {
+                Bound::Value(Some(Node::Input(_))) => {
                     format!("the input `{name}` is not used: the output must depend on it")
                 }
                 Bound::Value(Some(_)) => format!(
@@ -484,11 +583,18 @@ impl<'s> Scope<'s> {
     }
 
     /// The model, once every check passed (an output exists, so an input does).
-    fn finish(self, output: Node) -> Model {
-        let (input_shape, input_name) = match self.input {
-            Some((shape, name, _)) => (shape, name),
-            None => (Shape::unknown(), None),
-        };
+    fn finish(self, outputs: Vec<Node>) -> Model {
+        let names = input_names(&self.inputs);
+        let inputs: Vec<GraphInput> = self
+            .inputs
+            .into_iter()
+            .zip(names)
+            .map(|((shape, given, _), name)| GraphInput {
+                name,
+                named: given.is_some(),
+                shape,
+            })
+            .collect();
         // The layers that are called, in the order they appear, and where each went.
         // The layers in the order of their first calls (Keras lists a functional model's
         // layers in the order they run); their names stay those of the order they appear.
@@ -524,18 +630,39 @@ impl<'s> Scope<'s> {
                 ..c
             })
             .collect();
-        let dims = input_shape.to_known();
+        let input = match inputs.as_slice() {
+            [one] => one.shape.to_known(),
+            _ => None,
+        };
         Model {
-            input: dims,
+            input,
             layers,
             graph: Some(Graph {
-                input_name,
-                input_shape,
+                inputs,
                 calls,
-                output,
+                outputs,
             }),
         }
     }
+}
+
+/// Each input's name: the `name` given, else Keras' `input_layer`, `input_layer_1`, … in
+/// order.
+fn input_names(inputs: &[(Shape, Option<String>, TokenStream)]) -> Vec<String> {
+    let mut unnamed = 0;
+    inputs
+        .iter()
+        .map(|(_, name, _)| match name {
+            Some(n) => n.clone(),
+            None => {
+                unnamed += 1;
+                match unnamed {
+                    1 => "input_layer".to_string(),
+                    k => format!("input_layer_{}", k - 1),
+                }
+            }
+        })
+        .collect()
 }
 
 /// Whether the first layer `e` meets is the one it makes (`Dense(16)`, `Dense(16)(x)`).

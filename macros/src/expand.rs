@@ -71,7 +71,11 @@ pub fn expand(form: &Form, model: &Model) -> TokenStream {
         }
     });
     let input_shape = option_dims(model.input.as_deref());
-    let output_shape = option_dims(model.output().to_known().as_deref());
+    let outputs = model.outputs();
+    let output_shape = match outputs.as_slice() {
+        [one] => option_dims(one.to_known().as_deref()),
+        _ => option_dims(None),
+    };
     let params = params_const(model);
     let layer_refs = model.layers.iter().map(layer_ref);
     let forward = match &model.graph {
@@ -186,7 +190,21 @@ fn overview(model: &Model) -> String {
         Some(dims) => Shape::known(dims).to_string(),
         None => "(taken from the first data)".to_string(),
     };
-    let mut s = format!("input {input} → output {}", model.output());
+    let mut s = match (&model.graph, model.outputs().as_slice()) {
+        (Some(g), outputs) if g.inputs.len() > 1 || outputs.len() > 1 => {
+            let ins: Vec<String> = g
+                .inputs
+                .iter()
+                .map(|i| format!("`{}` {}", i.name, i.shape))
+                .collect();
+            let outs: Vec<String> = outputs.iter().map(|s| s.to_string()).collect();
+            format!("inputs {} → outputs {}", ins.join(", "), outs.join(", "))
+        }
+        (_, outputs) => {
+            let out = outputs.first().cloned().unwrap_or_else(Shape::unknown);
+            format!("input {input} → output {out}")
+        }
+    };
     let custom = model.layers.iter().any(|l| l.custom().is_some());
     if let Some(n) =
         total(model.layers.iter().flat_map(|l| &l.params).map(|p| &p.dims)).filter(|_| !custom)
@@ -476,9 +494,45 @@ impl Locals {
             }
         }
     }
+    /// `fn forward_all` around `statements`: the inputs bound to `inputs`, in order, and
+    /// `results` returned.
+    fn forward_all_fn(
+        &self,
+        statements: &[TokenStream],
+        inputs: &[Ident],
+        results: &[Ident],
+    ) -> TokenStream {
+        let Locals {
+            cx,
+            input,
+            params,
+            groups,
+        } = self;
+        let count = Literal::usize_unsuffixed(groups.len());
+        let n = Literal::usize_unsuffixed(inputs.len());
+        quote! {
+            #[allow(unused_doc_comments)]
+            fn forward_all(
+                &self,
+                #cx: &mut ::strata::nn::Forward<'_>,
+                #input: &[::strata::ir::Value],
+                #params: &[&[::strata::ir::Value]],
+            ) -> ::strata::Result<::strata::__private::Vec<::strata::ir::Value>> {
+                let [#(#groups),*] = #params else {
+                    return ::strata::__private::Err(::strata::__private::param_groups(#count, #params.len()));
+                };
+                let &[#(#inputs),*] = #input else {
+                    return ::strata::__private::Err(::strata::__private::input_count(#n, #input.len()));
+                };
+                #(#statements)*
+                ::strata::__private::Ok(::strata::__private::Vec::from([#(#results),*]))
+            }
+        }
+    }
 }
 
-/// The graph form's `topology`, `input_name` and `forward`: one statement per call, each
+/// The graph form's `topology`, `input_names`, `input_shapes` and `forward` (or
+/// `forward_all`, for several inputs or outputs): one statement per call, each
 /// under a doc line with its shapes; a call's value is named after its layer
 /// (`conv2d`; a shared layer's later calls `dense_call1`, …).
 fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
@@ -503,14 +557,22 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
         taken.push(local.clone());
         locals.push(local);
     }
+    // One input and one output: `forward`; otherwise `forward_all`, its inputs bound to
+    // mixed-site locals of their own.
+    let single = g.inputs.len() == 1 && g.outputs.len() == 1;
+    let input_locals: Vec<Ident> = (0..g.inputs.len())
+        .map(|i| Ident::new(&format!("input_{i}"), Span::mixed_site()))
+        .collect();
     let node_local = |n: Node| match n {
-        Node::Input => "input".to_string(),
+        Node::Input(_) if single => "input".to_string(),
+        Node::Input(i) => g.inputs[i].name.clone(),
         Node::Call(c) => locals[c].clone(),
     };
     // A call's value is a call-site local, as the stack form's are, so a layer named
     // `input` or `cx` cannot shadow the mixed-site input and context.
     let node_ident = |n: Node| match n {
-        Node::Input => names.input.clone(),
+        Node::Input(_) if single => names.input.clone(),
+        Node::Input(i) => input_locals[i].clone(),
         Node::Call(c) => ident(&locals[c], Span::call_site()),
     };
     let mut statements = Vec::new();
@@ -548,7 +610,10 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
         });
     }
     let port = |n: Node| match n {
-        Node::Input => quote!(::strata::nn::Port::Input(0)),
+        Node::Input(i) => {
+            let i = Literal::usize_unsuffixed(i);
+            quote!(::strata::nn::Port::Input(#i))
+        }
         Node::Call(c) => {
             let c = Literal::usize_unsuffixed(c);
             quote!(::strata::nn::Port::Call(#c))
@@ -564,22 +629,43 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
             }
         }
     });
-    let output = port(g.output);
-    let forward = names.forward_fn(&statements, node_ident(g.output).into_token_stream());
-    let input_name = g.input_name.as_ref().map(|n| {
+    let outputs = g.outputs.iter().map(|&n| port(n));
+    let forward = if single {
+        names.forward_fn(&statements, node_ident(g.outputs[0]).into_token_stream())
+    } else {
+        let results: Vec<Ident> = g.outputs.iter().map(|&n| node_ident(n)).collect();
+        names.forward_all_fn(&statements, &input_locals, &results)
+    };
+    // Keras names an input `input_layer` unless told otherwise; only other names, or
+    // several inputs, are spelled out.
+    let input_names = (!single || g.inputs.iter().any(|i| i.named)).then(|| {
+        let names = g.inputs.iter().map(|i| &i.name);
         quote! {
-            fn input_name(&self) -> &str {
-                #n
+            fn input_names(&self) -> ::strata::__private::Vec<&str> {
+                ::strata::__private::Vec::from([#(#names),*])
+            }
+        }
+    });
+    let input_shapes = (g.inputs.len() > 1).then(|| {
+        let shapes = g.inputs.iter().map(|i| {
+            let dims = i.shape.to_known().unwrap_or_default();
+            quote!(::strata::__private::Vec::from([#(#dims),*]))
+        });
+        quote! {
+            fn input_shapes(&self) -> ::strata::__private::Option<::strata::__private::Vec<::strata::__private::Vec<usize>>> {
+                ::strata::__private::Some(::strata::__private::Vec::from([#(#shapes),*]))
             }
         }
     });
     quote! {
-        #input_name
+        #input_names
+
+        #input_shapes
 
         fn topology(&self) -> ::strata::nn::Topology {
             ::strata::nn::Topology {
                 calls: ::strata::__private::Vec::from([#(#calls),*]),
-                output: #output,
+                outputs: ::strata::__private::Vec::from([#(#outputs),*]),
             }
         }
 

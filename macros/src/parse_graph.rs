@@ -38,10 +38,18 @@ pub enum Expr {
     Tuple(Vec<Expr>, TokenStream),
 }
 
+/// `name = value` among a call's arguments.
+pub struct Keyword {
+    pub name: Ident,
+    pub value: Expr,
+    pub tokens: TokenStream,
+}
+
 /// What a layer is called on.
 pub enum CallArgs {
-    /// `(x)` or `(query, value)`: each argument an input.
-    Positional(Vec<Expr>),
+    /// `(x)` or `(query, value)`: each argument an input; then any given by name,
+    /// `(q, v, attention_mask = m)`.
+    Positional(Vec<Expr>, Vec<Keyword>),
     /// `([a, b])`: one list, as Keras' merge layers take.
     List(Vec<Expr>, TokenStream),
 }
@@ -217,9 +225,28 @@ fn call_args(stream: TokenStream) -> syn::Result<CallArgs> {
             return Ok(CallArgs::List(items, stream));
         }
     }
-    let items = split_commas(stream)
-        .into_iter()
-        .map(parse_expr)
-        .collect::<syn::Result<Vec<_>>>()?;
-    Ok(CallArgs::Positional(items))
+    let mut items = Vec::new();
+    let mut keywords = Vec::new();
+    for part in split_commas(stream) {
+        let trees: Vec<TokenTree> = part.clone().into_iter().collect();
+        match trees.as_slice() {
+            [TokenTree::Ident(name), TokenTree::Punct(eq), rest @ ..]
+                if eq.as_char() == '=' && !rest.is_empty() =>
+            {
+                keywords.push(Keyword {
+                    name: name.clone(),
+                    value: parse_expr(rest.iter().cloned().collect())?,
+                    tokens: part,
+                });
+            }
+            _ if !keywords.is_empty() => {
+                return Err(syn::Error::new_spanned(
+                    part,
+                    "an input by position after one by name: give the named ones last",
+                ))
+            }
+            _ => items.push(parse_expr(part)?),
+        }
+    }
+    Ok(CallArgs::Positional(items, keywords))
 }

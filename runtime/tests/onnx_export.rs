@@ -562,7 +562,7 @@ fn dot_attention_and_multi_head_attention_match_predict() {
             call(10, vec![C(13), C(14), C(15)]), // 16: (52,)
             call(11, vec![C(16)]),               // 17: (3,)
         ],
-        output: C(17),
+        outputs: vec![C(17)],
     };
     let mut m = Model::new(Functional::new(Some(vec![4, 6]), layers, topology));
     let x = normal(&[40, 4, 6], 41);

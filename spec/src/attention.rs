@@ -114,11 +114,22 @@ pub(crate) fn attention_params(a: &Args, _: &[Shape]) -> Vec<Param> {
 /// Keras' `MultiHeadAttention` on `(query, value)` or `(query, value, key)`: the value
 /// and the key have as many steps; the output has the query's steps and `output_shape`
 /// features (default: the query's).
+/// An `attention_mask` (input 3) is `(query steps, value steps)`, as Keras' `(B, T, S)`.
 pub(crate) fn multi_head_attention(a: &Args, inputs: &[Shape]) -> Result<Shape, MergeError> {
     let Some(s) = sequences(inputs)? else {
         return Ok(Shape::unknown());
     };
     key_as_long_as_value(&s)?;
+    if let Some(mask) = s.get(3) {
+        let fits = |m: Option<usize>, d: Option<usize>| m.zip(d).is_none_or(|(m, d)| m == d);
+        if !fits(mask[0], s[0][0]) || !fits(mask[1], s[1][0]) {
+            return Err(MergeError::Disagree {
+                first: 3,
+                second: 0,
+                need: "an attention_mask of (query steps, value steps)",
+            });
+        }
+    }
     let features = a.optional_count("output_shape").map_or(s[0][1], Some);
     Ok(Shape {
         open: false,

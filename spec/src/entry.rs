@@ -157,11 +157,14 @@ pub enum Rule {
         params: ListParamRule,
     },
     /// Named inputs given by position, `MultiHeadAttention(...)(query, value)`: the
-    /// first `required` of `inputs` must be given, the rest may be; `params` sizes the
-    /// weights from every input's shape.
+    /// first `required` of `inputs` must be given, the rest may be; `keywords` are inputs
+    /// given by name only (`attention_mask = m`), which come after all of `inputs` (the
+    /// optional ones filled with their defaults); `params` sizes the weights from every
+    /// input's shape.
     Positional {
         inputs: &'static [&'static str],
         required: usize,
+        keywords: &'static [&'static str],
         rule: ListRule,
         params: ListParamRule,
     },
@@ -195,6 +198,23 @@ pub struct LayerDef {
 impl LayerDef {
     pub fn is_input(&self) -> bool {
         self.runtime.is_empty()
+    }
+
+    /// The inputs a call takes by name only (`attention_mask`); none for most layers.
+    pub fn keyword_inputs(&self) -> &'static [&'static str] {
+        match self.shape {
+            Rule::Positional { keywords, .. } => keywords,
+            _ => &[],
+        }
+    }
+
+    /// How many inputs a call takes by position at most.
+    pub fn positional_inputs(&self) -> usize {
+        match self.shape {
+            Rule::Positional { inputs, .. } => inputs.len(),
+            Rule::One(_) => 1,
+            Rule::List { .. } => 1,
+        }
     }
 
     /// Whether the layer is called on a list of inputs (a merge).
@@ -247,10 +267,11 @@ impl LayerDef {
             Rule::Positional {
                 inputs: names,
                 required,
+                keywords,
                 rule,
                 ..
             } => {
-                if inputs.len() < required || inputs.len() > names.len() {
+                if inputs.len() < required || inputs.len() > names.len() + keywords.len() {
                     return Err(CallError::Merge(MergeError::Count {
                         min: required,
                         max: Some(names.len()),

@@ -745,6 +745,7 @@ pub static LAYERS: &[LayerDef] = &[
         shape: Rule::Positional {
             inputs: &["query", "value", "key"],
             required: 2,
+            keywords: &["attention_mask"],
             rule: multi_head_attention,
             params: multi_head_attention_params,
         },

@@ -192,7 +192,9 @@ pub fn residual() -> ::strata::Model<impl ::strata::nn::Architecture> {
                             ]),
                         },
                     ]),
-                    output: ::strata::nn::Port::Call(5),
+                    outputs: ::strata::__private::Vec::from([
+                        ::strata::nn::Port::Call(5),
+                    ]),
                 }
             }
             #[allow(unused_doc_comments)]

@@ -5,12 +5,14 @@
 
 mod idx;
 mod lookahead;
+mod many;
 mod mnist;
 mod npy;
 
 pub(crate) use idx::from_file_bytes as idx_from_file_bytes;
 pub use idx::read_idx;
 pub use lookahead::Lookahead;
+pub use many::{Data, IntoData};
 pub use mnist::{load_mnist, Mnist, FASHION_MNIST_DIR};
 pub(crate) use npy::from_file_bytes as npy_from_file_bytes;
 pub use npy::read_npy;

@@ -86,6 +86,7 @@ impl<A: Architecture> Model<A> {
     /// that is not an empty directory is refused.
     pub fn export(&self, dir: impl AsRef<Path>) -> Result<()> {
         let dir = dir.as_ref();
+        self.check_single_io("export")?;
         let input = self.input_shape().ok_or_else(|| {
             Error::invalid(
                 "export",

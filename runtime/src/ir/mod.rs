@@ -8,6 +8,7 @@ mod graph;
 mod op;
 mod print;
 mod scan;
+pub(crate) mod side_by_side;
 mod text;
 mod verify;
 

@@ -10,6 +10,7 @@ mod crossentropy;
 mod focal;
 mod hinge;
 mod overlap;
+mod per_output;
 mod probabilistic;
 mod regression;
 
@@ -19,6 +20,9 @@ pub use crossentropy::{
 pub use focal::{BinaryFocalCrossentropy, CategoricalFocalCrossentropy};
 pub use hinge::{CategoricalHinge, Hinge, SquaredHinge};
 pub use overlap::{Dice, Tversky};
+pub use per_output::Heads;
+pub(crate) use per_output::{in_output, unknown_output};
+pub use per_output::{Head, PerOutput};
 pub use probabilistic::{KLDivergence, Poisson};
 pub use regression::{
     CosineSimilarity, Huber, LogCosh, MeanAbsoluteError, MeanAbsolutePercentageError,
@@ -70,6 +74,17 @@ pub trait Loss: Send + Sync + fmt::Debug {
     /// it takes logits, and a softmax (for the binary loss a sigmoid) makes probabilities
     /// of them, which the loss would squash again. `None` when any output fits.
     fn unexpected_output_activation(&self) -> Option<Activation> {
+        None
+    }
+    /// The per-output losses this is, when it is a [`PerOutput`] (a model with several
+    /// outputs lays them out; see `Heads`).
+    #[doc(hidden)]
+    fn per_output(&self) -> Option<&PerOutput> {
+        None
+    }
+    /// The laid-out losses of a compiled model's outputs, when this is them.
+    #[doc(hidden)]
+    fn as_heads(&self) -> Option<&Heads> {
         None
     }
 }

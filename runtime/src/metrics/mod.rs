@@ -8,6 +8,7 @@ mod counts;
 mod f_score;
 mod iou;
 mod loss_means;
+mod on_output;
 mod regression;
 mod top_k;
 
@@ -26,6 +27,8 @@ pub use loss_means::{
     KLDivergence, LogCoshError, MeanAbsoluteError, MeanAbsolutePercentageError, MeanSquaredError,
     MeanSquaredLogarithmicError, Poisson, SparseCategoricalCrossentropy, SquaredHinge,
 };
+pub(crate) use on_output::OutputLoss;
+pub use on_output::{on_output, OnOutput};
 pub use regression::{ClassAggregation, R2Score, RootMeanSquaredError};
 pub use top_k::{SparseTopKCategoricalAccuracy, TopKCategoricalAccuracy};
 
@@ -79,6 +82,11 @@ pub trait Metric: Send + Sync + fmt::Debug {
     /// dims. Nothing by default.
     fn check_values(&self, _target: &crate::Tensor, _pred_dims: &[usize]) -> Result<()> {
         Ok(())
+    }
+    /// The output this metric is on, when it is an [`OnOutput`].
+    #[doc(hidden)]
+    fn on_output(&self) -> Option<&OnOutput> {
+        None
     }
 }
 

@@ -25,14 +25,22 @@ pub trait Architecture: Send + Sync + 'static {
     }
 
     /// The input shape, when declared (for run-time architectures; defaults to the const).
+    /// A model with several inputs declares them in [`input_shapes`](Architecture::input_shapes).
     fn input_shape(&self) -> Option<Vec<usize>> {
         Self::INPUT_SHAPE.map(|s| s.to_vec())
     }
 
-    /// The input's name in a graph model's summary (Keras': `input_layer`, or the
-    /// `name` given to `Input`).
-    fn input_name(&self) -> &str {
-        "input_layer"
+    /// Every input's shape, in the order the topology numbers them (`Port::Input(i)`),
+    /// when declared; one for a stack.
+    fn input_shapes(&self) -> Option<Vec<Vec<usize>>> {
+        self.input_shape().map(|s| vec![s])
+    }
+
+    /// Every input's name (Keras': `input_layer`, `input_layer_1`, … or the `name` given
+    /// to `Input`), in the order of [`input_shapes`](Architecture::input_shapes): what a
+    /// graph model's summary prints and what data passed by name is matched against.
+    fn input_names(&self) -> Vec<&str> {
+        vec!["input_layer"]
     }
 
     /// The names of the layers declared frozen (`trainable = false`): their weights get
@@ -52,13 +60,46 @@ pub trait Architecture: Send + Sync + 'static {
         Topology::chain(self.layers().len())
     }
 
-    /// Emits the forward pass: each call of [`Architecture::topology`] in turn,
-    /// `params[i]` holding layer `i`'s parameter values. (`model!` overrides this with one
-    /// statement per call, each intermediate's shape in a comment, so the expansion reads
-    /// as the model.)
+    /// Emits the forward pass of a model with one input and one output: each call of
+    /// [`Architecture::topology`] in turn, `params[i]` holding layer `i`'s parameter
+    /// values. (`model!` overrides this with one statement per call, each intermediate's
+    /// shape in a comment, so the expansion reads as the model.)
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[&[Value]]) -> Result<Value> {
+        let mut outputs = self.walk(cx, &[x], params)?;
+        match (outputs.pop(), outputs.is_empty()) {
+            (Some(y), true) => Ok(y),
+            _ => Err(Error::invalid(
+                format!("model `{}`", self.name()),
+                format!(
+                    "forward gives one output, but the model has {}: call forward_all",
+                    outputs.len() + 1
+                ),
+            )),
+        }
+    }
+
+    /// Emits the forward pass of every input in `xs` (one per input, in order); one value
+    /// per output. A model with one input and one output runs [`forward`](Architecture::forward)
+    /// (so an architecture overriding that one is run as written); others walk their
+    /// topology, unless overridden (`model!` does, with one statement per call).
+    fn forward_all(
+        &self,
+        cx: &mut Forward<'_>,
+        xs: &[Value],
+        params: &[&[Value]],
+    ) -> Result<Vec<Value>> {
+        match xs {
+            [x] if self.topology().outputs.len() == 1 => Ok(vec![self.forward(cx, *x, params)?]),
+            _ => self.walk(cx, xs, params),
+        }
+    }
+
+    /// The default forward pass: each call of the topology in turn, on the values of its
+    /// inputs.
+    #[doc(hidden)]
+    fn walk(&self, cx: &mut Forward<'_>, xs: &[Value], params: &[&[Value]]) -> Result<Vec<Value>> {
         let layers = self.layers();
-        self.topology().walk(x, |call, inputs| {
+        self.topology().walk(xs, |call, inputs| {
             let layer = layers
                 .get(call.layer)
                 .ok_or_else(|| call.no_layer(layers.len()))?;
@@ -80,19 +121,31 @@ pub trait Architecture: Send + Sync + 'static {
         params: &[&[OnnxValue]],
     ) -> Result<OnnxValue> {
         let layers = self.layers();
-        let shapes = self.topology().shapes(&layers, input)?;
+        let topology = self.topology();
+        if topology.outputs.len() != 1 {
+            return Err(Error::invalid(
+                "ONNX export",
+                format!(
+                    "a model with {} outputs cannot be exported yet: export needs one input \
+                     and one output",
+                    topology.outputs.len()
+                ),
+            ));
+        }
+        let shapes = topology.shapes(&layers, &[input.to_vec()])?;
         let shape = |port: Port| match port {
             Port::Input(_) => input,
             Port::Call(c) => shapes[c].as_slice(),
         };
-        self.topology().walk(x, |call, inputs| {
+        let mut out = topology.walk(&[x], |call, inputs| {
             let layer = *layers
                 .get(call.layer)
                 .ok_or_else(|| call.no_layer(layers.len()))?;
             let ins: Vec<&[usize]> = call.inputs.iter().map(|&p| shape(p)).collect();
             let p = params.get(call.layer).copied().unwrap_or(&[]);
             layer.call_onnx(&mut OnnxForward::call(graph, layer, &ins), inputs, p)
-        })
+        })?;
+        Ok(out.remove(0))
     }
 }
 
@@ -124,11 +177,11 @@ impl Call {
 }
 
 /// The calls of a model's layers, in an order where every input comes before it is
-/// read, and which value is the output.
+/// read, and which values are the outputs (in order; one for most models).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
     pub calls: Vec<Call>,
-    pub output: Port,
+    pub outputs: Vec<Port>,
 }
 
 impl Topology {
@@ -146,11 +199,11 @@ impl Topology {
             .collect();
         Topology {
             calls,
-            output: if n == 0 {
+            outputs: vec![if n == 0 {
                 Port::Input(0)
             } else {
                 Port::Call(n - 1)
-            },
+            }],
         }
     }
 
@@ -161,36 +214,46 @@ impl Topology {
     }
 
     /// Runs `f` on each call in order, with the values of its inputs, starting from the
-    /// model's input `x`; the output's value. A port that reads a later call, or an input
-    /// other than the one, is an error (a hand-written topology was wrong).
-    pub fn walk<T: Clone>(&self, x: T, mut f: impl FnMut(&Call, &[T]) -> Result<T>) -> Result<T> {
+    /// model's inputs `xs`; the outputs' values. A port that reads a later call, or an
+    /// input beyond `xs`, is an error (a hand-written topology was wrong).
+    pub fn walk<T: Clone>(
+        &self,
+        xs: &[T],
+        mut f: impl FnMut(&Call, &[T]) -> Result<T>,
+    ) -> Result<Vec<T>> {
         let mut values: Vec<T> = Vec::with_capacity(self.calls.len());
         for (i, call) in self.calls.iter().enumerate() {
             let inputs = call
                 .inputs
                 .iter()
-                .map(|&p| self.read(p, i, &x, &values))
+                .map(|&p| self.read(p, i, xs, &values))
                 .collect::<Result<Vec<T>>>()?;
             values.push(f(call, &inputs)?);
         }
-        self.read(self.output, self.calls.len(), &x, &values)
+        self.outputs
+            .iter()
+            .map(|&p| self.read(p, self.calls.len(), xs, &values))
+            .collect()
     }
 
-    fn read<T: Clone>(&self, port: Port, before: usize, x: &T, values: &[T]) -> Result<T> {
+    fn read<T: Clone>(&self, port: Port, before: usize, xs: &[T], values: &[T]) -> Result<T> {
         match port {
-            Port::Input(0) => Ok(x.clone()),
+            Port::Input(i) if i < xs.len() => Ok(xs[i].clone()),
             Port::Call(c) if c < before => Ok(values[c].clone()),
             _ => Err(Error::invalid(
                 "architecture topology",
-                format!("{port:?} is read before it exists (call {before}); a model has one input"),
+                format!(
+                    "{port:?} is read before it exists (call {before}, {} inputs)",
+                    xs.len()
+                ),
             )),
         }
     }
 
-    /// Every call's output shape for a model input of shape `input`; a layer called
+    /// Every call's output shape for model inputs of shapes `inputs`; a layer called
     /// again must be called on the shapes of its first call (its weights are sized by
     /// them).
-    pub fn shapes(&self, layers: &[&dyn Layer], input: &[usize]) -> Result<Vec<Vec<usize>>> {
+    pub fn shapes(&self, layers: &[&dyn Layer], inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>> {
         let mut shapes: Vec<Vec<usize>> = Vec::with_capacity(self.calls.len());
         let mut first: Vec<Option<Vec<Vec<usize>>>> = vec![None; layers.len()];
         for (i, call) in self.calls.iter().enumerate() {
@@ -200,7 +263,7 @@ impl Topology {
             let ins = call
                 .inputs
                 .iter()
-                .map(|&p| self.read(p, i, &input.to_vec(), &shapes))
+                .map(|&p| self.read(p, i, inputs, &shapes))
                 .collect::<Result<Vec<Vec<usize>>>>()?;
             match &first[call.layer] {
                 Some(before) if *before != ins => {

@@ -10,7 +10,7 @@ use super::checks::check_pair;
 use super::runner::StepOut;
 use super::staging::Staging;
 use super::Logs;
-use crate::data::{Batch, IntoTensor};
+use crate::data::{Batch, IntoData};
 use crate::nn::Architecture;
 use crate::Model;
 use crate::{Error, Result, Tensor};
@@ -23,10 +23,11 @@ impl<A: Architecture> Model<A> {
     /// Keras 3 does (the metrics are reset first, so nothing of earlier calls is in them).
     /// A step whose loss or gradients are not finite changes nothing and is an
     /// [`Error::NonFiniteStep`].
-    pub fn train_on_batch(&mut self, x: impl IntoTensor, y: impl IntoTensor) -> Result<Logs> {
-        let (x, y) = (x.into_tensor(), y.into_tensor());
+    pub fn train_on_batch(&mut self, x: impl IntoData, y: impl IntoData) -> Result<Logs> {
         let what = "train_on_batch";
         self.check_compiled(what)?;
+        let x = self.inputs_tensor(what, x.into_data())?;
+        let y = self.targets_tensor(what, y.into_data())?;
         let n = check_pair(what, &x, &y)?;
         self.check_inputs(what, &x)?;
         self.check_targets(what, &y, n)?;
@@ -65,10 +66,11 @@ impl<A: Architecture> Model<A> {
     /// data in one batch. As in Keras 3 it runs on the model's own metric state, reset
     /// first, so each call reports its own batch alone; it takes `&mut self` because it
     /// runs on the training state (and builds a model whose input is not declared).
-    pub fn test_on_batch(&mut self, x: impl IntoTensor, y: impl IntoTensor) -> Result<Logs> {
-        let (x, y) = (x.into_tensor(), y.into_tensor());
+    pub fn test_on_batch(&mut self, x: impl IntoData, y: impl IntoData) -> Result<Logs> {
         let what = "test_on_batch";
         self.check_compiled(what)?;
+        let x = self.inputs_tensor(what, x.into_data())?;
+        let y = self.targets_tensor(what, y.into_data())?;
         let n = check_pair(what, &x, &y)?;
         self.check_inputs(what, &x)?;
         self.check_targets(what, &y, n)?;

@@ -29,7 +29,7 @@ impl<A: Architecture> Model<A> {
     /// Checks inputs against a built model (`&self` calls cannot build one).
     pub(crate) fn check_built_inputs(&self, what: &str, x: &Tensor) -> Result<()> {
         if !self.is_built() {
-            if let Some(declared) = self.arch().input_shape() {
+            if let Some(declared) = self.arch().input_shapes() {
                 // The declared input was built at creation and failed: say why again.
                 self.initial_state(&declared)?;
                 return Err(Error::invalid(

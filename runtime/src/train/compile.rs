@@ -7,8 +7,8 @@ use super::step::StepKey;
 use super::Logs;
 use crate::backend::CompileOptions;
 use crate::ir::{DType, Graph, TensorType};
-use crate::loss::Loss;
-use crate::metrics::{IntoMetrics, Metric};
+use crate::loss::{unknown_output, Heads, Loss};
+use crate::metrics::{IntoMetrics, Metric, OutputLoss};
 use crate::nn::{Activation, Architecture, ParamSpec};
 use crate::optim::Optimizer;
 use crate::Model;
@@ -163,6 +163,9 @@ impl Layout {
     }
 }
 
+/// A compiled loss and its metrics.
+type LossAndMetrics = (Box<dyn Loss>, Vec<Box<dyn Metric>>);
+
 /// The slots `optim::state_slots` appends to the optimizer's own.
 #[derive(Clone, Copy, Debug, Default)]
 struct Extra {
@@ -275,14 +278,36 @@ impl<A: Architecture> Model<A> {
         // A declared input shape that did not build in `Model::new` (whose parameters
         // could not be allocated, say) is reported here, the first call that needs them.
         if !self.is_built() {
-            if let Some(shape) = self.arch().input_shape() {
-                self.build(&shape)?;
+            if let Some(shapes) = self.arch().input_shapes() {
+                self.build_inputs(&shapes)?;
             }
         }
-        let metrics: Vec<Box<dyn Metric>> = metrics
-            .into_iter()
-            .map(|m| m.resolve(loss.as_ref()))
-            .collect();
+        let (loss, metrics) = if self.arch().topology().outputs.len() > 1 {
+            self.per_output(loss, metrics)?
+        } else {
+            if loss.per_output().is_some() {
+                return Err(Error::invalid(
+                    "compile",
+                    "PerOutput losses are for a model with several outputs; this one has one: \
+                     pass its loss",
+                ));
+            }
+            let metrics = metrics
+                .into_iter()
+                .map(|m| match m.on_output() {
+                    Some(o) => Err(Error::invalid(
+                        "compile",
+                        format!(
+                            "on_output(\"{}\", ..) is for a model with several outputs; this \
+                             one has one: pass the metric itself",
+                            o.output()
+                        ),
+                    )),
+                    None => Ok(m.resolve(loss.as_ref())),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            (loss, metrics)
+        };
         let mut names = vec!["loss".to_string()];
         for m in &metrics {
             let n = m.name();
@@ -305,6 +330,64 @@ impl<A: Architecture> Model<A> {
             warned_output: AtomicBool::new(false),
         });
         Ok(())
+    }
+
+    /// The loss and metrics of a model with several outputs: one loss per output laid out
+    /// on the packed predictions (see [`Heads`]), each output's loss logged as
+    /// `{output}_loss`, and each metric on the output [`on_output`](crate::metrics::on_output)
+    /// names (Keras, too, refuses a metric that does not say which output it measures).
+    fn per_output(
+        &self,
+        loss: Box<dyn Loss>,
+        metrics: Vec<Box<dyn Metric>>,
+    ) -> Result<LossAndMetrics> {
+        let heads = self.output_shapes().ok_or_else(|| {
+            Error::invalid(
+                "compile",
+                format!(
+                    "model `{}` has several outputs and is not built: build it (or declare \
+                     its inputs) before compile",
+                    self.name()
+                ),
+            )
+        })?;
+        let names = self.output_names();
+        let outputs: Vec<(String, Vec<usize>)> =
+            names.iter().cloned().zip(heads.iter().cloned()).collect();
+        let heads = Heads::new(loss.as_ref(), &outputs)?;
+        let mut out: Vec<Box<dyn Metric>> = heads
+            .parts
+            .iter()
+            .map(|(h, l, _)| {
+                Box::new(OutputLoss {
+                    head: h.clone(),
+                    loss: l.clone_box(),
+                }) as Box<dyn Metric>
+            })
+            .collect();
+        let name_refs: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
+        for m in metrics {
+            let Some(o) = m.on_output() else {
+                return Err(Error::invalid(
+                    "compile",
+                    format!(
+                        "model `{}` has several outputs ({}): say which one metric `{}` \
+                         measures, e.g. metrics::on_output(\"{}\", ..)",
+                        self.name(),
+                        names.join(", "),
+                        m.name(),
+                        names[0]
+                    ),
+                ));
+            };
+            let (h, l, _) = heads
+                .parts
+                .iter()
+                .find(|(h, _, _)| h.name == o.output())
+                .ok_or_else(|| unknown_output("compile", o.output(), &name_refs))?;
+            out.push(Box::new(o.bound(h, l.as_ref())));
+        }
+        Ok((Box::new(heads), out))
     }
 
     /// Runs `k` training steps per backend call (Keras' `steps_per_execution`, the TPU

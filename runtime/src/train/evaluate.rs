@@ -9,7 +9,7 @@ use super::staging::with_rows;
 use super::step::{eval_graph, StepKey};
 use super::Logs;
 use crate::backend::{Backend, Buffer};
-use crate::data::{gather_rows, IntoTensor};
+use crate::data::{gather_rows, IntoData};
 use crate::ir::TensorType;
 use crate::nn::Architecture;
 use crate::Model;
@@ -22,19 +22,23 @@ impl<A: Architecture> Model<A> {
     /// Takes `&self`: the totals accumulate in state of the call's own (see
     /// [`predict`](Model::predict) for how concurrent calls share a model), so the
     /// model's weights and training state are only read.
-    pub fn evaluate(&self, x: impl IntoTensor, y: impl IntoTensor) -> Result<Logs> {
+    ///
+    /// A model with several inputs or outputs takes one array each, in order or by name;
+    /// its logs hold each output's loss and metrics (`kind_loss`, `kind_accuracy`).
+    pub fn evaluate(&self, x: impl IntoData, y: impl IntoData) -> Result<Logs> {
         self.evaluate_batched(x, y, 32)
     }
 
     /// [`evaluate`](Model::evaluate) with a chosen batch size.
     pub fn evaluate_batched(
         &self,
-        x: impl IntoTensor,
-        y: impl IntoTensor,
+        x: impl IntoData,
+        y: impl IntoData,
         batch_size: usize,
     ) -> Result<Logs> {
-        let (x, y) = (x.into_tensor(), y.into_tensor());
         self.check_compiled("evaluate")?;
+        let x = self.built_inputs_tensor("evaluate", x.into_data())?;
+        let y = self.targets_tensor("evaluate", y.into_data())?;
         let n = check_pair("evaluate", &x, &y)?;
         self.check_built_inputs("evaluate", &x)?;
         self.check_targets("evaluate", &y, n)?;

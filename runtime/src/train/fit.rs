@@ -8,7 +8,7 @@ use super::spares::Spares;
 use super::staging::{with_rows, Staging};
 use super::step::{train_graph, StepKey};
 use super::{Fit, History, Logs};
-use crate::data::{Batch, Dataset, IntoTensor};
+use crate::data::{Batch, Data, Dataset, IntoData};
 use crate::nn::Architecture;
 use crate::Model;
 use crate::{Error, Result, Tensor};
@@ -16,14 +16,19 @@ use std::time::Instant;
 
 impl<A: Architecture> Model<A> {
     /// Trains the model on `x` and `y` (Keras' `fit`).
-    pub fn fit(
-        &mut self,
-        x: impl IntoTensor,
-        y: impl IntoTensor,
-        mut opts: Fit,
-    ) -> Result<History> {
-        let (x, y) = (x.into_tensor(), y.into_tensor());
+    /// A model with several inputs or outputs takes one array each, in order or by name
+    /// (see [`Data`](crate::data::Data)).
+    pub fn fit(&mut self, x: impl IntoData, y: impl IntoData, mut opts: Fit) -> Result<History> {
         self.check_compiled("fit")?;
+        let x = self.inputs_tensor("fit", x.into_data())?;
+        let y = self.targets_tensor("fit", y.into_data())?;
+        if opts.class_weight.is_some() && self.output_count() > 1 {
+            return Err(Error::invalid(
+                "fit",
+                "class_weight is for a model with one output (as in Keras); weigh samples \
+                 with sample_weight",
+            ));
+        }
         if opts.batch_size == 0 {
             return Err(Error::invalid("fit", "batch_size must be >= 1, got 0"));
         }
@@ -76,7 +81,8 @@ impl<A: Architecture> Model<A> {
                 Some(val),
             )
         } else {
-            (x, y, sw, opts.validation_data.take())
+            let val = opts.validation_data.take();
+            (x, y, sw, self.validation_tensors(val)?)
         };
         if let Some((vx, vy)) = &val {
             let vn = check_pair("fit validation_data", vx, vy)?;
@@ -107,12 +113,28 @@ impl<A: Architecture> Model<A> {
             ));
         }
         let val = opts.validation_data.take();
+        let val = self.validation_tensors(val)?;
         if let Some((vx, vy)) = &val {
             let vn = check_pair("fit validation_data", vx, vy)?;
             self.check_inputs("fit validation_data", vx)?;
             self.check_targets("fit validation_data", vy, vn)?;
         }
         self.run_fit(ds, val, opts, false)
+    }
+
+    /// `validation_data` as the step graphs take it (see `inputs_tensor`).
+    fn validation_tensors(
+        &mut self,
+        val: Option<(Data, Data)>,
+    ) -> Result<Option<(Tensor, Tensor)>> {
+        let what = "fit validation_data";
+        match val {
+            Some((vx, vy)) => Ok(Some((
+                self.inputs_tensor(what, vx)?,
+                self.targets_tensor(what, vy)?,
+            ))),
+            None => Ok(None),
+        }
     }
 
     /// The epoch loop. `checked` says the dataset's arrays were validated already;

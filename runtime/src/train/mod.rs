@@ -16,6 +16,7 @@ mod evaluate;
 mod fit;
 mod grad;
 mod inference;
+mod inputs_targets;
 mod lambda;
 mod model;
 mod placement;
@@ -43,7 +44,6 @@ pub(crate) use predict::concat_rows;
 pub(crate) use step::predict_graph;
 pub use tensorboard::{TensorBoard, UpdateFreq};
 
-use crate::Tensor;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
@@ -236,7 +236,9 @@ pub struct Fit {
     pub seed: u64,
     /// The last fraction of the data (before shuffling) held out for validation.
     pub validation_split: f64,
-    pub validation_data: Option<(Tensor, Tensor)>,
+    /// Validation inputs and targets (`Data::from(tensor)` for a model with one input and
+    /// one output).
+    pub validation_data: Option<(crate::data::Data, crate::data::Data)>,
     /// Per-class loss weights (integer labels, or the argmax of one-hot targets).
     pub class_weight: Option<HashMap<i64, f32>>,
     /// Per-sample loss weights.
@@ -295,8 +297,12 @@ impl Fit {
         self.validation_split = fraction;
         self
     }
-    pub fn validation_data(mut self, x: impl Into<Tensor>, y: impl Into<Tensor>) -> Fit {
-        self.validation_data = Some((x.into(), y.into()));
+    pub fn validation_data(
+        mut self,
+        x: impl crate::data::IntoData,
+        y: impl crate::data::IntoData,
+    ) -> Fit {
+        self.validation_data = Some((x.into_data(), y.into_data()));
         self
     }
     pub fn class_weight(mut self, w: HashMap<i64, f32>) -> Fit {

@@ -5,6 +5,7 @@ use super::inference::{HostWeights, Inference};
 use super::placement::Placement;
 use super::TrainState;
 use crate::backend::Backend;
+use crate::ir::side_by_side::packed_dims;
 use crate::ir::Value;
 use crate::nn::{Architecture, Forward, Layer, ParamSpec, Port, Topology};
 use crate::random::Rng;
@@ -16,11 +17,18 @@ use std::sync::Arc;
 /// Shapes and parameters fixed by the first input shape.
 #[derive(Clone, Debug)]
 pub(crate) struct Built {
+    /// The shape of one sample as the step graphs take it: the input's, or for a model
+    /// with several inputs their elements side by side (see [`Model::pack_inputs`]).
     pub input: Vec<usize>,
+    /// Each input's shape.
+    pub inputs: Vec<Vec<usize>>,
     /// Output shape of each call of the topology (of each layer, in a stack).
     pub outputs: Vec<Vec<usize>>,
-    /// The model's output shape.
+    /// The shape of one sample's prediction as the step graphs give it: the output's, or
+    /// for a model with several outputs their elements side by side.
     pub output: Vec<usize>,
+    /// Each output's shape.
+    pub heads: Vec<Vec<usize>>,
     pub params: Vec<ParamSpec>,
     /// The range of `params` belonging to each layer.
     pub ranges: Vec<std::ops::Range<usize>>,
@@ -75,8 +83,8 @@ impl<A: Architecture> Model<A> {
             train: None,
             strategy,
         };
-        if let Some(shape) = m.arch.input_shape() {
-            let _ = m.build(&shape);
+        if let Some(shapes) = m.arch.input_shapes() {
+            let _ = m.build_inputs(&shapes);
         }
         m
     }
@@ -85,7 +93,7 @@ impl<A: Architecture> Model<A> {
     pub fn with_seed(mut self, seed: u64) -> Result<Model<A>> {
         self.seed = seed;
         if let Some(b) = self.built.take() {
-            self.build(&b.input)?;
+            self.build_inputs(&b.inputs)?;
         }
         Ok(self)
     }
@@ -144,30 +152,74 @@ impl<A: Architecture> Model<A> {
     /// initialising the weights. Building again with the same shape does nothing; another
     /// shape is an error.
     pub fn build(&mut self, input: &[usize]) -> Result<()> {
-        if let Some(b) = &self.built {
-            if b.input == input {
-                return Ok(());
-            }
+        let n = self.input_count();
+        if n != 1 {
             return Err(Error::invalid(
                 format!("model `{}`", self.arch.name()),
                 format!(
-                    "built for inputs of shape {:?}, got inputs of shape {:?}",
-                    b.input, input
+                    "build takes the shape of one input, but the model has {n} ({}): call \
+                     build_inputs with one shape each",
+                    self.arch.input_names().join(", ")
                 ),
             ));
         }
-        let (built, weights) = self.initial_state(input)?;
+        self.build_inputs(&[input.to_vec()])
+    }
+
+    /// Fixes the shapes (without batch) of every input, in order, as
+    /// [`build`](Model::build) does for one.
+    pub fn build_inputs(&mut self, inputs: &[Vec<usize>]) -> Result<()> {
+        if let Some(b) = &self.built {
+            if b.inputs == inputs {
+                return Ok(());
+            }
+            let text = |s: &[Vec<usize>]| match s {
+                [one] => format!("{one:?}"),
+                _ => format!("{s:?}"),
+            };
+            return Err(Error::invalid(
+                format!("model `{}`", self.arch.name()),
+                format!(
+                    "built for inputs of shape {}, got inputs of shape {}",
+                    text(&b.inputs),
+                    text(inputs)
+                ),
+            ));
+        }
+        let (built, weights) = self.initial_state(inputs)?;
         self.weights = weights;
         self.built = Some(built);
         Ok(())
     }
 
-    /// What `build(input)` sets: every layer's shapes and parameters, and the weights
-    /// initialised from the seed.
-    pub(crate) fn initial_state(&self, input: &[usize]) -> Result<(Built, HostWeights)> {
+    /// How many outputs the model gives.
+    pub fn output_count(&self) -> usize {
+        self.arch.topology().outputs.len()
+    }
+
+    /// How many inputs the model takes.
+    pub fn input_count(&self) -> usize {
+        self.arch.input_names().len()
+    }
+
+    /// What `build_inputs(inputs)` sets: every layer's shapes and parameters, and the
+    /// weights initialised from the seed.
+    pub(crate) fn initial_state(&self, inputs: &[Vec<usize>]) -> Result<(Built, HostWeights)> {
         let layers = self.arch.layers();
         let topology = self.arch.topology();
-        let outputs = topology.shapes(&layers, input)?;
+        let names = self.arch.input_names();
+        if inputs.len() != names.len() {
+            return Err(Error::invalid(
+                format!("model `{}`", self.arch.name()),
+                format!(
+                    "the model has {} inputs ({}), got {} shapes",
+                    names.len(),
+                    names.join(", "),
+                    inputs.len()
+                ),
+            ));
+        }
+        let outputs = topology.shapes(&layers, inputs)?;
         // Each layer's parameters, sized by its first call (a shared layer has one set).
         let mut per_layer: Vec<Option<Vec<ParamSpec>>> = vec![None; layers.len()];
         for call in &topology.calls {
@@ -179,7 +231,7 @@ impl<A: Architecture> Model<A> {
                 .iter()
                 .map(|&p| match p {
                     Port::Call(c) => outputs[c].as_slice(),
-                    Port::Input(_) => input,
+                    Port::Input(i) => inputs.get(i).map_or(&[][..], |s| s.as_slice()),
                 })
                 .collect();
             per_layer[call.layer] = Some(layers[call.layer].call_params(&ins)?);
@@ -198,10 +250,15 @@ impl<A: Architecture> Model<A> {
             }
             params.extend(p);
         }
-        let shape = match topology.output {
-            Port::Call(c) => outputs[c].clone(),
-            Port::Input(_) => input.to_vec(),
-        };
+        let heads: Vec<Vec<usize>> = topology
+            .outputs
+            .iter()
+            .map(|&p| match p {
+                Port::Call(c) => outputs.get(c).cloned().unwrap_or_default(),
+                Port::Input(i) => inputs.get(i).cloned().unwrap_or_default(),
+            })
+            .collect();
+        let shape = packed_dims(&heads);
         // What the architecture declared at compile time must be what its layers do.
         if let Some(declared) = A::OUTPUT_SHAPE {
             if declared != shape.as_slice() {
@@ -242,9 +299,11 @@ impl<A: Architecture> Model<A> {
                 .collect::<Result<_>>()?,
         );
         let built = Built {
-            input: input.to_vec(),
+            input: packed_dims(inputs),
+            inputs: inputs.to_vec(),
             outputs,
             output: shape,
+            heads,
             params,
             ranges,
             own_trainable,
@@ -274,7 +333,9 @@ impl<A: Architecture> Model<A> {
             .unwrap_or(&[])
     }
 
-    /// Emits the forward pass of `x` (`[batch, input...]`) given one value per parameter.
+    /// Emits the forward pass of `x` (`[batch, input...]`; for a model with several inputs
+    /// their packed rows, see `ir::side_by_side`) given one value per parameter: the output,
+    /// or the outputs' packed rows.
     pub fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
         let built = self
             .built
@@ -292,7 +353,29 @@ impl<A: Architecture> Model<A> {
         }
         let per_layer: Vec<&[Value]> = built.ranges.iter().map(|r| &params[r.clone()]).collect();
         cx.set_frozen(self.frozen.clone());
-        self.arch.forward(cx, x, &per_layer)
+        if built.inputs.len() == 1 && built.heads.len() == 1 {
+            return self.arch.forward(cx, x, &per_layer);
+        }
+        let xs = if built.inputs.len() == 1 {
+            vec![x]
+        } else {
+            crate::ir::side_by_side::split(cx.g, x, &built.inputs, &self.input_dtypes())?
+        };
+        let ys = self.arch.forward_all(cx, &xs, &per_layer)?;
+        if ys.len() != built.heads.len() {
+            return Err(Error::invalid(
+                format!("model `{}`", self.arch.name()),
+                format!(
+                    "forward_all gave {} outputs for the topology's {}",
+                    ys.len(),
+                    built.heads.len()
+                ),
+            ));
+        }
+        match ys.as_slice() {
+            [y] => Ok(*y),
+            _ => crate::ir::side_by_side::join(cx.g, &ys),
+        }
     }
 
     /// Freezes (`false`) or unfreezes the layer named `layer`, as Keras' `layer.trainable
@@ -339,26 +422,83 @@ impl<A: Architecture> Model<A> {
         Ok(())
     }
 
-    /// The element type the model's inputs must have.
+    /// The element type the model's inputs must have (f32 for the packed rows of several
+    /// inputs, which the step graphs convert).
     pub fn input_dtype(&self) -> crate::ir::DType {
+        match self.input_dtypes().as_slice() {
+            [one] => *one,
+            _ => crate::ir::DType::F32,
+        }
+    }
+
+    /// The element type each input must have: what the first layer reading it takes.
+    pub fn input_dtypes(&self) -> Vec<crate::ir::DType> {
         let layers = self.arch.layers();
-        let first = self
-            .arch
-            .topology()
-            .calls
+        let topology = self.arch.topology();
+        (0..self.input_count())
+            .map(|i| {
+                topology
+                    .calls
+                    .iter()
+                    .find(|c| c.inputs.contains(&Port::Input(i)))
+                    .and_then(|c| layers.get(c.layer).copied())
+                    .map_or(crate::ir::DType::F32, |l| l.input_dtype())
+            })
+            .collect()
+    }
+
+    /// The names of the outputs, in order: the layer producing each (Keras keys a
+    /// multi-output model's losses, metrics and logs by them).
+    pub fn output_names(&self) -> Vec<String> {
+        let layers = self.arch.layers();
+        let topology = self.arch.topology();
+        let inputs = self.arch.input_names();
+        topology
+            .outputs
             .iter()
-            .find(|c| c.inputs.contains(&Port::Input(0)))
-            .and_then(|c| layers.get(c.layer).copied());
-        first
-            .map(|l| l.input_dtype())
-            .unwrap_or(crate::ir::DType::F32)
+            .map(|&p| match p {
+                Port::Call(c) => topology
+                    .calls
+                    .get(c)
+                    .and_then(|call| layers.get(call.layer))
+                    .map_or("?".to_string(), |l| l.name().to_string()),
+                Port::Input(i) => inputs.get(i).map_or("?", |n| n).to_string(),
+            })
+            .collect()
+    }
+
+    /// Refuses, for `what`, a model with several inputs or outputs (a call that handles
+    /// one of each only).
+    pub(crate) fn check_single_io(&self, what: &str) -> Result<()> {
+        let (inputs, outputs) = (self.input_count(), self.arch.topology().outputs.len());
+        if inputs == 1 && outputs == 1 {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            what,
+            format!(
+                "model `{}` has {inputs} inputs and {outputs} outputs; {what} handles models \
+                 with one of each only, so far",
+                self.arch.name()
+            ),
+        ))
+    }
+
+    /// Each input's shape (without batch), once built.
+    pub fn input_shapes(&self) -> Option<&[Vec<usize>]> {
+        self.built.as_ref().map(|b| b.inputs.as_slice())
+    }
+
+    /// Each output's shape (without batch), once built.
+    pub fn output_shapes(&self) -> Option<&[Vec<usize>]> {
+        self.built.as_ref().map(|b| b.heads.as_slice())
     }
 
     /// A Keras-style table of layers, output shapes and parameter counts.
     pub fn summary(&self) -> String {
         summary(
             self.arch.name(),
-            self.arch.input_name(),
+            &self.arch.input_names(),
             &self.arch.layers(),
             &self.arch.topology(),
             self.built.as_ref(),
@@ -389,7 +529,7 @@ fn bytes(n: usize) -> String {
 /// `conv2d`, its output). A shared layer is one row, its parameters counted once.
 fn summary(
     name: &str,
-    input: &str,
+    inputs: &[&str],
     layers: &[&dyn Layer],
     topology: &Topology,
     built: Option<&Built>,
@@ -406,13 +546,17 @@ fn summary(
         format!("(None, {})", dims.join(", "))
     };
     if graph {
-        let shape = built.map_or("?".to_string(), |b| shape_text(&b.input));
-        rows.push(vec![
-            vec![format!("{input} (InputLayer)")],
-            vec![shape],
-            vec!["0".into()],
-            vec!["-".into()],
-        ]);
+        for (i, input) in inputs.iter().enumerate() {
+            let shape = built
+                .and_then(|b| b.inputs.get(i))
+                .map_or("?".to_string(), |s| shape_text(s));
+            rows.push(vec![
+                vec![format!("{input} (InputLayer)")],
+                vec![shape],
+                vec!["0".into()],
+                vec!["-".into()],
+            ]);
+        }
     }
     // Which call of its layer each call is (Keras' node index), for "Connected to".
     let mut node = vec![0; topology.calls.len()];
@@ -424,7 +568,7 @@ fn summary(
         }
     }
     let port_text = |p: Port| match p {
-        Port::Input(_) => format!("{input}[0][0]"),
+        Port::Input(i) => format!("{}[0][0]", inputs.get(i).copied().unwrap_or("?")),
         Port::Call(c) => {
             let layer = topology.calls[c].layer;
             let name = layers.get(layer).map_or("?", |l| l.name());

@@ -6,7 +6,7 @@ use super::runner::PREDICT_INPUTS;
 use super::staging::with_rows;
 use super::step::predict_graph;
 use crate::backend::CompileOptions;
-use crate::data::{gather_rows, IntoTensor};
+use crate::data::{gather_rows, Data, IntoData, IntoTensor};
 use crate::ir::TensorType;
 use crate::memory::{element_count, vec_with_capacity};
 use crate::nn::Architecture;
@@ -20,8 +20,19 @@ impl<A: Architecture> Model<A> {
     /// Takes `&self`: threads sharing a model (`Model` is `Send + Sync`) may predict at
     /// once, each on weights and compiled graphs of its own (see
     /// [`predict_batched`](Model::predict_batched)), with the results one thread gets.
-    pub fn predict(&self, x: impl IntoTensor) -> Result<Tensor> {
+    ///
+    /// A model with several inputs takes one array each, in order or by name; one with
+    /// several outputs answers [`predict_outputs`](Model::predict_outputs).
+    pub fn predict(&self, x: impl IntoData) -> Result<Tensor> {
         self.predict_batched(x, 32)
+    }
+
+    /// Every output of a model for `x`, in the order of
+    /// [`output_names`](Model::output_names) (Keras' `predict` of a model with several
+    /// outputs), computed in batches of 32.
+    pub fn predict_outputs(&self, x: impl IntoData) -> Result<Vec<Tensor>> {
+        let packed = self.predict_rows(x.into_data(), 32)?;
+        self.unpack_outputs("predict_outputs", &packed)
     }
 
     /// [`predict`](Model::predict) as an array of a static rank (the batch axis first):
@@ -75,8 +86,24 @@ impl<A: Architecture> Model<A> {
     /// [`predict`](Model::predict) with a chosen batch size. Each concurrent call holds
     /// its own copy of the weights on the device (kept for the next call, and uploaded
     /// again after the weights change) and compiles the graph once per batch shape.
-    pub fn predict_batched(&self, x: impl IntoTensor, batch_size: usize) -> Result<Tensor> {
-        let x = x.into_tensor();
+    pub fn predict_batched(&self, x: impl IntoData, batch_size: usize) -> Result<Tensor> {
+        if self.output_count() > 1 {
+            return Err(Error::invalid(
+                "predict",
+                format!(
+                    "model `{}` has {} outputs ({}): call predict_outputs",
+                    self.name(),
+                    self.output_count(),
+                    self.output_names().join(", ")
+                ),
+            ));
+        }
+        self.predict_rows(x.into_data(), batch_size)
+    }
+
+    /// The predictions' rows (for several outputs, packed) for `x` in batches.
+    fn predict_rows(&self, x: Data, batch_size: usize) -> Result<Tensor> {
+        let x = self.built_inputs_tensor("predict", x)?;
         if batch_size == 0 {
             return Err(Error::invalid("predict", "batch_size must be >= 1, got 0"));
         }

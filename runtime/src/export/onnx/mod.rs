@@ -59,6 +59,7 @@ impl<A: Architecture> Model<A> {
 
     /// The model as ONNX messages.
     fn onnx_model(&self) -> Result<ModelProto> {
+        self.check_single_io("export_onnx")?;
         let built = self.built.as_ref().ok_or_else(|| {
             Error::invalid(
                 "export_onnx",
