@@ -325,3 +325,53 @@ fn an_id_input_beside_a_float_input_keeps_its_integers() {
     assert!(e.contains("input `ids`"), "{e}");
 }
 
+#[test]
+fn an_attention_mask_input_hides_the_value_steps_it_masks() {
+    let m = model! {
+        let x = Input((4, 6), name = "tokens");
+        let mask = Input((4, 4), name = "mask");
+        let a = MultiHeadAttention(num_heads = 2, key_dim = 3)(x, x, attention_mask = mask);
+        Add()([x, a])
+    };
+    let plain = model! {
+        let x = Input((4, 6), name = "tokens");
+        let a = MultiHeadAttention(num_heads = 2, key_dim = 3)(x, x);
+        Add()([x, a])
+    };
+    assert_eq!(m.input_count(), 2);
+    let mut plain = plain;
+    plain.set_weights(&m.weights()).unwrap();
+    let x = ndarray::Array3::from_shape_fn((2, 4, 6), |(b, t, f)| {
+        ((b * 24 + t * 6 + f) as f32 * 0.37).sin()
+    });
+    let ones = ndarray::Array3::<f32>::ones((2, 4, 4));
+    let masked = m.predict((x.clone(), ones)).unwrap();
+    let unmasked = plain.predict(x.clone()).unwrap();
+    for (a, b) in masked
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .zip(unmasked.to_vec::<f32>().unwrap())
+    {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+    // Every query step sees only steps 0 and 1: changing steps 2 and 3 changes only
+    // their own rows (the residual and their queries), not what steps 0 and 1 attend to.
+    let mut seen = ndarray::Array3::<f32>::zeros((2, 4, 4));
+    seen.slice_mut(ndarray::s![.., .., ..2]).fill(1.0);
+    let mut other = x.clone();
+    other
+        .slice_mut(ndarray::s![.., 2.., ..])
+        .mapv_inplace(|v| v * -3.0 + 1.0);
+    let a = m.predict((x, seen.clone())).unwrap();
+    let b = m.predict((other, seen)).unwrap();
+    let (a, b) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+    for batch in 0..2 {
+        for t in 0..2 {
+            for f in 0..6 {
+                let i = batch * 24 + t * 6 + f;
+                assert!((a[i] - b[i]).abs() < 1e-5, "step {t}: {} vs {}", a[i], b[i]);
+            }
+        }
+    }
+}

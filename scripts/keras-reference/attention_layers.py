@@ -60,12 +60,22 @@ CASES = [
      [(2, 3, 4), (2, 5, 4)]),
     ("MultiHeadAttention", dict(num_heads=2, key_dim=3), dict(use_causal_mask=True,
      return_attention_scores=True), [(2, 4, 3), (2, 4, 3)]),
+    # An attention mask (0/1, query steps by value steps) becomes the fourth input, after
+    # the key (the value when Keras is given none).
+    ("MultiHeadAttention", dict(num_heads=2, key_dim=3), dict(attention_mask=True),
+     [(2, 4, 5), (2, 6, 5), (2, 6, 5)]),
+    ("MultiHeadAttention", dict(num_heads=2, key_dim=2, value_dim=3), dict(
+     attention_mask=True, use_causal_mask=True, return_attention_scores=True),
+     [(2, 5, 4), (2, 5, 4), (2, 5, 3)]),
 ]
 
 
 def call(layer, cls, xs, kwargs):
     if cls == "MultiHeadAttention":
         key = xs[2] if len(xs) > 2 else None
+        kwargs = dict(kwargs)
+        if kwargs.pop("attention_mask", False):
+            kwargs["attention_mask"] = xs[3]
         y = layer(xs[0], xs[1], key=key, **kwargs)
         return y[0] if kwargs.get("return_attention_scores") else y
     return layer(list(xs), **kwargs)
@@ -74,6 +84,10 @@ def call(layer, cls, xs, kwargs):
 def case(cls, kwargs, call_kwargs, shapes):
     layer = getattr(keras.layers, cls)(**kwargs)
     xs = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    if call_kwargs.get("attention_mask"):
+        mask = (rng.random((shapes[0][0], shapes[0][1], shapes[1][1])) < 0.6).astype(np.float32)
+        mask[..., 0] = 1.0  # every query step sees at least one value step
+        xs.append(mask)
     call(layer, cls, xs, call_kwargs)  # builds it
     weights = [rng.normal(size=w.shape).astype(np.float32) for w in layer.weights]
     layer.set_weights(weights)

@@ -5,7 +5,7 @@
 //! dropout of the attention weights; `use_causal_mask`, an argument of Keras' call, is
 //! one of the layer here.
 
-use crate::ir::{Comparison, DType, DotDims, Graph, TensorType, Value};
+use crate::ir::{BinaryOp, Comparison, DType, DotDims, Graph, TensorType, Value};
 use crate::nn::activation::softmax;
 use crate::nn::entry::{args, initializer, score_mode};
 use crate::nn::layer::{bad_config, expect_params, Forward, Layer};
@@ -52,14 +52,26 @@ impl fmt::Display for ScoreMode {
 /// `scores` (`[..., query steps, key steps]`) with every score of a later key than its
 /// query step pushed down to [`MASKED`] (Keras' causal mask: step `i` sees `j <= i`).
 fn causal(g: &mut Graph, scores: Value) -> Result<Value> {
+    let seen = causal_seen(g, scores)?;
+    masked(g, scores, seen)
+}
+
+/// Where a query step may see a key step under the causal mask (`j <= i`), as `scores`'
+/// shape.
+fn causal_seen(g: &mut Graph, scores: Value) -> Result<Value> {
     let ty = g.try_ty("attention", scores)?.clone();
     let r = ty.rank();
     let index = TensorType::new(DType::I32, ty.shape.clone());
     let rows = g.iota(index.clone(), r - 2)?;
     let cols = g.iota(index, r - 1)?;
-    let seen = g.compare(Comparison::Ge, rows, cols)?;
-    let masked = g.add_scalar(scores, MASKED)?;
-    g.select(seen, scores, masked)
+    g.compare(Comparison::Ge, rows, cols)
+}
+
+/// `scores` pushed down to [`MASKED`] where `seen` is false (Keras adds the large
+/// negative number where its mask is 0).
+fn masked(g: &mut Graph, scores: Value, seen: Value) -> Result<Value> {
+    let down = g.add_scalar(scores, MASKED)?;
+    g.select(seen, scores, down)
 }
 
 /// Inverted dropout of the attention weights in training, as Keras' (and the Dropout
@@ -435,8 +447,26 @@ impl Layer for MultiHeadAttention {
                 rhs_contract: vec![3],
             },
         )?;
+        // Keras' attention mask `[b, T, S]` (nonzero: the query step sees the key step),
+        // the same for every head, and with the causal mask both must allow a score.
+        let mut seen = match inputs.get(3) {
+            Some(&mask) => {
+                let zero = g.zeros_like(mask)?;
+                let allowed = g.compare(Comparison::Ne, mask, zero)?;
+                let shape = g.ty(scores).shape.clone();
+                Some(g.broadcast_in_dim(allowed, shape, &[0, 2, 3])?)
+            }
+            None => None,
+        };
         if self.use_causal_mask {
-            scores = causal(g, scores)?;
+            let causal = causal_seen(g, scores)?;
+            seen = Some(match seen {
+                Some(s) => g.binary(BinaryOp::And, s, causal)?,
+                None => causal,
+            });
+        }
+        if let Some(seen) = seen {
+            scores = masked(g, scores, seen)?;
         }
         let weights = softmax(g, scores)?;
         let weights = dropout(cx, weights, self.dropout)?;
@@ -489,6 +519,12 @@ impl Layer for MultiHeadAttention {
         inputs: &[OnnxValue],
         params: &[OnnxValue],
     ) -> Result<OnnxValue> {
+        if inputs.len() > 3 {
+            return Err(bad_config(
+                self,
+                "an attention_mask has no ONNX mapping yet",
+            ));
+        }
         let shapes = cx.input_shapes().to_vec();
         let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
         let out = self.call_output_shape(&refs)?;
