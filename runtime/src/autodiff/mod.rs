@@ -71,9 +71,9 @@ pub fn vjp(g: &mut Graph, outputs: &[Value], seeds: &[Value], wrt: &[Value]) -> 
     // cotangents are complete by then).
     let mut scans: Vec<Vec<usize>> = Vec::new();
     let mut scan_of: Vec<Option<usize>> = vec![None; n];
-    for i in 0..n {
-        if let Op::While { scan: Some(_), .. } = &g.nodes()[i].op {
-            let op = &g.nodes()[i].op;
+    for (i, node) in g.nodes().iter().enumerate() {
+        if let Op::While { scan: Some(_), .. } = &node.op {
+            let op = &node.op;
             let found = scans
                 .iter()
                 .position(|s| ops::while_loop::same_loop(&g.nodes()[s[0]].op, op));
