@@ -519,3 +519,116 @@ fn a_scan_reads_back_from_its_text_with_its_step() {
         assert_eq!(x.to_vec::<f64>().unwrap(), y.to_vec::<f64>().unwrap());
     }
 }
+
+/// A scan's marker that does not fit its loop is a typed error when read back, not a
+/// crash later in autodiff.
+#[test]
+fn a_scan_marker_that_does_not_fit_its_loop_is_a_parse_error() {
+    let step = rnn_step(2, 3, 4);
+    let mut g = Graph::new("rnn");
+    let h = g.parameter(f64_ty(&[2, 4]));
+    let w = g.parameter(f64_ty(&[4, 4]));
+    let u = g.parameter(f64_ty(&[3, 4]));
+    let xs = g.parameter(f64_ty(&[5, 2, 3]));
+    let (c, _) = g.scan(&[h, w, u], &[xs], &step).unwrap();
+    g.set_outputs(vec![c[0]]).unwrap();
+    let text = g.to_string();
+    for (from, to) in [
+        ("scan carries=3", "scan carries=2"),
+        ("scan carries=3", "scan carries=9"),
+        (
+            "scan carries=3 reverse=false",
+            "scan carries=3 reverse=maybe",
+        ),
+    ] {
+        assert!(text.contains(from), "{text}");
+        let bad = text.replace(from, to);
+        match Graph::parse(&bad) {
+            Err(Error::Shape { .. } | Error::IrText { .. } | Error::Verify { .. }) => {}
+            other => panic!("{to}: expected a typed error, got {other:?}"),
+        }
+    }
+}
+
+/// Over no rows a scan is its initial carry: the gradient reaches it directly.
+#[test]
+fn the_gradient_of_a_scan_over_no_rows_reaches_the_initial_carry() {
+    let step = linear_step(2);
+    let mut g = Graph::new("empty");
+    let init = g.parameter(f64_ty(&[2]));
+    let xs = g.parameter(f64_ty(&[0, 2]));
+    let (c, _) = g.scan(&[init], &[xs], &step).unwrap();
+    let loss = loss_of(&mut g, Read::Final, &c, &[]).unwrap();
+    g.set_outputs(vec![loss]).unwrap();
+    let grad = autodiff::grad(&g, loss, &[init]).unwrap();
+    let inputs = [
+        Tensor::from_vec(&[2], vec![3.0f64, -1.0]).unwrap(),
+        Tensor::from_vec(&[0, 2], Vec::<f64>::new()).unwrap(),
+    ];
+    for (name, b) in backends() {
+        let out = b.run(&grad, &inputs).unwrap();
+        assert_eq!(out[1].to_vec::<f64>().unwrap(), [6.0, -2.0], "{name}");
+    }
+}
+
+/// In f32, as layers train: the tanh cell's gradients on native and XLA CPU agree.
+#[test]
+fn f32_gradients_through_scan_agree_on_native_and_xla_cpu() {
+    let (steps, batch, inputs, units) = (6, 3, 5, 4);
+    let f32_ty = |d: &[usize]| TensorType::new(DType::F32, d.to_vec());
+    let mut step = Graph::new("cell");
+    let h = step.parameter(f32_ty(&[batch, units]));
+    let w = step.parameter(f32_ty(&[units, units]));
+    let u = step.parameter(f32_ty(&[inputs, units]));
+    let x = step.parameter(f32_ty(&[batch, inputs]));
+    let hw = step.matmul(h, w).unwrap();
+    let xu = step.matmul(x, u).unwrap();
+    let pre = step.add(hw, xu).unwrap();
+    let next = step.tanh(pre).unwrap();
+    step.set_outputs(vec![next, w, u, next]).unwrap();
+    let mut g = Graph::new("rnn");
+    let p = [
+        g.parameter(f32_ty(&[batch, units])),
+        g.parameter(f32_ty(&[units, units])),
+        g.parameter(f32_ty(&[inputs, units])),
+        g.parameter(f32_ty(&[steps, batch, inputs])),
+    ];
+    let (c, ys) = g.scan(&[p[0], p[1], p[2]], &[p[3]], &step).unwrap();
+    let loss = loss_of(&mut g, Read::Both, &c[..1], &ys).unwrap();
+    g.set_outputs(vec![loss]).unwrap();
+    let grad = autodiff::grad(&g, loss, &p).unwrap();
+    let f32_rand = |dims: &[usize], seed| {
+        Tensor::from_vec(
+            dims,
+            rand(dims, seed)
+                .to_vec::<f64>()
+                .unwrap()
+                .iter()
+                .map(|&v| v as f32)
+                .collect::<Vec<f32>>(),
+        )
+        .unwrap()
+    };
+    let args = [
+        f32_rand(&[batch, units], 31),
+        f32_rand(&[units, units], 32),
+        f32_rand(&[inputs, units], 33),
+        f32_rand(&[steps, batch, inputs], 34),
+    ];
+    let [(_, native), (_, xla)] = &backends()[..] else {
+        panic!("two backends")
+    };
+    let (a, b) = (
+        native.run(&grad, &args).unwrap(),
+        xla.run(&grad, &args).unwrap(),
+    );
+    for (k, (a, b)) in a.iter().zip(&b).enumerate() {
+        let (a, b) = (f32s(a), f32s(b));
+        for (x, y) in a.iter().zip(&b) {
+            assert!(
+                (x - y).abs() <= 1e-5 + 1e-4 * x.abs().max(y.abs()),
+                "output {k}: {a:?} vs {b:?}"
+            );
+        }
+    }
+}
