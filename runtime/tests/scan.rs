@@ -632,3 +632,61 @@ fn f32_gradients_through_scan_agree_on_native_and_xla_cpu() {
         }
     }
 }
+
+/// A graph that kept only the loop nodes it reads (a pass that drops unused nodes would
+/// leave the residuals out): reverse mode makes the residual nodes it needs again.
+#[test]
+fn a_scan_without_its_residual_nodes_still_differentiates() {
+    use strata_runtime::ir::{Node, Op};
+    let step = rnn_step(2, 3, 4);
+    let mut g = Graph::new("rnn");
+    let p: Vec<Value> = [&[2, 4][..], &[4, 4], &[3, 4], &[5, 2, 3]]
+        .iter()
+        .map(|d| g.parameter(f64_ty(d)))
+        .collect();
+    let (c, ys) = g.scan(&[p[0], p[1], p[2]], &[p[3]], &step).unwrap();
+    let loss = loss_of(&mut g, Read::Both, &c[..1], &ys).unwrap();
+    g.set_outputs(vec![loss]).unwrap();
+    // The loop carries the count, 3 values, 1 input, 1 output, then 1 residual (h's).
+    let residual = |n: &Node| matches!(n.op, Op::While { result, .. } if result >= 6);
+    assert_eq!(g.nodes().iter().filter(|n| residual(n)).count(), 1);
+    // Value handles by number (a value is its node's index).
+    let mut scratch = Graph::new("handles");
+    let handle: Vec<Value> = (0..g.len())
+        .map(|_| scratch.parameter(TensorType::scalar(DType::F32)))
+        .collect();
+    let mut map = Vec::new();
+    let mut nodes = Vec::new();
+    for n in g.nodes() {
+        map.push(handle[nodes.len()]);
+        if !residual(n) {
+            nodes.push(Node {
+                op: n.op.map_operands(|v| map[v.index()]),
+                ty: n.ty.clone(),
+            });
+        }
+    }
+    let params = g.params().iter().map(|v| map[v.index()]).collect();
+    let pruned = Graph::from_parts("pruned", nodes, params, vec![map[loss.index()]]);
+    pruned.verify().unwrap();
+    assert!(pruned.len() < g.len());
+    let pp = pruned.params().to_vec();
+    let a = autodiff::grad(&g, loss, &p).unwrap();
+    let b = autodiff::grad(&pruned, pruned.outputs()[0], &pp).unwrap();
+    let inputs = [
+        rand(&[2, 4], 41),
+        rand(&[4, 4], 42),
+        rand(&[3, 4], 43),
+        rand(&[5, 2, 3], 44),
+    ];
+    for (name, be) in backends() {
+        let (x, y) = (be.run(&a, &inputs).unwrap(), be.run(&b, &inputs).unwrap());
+        for (x, y) in x.iter().zip(&y) {
+            assert_eq!(
+                x.to_vec::<f64>().unwrap(),
+                y.to_vec::<f64>().unwrap(),
+                "{name}"
+            );
+        }
+    }
+}
