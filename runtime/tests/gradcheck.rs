@@ -435,7 +435,39 @@ fn table() -> Vec<Check> {
             g.mul(s, s)
         },
     ));
+    // A loop is differentiable when a scan built it (a plain `while`, with a run-time trip
+    // count, is refused as in JAX: `tests/scan.rs`, which also checks many more scans).
+    let mut step = Graph::new("cell");
+    let h = step.parameter(f64_ty(&[2]));
+    let w = step.parameter(f64_ty(&[2, 2]));
+    let x = step.parameter(f64_ty(&[2]));
+    let hr = step.reshape(h, vec![1, 2]).unwrap();
+    let hw = step.matmul(hr, w).unwrap();
+    let hw = step.reshape(hw, vec![2]).unwrap();
+    let pre = step.add(hw, x).unwrap();
+    let next = step.tanh(pre).unwrap();
+    step.set_outputs(vec![next, w, next]).unwrap();
+    t.push(check(
+        "while (a scan: a tanh cell, its weight carried)",
+        OpKind::While,
+        vec![
+            rand(&[2], -1.0, 1.0, 55),
+            rand(&[2, 2], -1.0, 1.0, 56),
+            rand(&[4, 2], -1.0, 1.0, 57),
+        ],
+        &[0, 1, 2],
+        move |g, p| {
+            let (c, ys) = g.scan(&[p[0], p[1]], &[p[2]], &step)?;
+            let s = g.sum_all(ys[0])?;
+            let f = g.sum_all(c[0])?;
+            g.add(s, f)
+        },
+    ));
     t
+}
+
+fn f64_ty(dims: &[usize]) -> strata_runtime::ir::TensorType {
+    strata_runtime::ir::TensorType::new(DType::F64, dims.to_vec())
 }
 
 /// Primitives without a gradient rule, and why.
@@ -450,11 +482,6 @@ const NOT_DIFFERENTIABLE: &[(OpKind, &str)] = &[
     (
         OpKind::SelectAndScatterAdd,
         "itself a gradient; second derivatives of pooling are not supported",
-    ),
-    (
-        OpKind::While,
-        "reverse mode through a run-time trip count is not defined (JAX refuses too): \
-         autodiff returns a typed error; a scan (fixed trip count) will have its own VJP",
     ),
 ];
 

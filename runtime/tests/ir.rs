@@ -531,6 +531,7 @@ fn while_loop_shape_errors() {
         result: 2,
         cond: Region::new(cond.clone()),
         body: Region::new(body.clone()),
+        scan: None,
     };
     shape_err(g.push(op), "while", &["result 2", "carries 2"]);
     // A region that is not a well-formed graph: a node reads a value after it.

@@ -4,8 +4,9 @@
 //! `crate::ops`), so a gradient computation runs on every backend like any other graph.
 
 pub mod gradcheck;
+mod scan;
 
-use crate::ir::{Graph, Value};
+use crate::ir::{Graph, Op, Value};
 use crate::{ops, Error, Result};
 
 /// Appends to `g` the vector-Jacobian product of `outputs` (with cotangents `seeds`, one
@@ -65,12 +66,55 @@ pub fn vjp(g: &mut Graph, outputs: &[Value], seeds: &[Value], wrt: &[Value]) -> 
         }
     }
 
+    // The nodes of each scan's loop, first to last: they are differentiated together, when
+    // the walk reaches the first (every node reading any of them comes later, so all their
+    // cotangents are complete by then).
+    let mut scans: Vec<Vec<usize>> = Vec::new();
+    let mut scan_of: Vec<Option<usize>> = vec![None; n];
+    for (i, node) in g.nodes().iter().enumerate() {
+        if let Op::While { scan: Some(_), .. } = &node.op {
+            let op = &node.op;
+            let found = scans
+                .iter()
+                .position(|s| ops::while_loop::same_loop(&g.nodes()[s[0]].op, op));
+            let k = found.unwrap_or_else(|| {
+                scans.push(Vec::new());
+                scans.len() - 1
+            });
+            scans[k].push(i);
+            scan_of[i] = Some(k);
+        }
+    }
+
     let mut ct: Vec<Option<Value>> = vec![None; n];
     for (&o, &s) in outputs.iter().zip(seeds) {
         accumulate(g, &mut ct, o, s)?;
     }
     let start = outputs.iter().map(|o| o.index()).max().unwrap_or(0);
     for i in (0..=start.min(n.saturating_sub(1))).rev() {
+        if let Some(k) = scan_of[i] {
+            let nodes = &scans[k];
+            if nodes[0] == i && depends[i] && nodes.iter().any(|&s| ct[s].is_some()) {
+                let siblings: Vec<(Value, Option<Value>)> = nodes
+                    .iter()
+                    .map(|&s| (Value::from_index(s), ct[s]))
+                    .collect();
+                let operands = g.nodes()[i].op.operands();
+                let needed: Vec<bool> = operands
+                    .iter()
+                    .map(|v| depends[v.index()] && g.ty(*v).dtype.is_differentiable())
+                    .collect();
+                let cts = scan::vjp_scan(g, &siblings, &needed)?;
+                for (v, d) in operands.into_iter().zip(cts) {
+                    if let Some(d) = d {
+                        if depends[v.index()] && g.ty(v).dtype.is_differentiable() {
+                            accumulate(g, &mut ct, v, d)?;
+                        }
+                    }
+                }
+            }
+            continue;
+        }
         let Some(c) = ct[i] else { continue };
         if !depends[i] || !g.nodes()[i].ty.dtype.is_differentiable() {
             continue;

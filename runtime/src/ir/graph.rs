@@ -5,8 +5,8 @@
 //! and the shapes when it does not hold.
 
 use crate::ir::{
-    BinaryOp, Comparison, ConvParams, DType, DotDims, Op, ReduceOp, Region, Shape, TensorType,
-    UnaryOp, Value, Window,
+    BinaryOp, Comparison, ConvParams, DType, DotDims, Op, ReduceOp, Region, ScanStep, Shape,
+    TensorType, UnaryOp, Value, Window,
 };
 use crate::{ops, Error, Result, Tensor};
 
@@ -407,6 +407,17 @@ impl Graph {
     /// values, one sibling node each (see [`Op::While`]); the loop runs once whichever of
     /// them are used.
     pub fn while_loop(&mut self, init: &[Value], cond: Graph, body: Graph) -> Result<Vec<Value>> {
+        self.while_loop_of(init, cond, body, None)
+    }
+
+    /// [`Graph::while_loop`], marked as the loop of a scan when `scan` is given.
+    pub(crate) fn while_loop_of(
+        &mut self,
+        init: &[Value],
+        cond: Graph,
+        body: Graph,
+        scan: Option<ScanStep>,
+    ) -> Result<Vec<Value>> {
         let (cond, body) = (Region::new(cond), Region::new(body));
         let mut out = Vec::with_capacity(init.len());
         // The first sibling checks the regions and the operands; the others differ from it
@@ -417,6 +428,7 @@ impl Graph {
                 result,
                 cond: cond.clone(),
                 body: body.clone(),
+                scan: scan.clone(),
             };
             let v = match out.first() {
                 None => self.push(op)?,

@@ -17,5 +17,7 @@ pub(crate) use cse::canonical;
 pub(crate) use fusion::{Elementwise, FusionClass, Source};
 pub use graph::{Graph, Node};
 pub use op::{
-    BinaryOp, Comparison, ConvParams, DotDims, Op, OpKind, ReduceOp, Region, UnaryOp, Value, Window,
+    BinaryOp, Comparison, ConvParams, DotDims, Op, OpKind, ReduceOp, Region, ScanStep, UnaryOp,
+    Value, Window,
 };
+pub(crate) use scan::ScanLayout;

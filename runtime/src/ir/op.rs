@@ -235,6 +235,26 @@ impl PartialEq for Region {
     }
 }
 
+/// What a loop built by [`Graph::scan`] computes, kept on its `while` for reverse mode:
+/// the loop's carried values are the step count, the `carries` carried values, the stacked
+/// inputs, the stacked outputs, then one stack per carried value that `step` does not pass
+/// through unchanged (that value at the start of each step, the residuals its gradient
+/// reads). `reverse` visits rows from the last. The backends run the loop as any other and
+/// never read this; autodiff differentiates the loop through `step` (a scan's VJP is the
+/// reverse scan of `step`'s VJP), where a plain `while` has no gradient.
+///
+/// [`Graph::scan`]: crate::ir::Graph::scan
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScanStep {
+    /// The step: carried values then one row of each stacked input, to the new carried
+    /// values then one row of each stacked output.
+    pub step: Region,
+    /// How many values the step carries.
+    pub carries: usize,
+    /// Whether the rows are visited from the last (`lax.scan(reverse=True)`).
+    pub reverse: bool,
+}
+
 impl std::ops::Deref for Region {
     type Target = crate::ir::Graph;
     fn deref(&self) -> &crate::ir::Graph {
@@ -649,11 +669,15 @@ primitives! {
     /// what `body` (carried values in, the same types out) returns. A loop over N values is
     /// N sibling nodes with the same `init`, `cond` and `body`, one per `result`: one
     /// computation, which every backend runs once however many of its siblings are used.
+    ///
+    /// `scan` is set on loops that [`Graph::scan`](crate::ir::Graph::scan) builds (see
+    /// [`ScanStep`]): what makes them differentiable.
     While {
         init: Vec<Value>,
         result: usize,
         cond: Region,
         body: Region,
+        scan: Option<ScanStep>,
     } => {
         name: "while",
         operands: [init],

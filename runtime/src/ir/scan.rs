@@ -1,8 +1,10 @@
 //! `scan` (JAX's `lax.scan`) as a composite: a while loop over the leading axis of
 //! stacked inputs, its body slicing input `t` and writing output `t` into stacked
-//! outputs (`dynamic_slice` / `dynamic_update_slice`), the step count carried.
+//! outputs (`dynamic_slice` / `dynamic_update_slice`), the step count carried. The loop
+//! also stacks each carried value that changes at the start of every step: the residuals
+//! reverse mode reads (`autodiff::scan`), which the loop's [`ScanStep`] marker lays out.
 
-use crate::ir::{Comparison, DType, Graph, Op, TensorType, Value};
+use crate::ir::{Comparison, DType, Graph, Op, Region, ScanStep, TensorType, Value};
 use crate::{Error, Result, Tensor};
 
 impl Graph {
@@ -10,11 +12,35 @@ impl Graph {
     /// the carried values then one row of each `xs`, and returns the new carried values
     /// then one row of each output. Returns the final carried values and the outputs
     /// stacked along a new leading axis of size `T`.
+    ///
+    /// Differentiable (see [`ScanStep`]): cotangents reach the initial carried values and
+    /// `xs`, through carried values the step returns unchanged (weights) too.
     pub fn scan(
         &mut self,
         init: &[Value],
         xs: &[Value],
         step: &Graph,
+    ) -> Result<(Vec<Value>, Vec<Value>)> {
+        self.scan_with(init, xs, step, false)
+    }
+
+    /// [`Graph::scan`] visiting the rows from the last (`lax.scan(reverse=True)`): row `t`
+    /// of the outputs is still the step's output for row `t` of the inputs.
+    pub fn scan_reverse(
+        &mut self,
+        init: &[Value],
+        xs: &[Value],
+        step: &Graph,
+    ) -> Result<(Vec<Value>, Vec<Value>)> {
+        self.scan_with(init, xs, step, true)
+    }
+
+    pub(crate) fn scan_with(
+        &mut self,
+        init: &[Value],
+        xs: &[Value],
+        step: &Graph,
+        reverse: bool,
     ) -> Result<(Vec<Value>, Vec<Value>)> {
         let what = "scan";
         let carry: Vec<TensorType> = init
@@ -77,10 +103,8 @@ impl Graph {
             ));
         }
         let out_rows = outputs[carry.len()..].to_vec();
-        let stacked_out: Vec<TensorType> = out_rows
-            .iter()
-            .map(|t| TensorType::new(t.dtype, [&[length][..], t.dims()].concat()))
-            .collect();
+        let stack = |t: &TensorType| TensorType::new(t.dtype, [&[length][..], t.dims()].concat());
+        let stacked_out: Vec<TensorType> = out_rows.iter().map(stack).collect();
 
         // No rows: nothing to run (a row slice of an empty axis has no valid shape).
         if length == 0 {
@@ -91,13 +115,17 @@ impl Graph {
             return Ok((init.to_vec(), ys));
         }
 
+        let layout = ScanLayout::of(step, carry.len())?;
+        let residuals: Vec<TensorType> =
+            layout.residuals.iter().map(|&k| stack(&carry[k])).collect();
         // The loop carries: the step count, the carried values, the stacked inputs (a
-        // region sees only what it carries) and the stacked outputs.
+        // region sees only what it carries), the stacked outputs and the residuals.
         let count = TensorType::scalar(DType::I32);
         let loop_types: Vec<TensorType> = std::iter::once(count)
             .chain(carry.iter().cloned())
             .chain(stacked.iter().cloned())
             .chain(stacked_out.iter().cloned())
+            .chain(residuals.iter().cloned())
             .collect();
         let (nc, nx) = (carry.len(), stacked.len());
 
@@ -116,44 +144,56 @@ impl Graph {
             .map(|t| body.parameter(t.clone()))
             .collect();
         let t = p[0];
+        // The row this step reads and writes.
+        let row = if reverse {
+            let last = body.constant(Tensor::scalar(length as i32 - 1));
+            body.sub(last, t)?
+        } else {
+            t
+        };
         let zero = body.constant(Tensor::scalar(0i32));
         let starts = |rank: usize| -> Vec<Value> {
-            std::iter::once(t)
+            std::iter::once(row)
                 .chain(std::iter::repeat_n(zero, rank))
                 .collect()
         };
+        let with_unit_axis = |t: &TensorType| -> Vec<usize> { [&[1][..], t.dims()].concat() };
         let mut args: Vec<Value> = p[1..=nc].to_vec();
-        for (j, row) in rows.iter().enumerate() {
-            let x = p[1 + nc + j];
-            let sizes: Vec<usize> = std::iter::once(1)
-                .chain(row.dims().iter().copied())
-                .collect();
-            let slice = body.dynamic_slice(x, &starts(row.rank()), &sizes)?;
-            args.push(body.reshape(slice, row.dims().to_vec())?);
+        for (j, r) in rows.iter().enumerate() {
+            let x = layout.x(j);
+            let slice = body.dynamic_slice(p[x], &starts(r.rank()), &with_unit_axis(r))?;
+            args.push(body.reshape(slice, r.dims().to_vec())?);
         }
         let results = body.inline(step, &args)?;
         let one = body.constant(Tensor::scalar(1i32));
         let mut next = vec![body.add(t, one)?];
         next.extend(&results[..nc]);
         next.extend(&p[1 + nc..1 + nc + nx]);
-        for (k, row) in out_rows.iter().enumerate() {
-            let acc = p[1 + nc + nx + k];
-            let dims: Vec<usize> = std::iter::once(1)
-                .chain(row.dims().iter().copied())
-                .collect();
-            let y = body.reshape(results[nc + k], dims)?;
-            next.push(body.dynamic_update_slice(acc, y, &starts(row.rank()))?);
+        for (k, r) in out_rows.iter().enumerate() {
+            let y = body.reshape(results[nc + k], with_unit_axis(r))?;
+            next.push(body.dynamic_update_slice(p[layout.y(k)], y, &starts(r.rank()))?);
+        }
+        for (i, &k) in layout.residuals.iter().enumerate() {
+            let c = body.reshape(p[layout.carry(k)], with_unit_axis(&carry[k]))?;
+            let at = starts(carry[k].rank());
+            next.push(body.dynamic_update_slice(p[layout.residual(i)], c, &at)?);
         }
         body.set_outputs(next)?;
 
         let mut start = vec![self.constant(Tensor::scalar(0i32))];
         start.extend(init);
         start.extend(xs);
-        for t in &stacked_out {
+        for t in stacked_out.iter().chain(&residuals) {
             start.push(self.full(0.0, t)?);
         }
-        let out = self.while_loop(&start, cond, body)?;
-        Ok((out[1..=nc].to_vec(), out[1 + nc + nx..].to_vec()))
+        let scan = ScanStep {
+            step: Region::new(step.clone()),
+            carries: nc,
+            reverse,
+        };
+        let out = self.while_loop_of(&start, cond, body, Some(scan))?;
+        let ys = (0..layout.ys).map(|k| out[layout.y(k)]).collect();
+        Ok((out[1..=nc].to_vec(), ys))
     }
 
     /// Appends `g`'s computation with its parameters bound to `args`; its outputs' values.
@@ -187,4 +227,101 @@ impl Graph {
 fn types_text(types: &[TensorType]) -> String {
     let parts: Vec<String> = types.iter().map(|t| t.to_string()).collect();
     format!("({})", parts.join(", "))
+}
+
+/// Where a scan's values sit among its loop's carried values: the count, the `carries`
+/// carried values, the `xs` stacked inputs, the `ys` stacked outputs, then a residual stack
+/// for each carried value in `residuals` (those the step does not return unchanged).
+#[derive(Clone, Debug)]
+pub(crate) struct ScanLayout {
+    pub carries: usize,
+    pub xs: usize,
+    pub ys: usize,
+    /// Per carried value: whether the step returns its parameter unchanged (a weight), so
+    /// its value at every step is the initial one and no residual is stacked.
+    pub passed: Vec<bool>,
+    /// The carried values with a residual stack, in order.
+    pub residuals: Vec<usize>,
+}
+
+impl ScanLayout {
+    /// The layout of a scan of `step` carrying `carries` values.
+    pub(crate) fn of(step: &Graph, carries: usize) -> Result<ScanLayout> {
+        let (params, outputs) = (step.params(), step.outputs());
+        if params.len() <= carries || outputs.len() < carries {
+            return Err(Error::shape(
+                "scan",
+                format!(
+                    "a step carrying {carries} values takes them and at least one row, and \
+                     returns them first; it takes {} and returns {}",
+                    params.len(),
+                    outputs.len()
+                ),
+            ));
+        }
+        let passed: Vec<bool> = (0..carries).map(|k| outputs[k] == params[k]).collect();
+        Ok(ScanLayout {
+            carries,
+            xs: params.len() - carries,
+            ys: outputs.len() - carries,
+            residuals: (0..carries).filter(|&k| !passed[k]).collect(),
+            passed,
+        })
+    }
+
+    pub(crate) fn carry(&self, k: usize) -> usize {
+        1 + k
+    }
+
+    pub(crate) fn x(&self, j: usize) -> usize {
+        1 + self.carries + j
+    }
+
+    pub(crate) fn y(&self, j: usize) -> usize {
+        1 + self.carries + self.xs + j
+    }
+
+    pub(crate) fn residual(&self, i: usize) -> usize {
+        1 + self.carries + self.xs + self.ys + i
+    }
+
+    /// How many values the loop carries.
+    pub(crate) fn len(&self) -> usize {
+        self.residual(self.residuals.len())
+    }
+
+    /// Checks that a loop carrying `types` is laid out as a scan of `step` (the `while`
+    /// shape rule, for loops that say they are scans): returns the number of rows.
+    pub(crate) fn check(&self, step: &Graph, types: &[TensorType]) -> Result<usize> {
+        let bad = |why: String| Err(Error::shape("while", format!("a scan's loop {why}")));
+        if types.len() != self.len() {
+            return bad(format!(
+                "of this step carries {} values, got {}",
+                self.len(),
+                types.len()
+            ));
+        }
+        if types[0] != TensorType::scalar(DType::I32) {
+            return bad(format!("counts in an i32[], got {}", types[0]));
+        }
+        let Some(&length) = types[self.x(0)].dims().first() else {
+            return bad(format!("scans a leading axis, got {}", types[self.x(0)]));
+        };
+        let stack = |t: &TensorType| TensorType::new(t.dtype, [&[length][..], t.dims()].concat());
+        let params = step.param_types();
+        let outputs = step.output_types();
+        let mut want: Vec<TensorType> = vec![types[0].clone()];
+        want.extend(params[..self.carries].iter().cloned());
+        want.extend(params[self.carries..].iter().map(stack));
+        want.extend(outputs[self.carries..].iter().map(stack));
+        want.extend(self.residuals.iter().map(|&k| stack(&params[k])));
+        if outputs[..self.carries] != params[..self.carries] || want != types {
+            return bad(format!(
+                "of this step carries {}, got {}",
+                types_text(&want),
+                types_text(types)
+            ));
+        }
+        Ok(length)
+    }
 }

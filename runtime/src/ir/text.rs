@@ -15,15 +15,17 @@
 //!
 //! A loop (`while`) is the one node over several lines: its regions are whole graphs,
 //! printed indented between `cond={` / `} body={` / `} : type`; its later siblings name
-//! the first (`regions_of=%i`) instead of repeating them, and read back sharing them.
+//! the first (`regions_of=%i`) instead of repeating them, and read back sharing them. A
+//! loop that a scan built adds its step after the body: `} scan carries=N reverse=B
+//! step={`, the step's graph, then `} : type`.
 //!
 //! Any integer may also be written in terms of a batch size `N` (`N`, `4*N`, `N+1`,
 //! `2*N-3`): [`Graph::parse_with_batch`] reads such a text at a given batch size, which is
 //! how an exported model's graph is stored once for every batch size.
 
 use crate::ir::{
-    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, Node, Op, ReduceOp, Region, Shape,
-    TensorType, UnaryOp, Value, Window,
+    BinaryOp, Comparison, ConvParams, DType, DotDims, Graph, Node, Op, ReduceOp, Region, ScanStep,
+    Shape, TensorType, UnaryOp, Value, Window,
 };
 use crate::{Error, Result, Tensor};
 use half::bf16;
@@ -65,10 +67,18 @@ pub(crate) trait Field: Sized {
     fn from_operands(_values: &[Value]) -> Option<Self> {
         None
     }
+
+    /// Whether the value is left out of the text (an optional attribute that is not set).
+    fn absent(&self) -> bool {
+        false
+    }
 }
 
 /// Appends ` key=value` (or ` value` for a bare attribute); nothing for the other roles.
 pub(crate) fn write_field<T: Field>(value: &T, key: &str, out: &mut String) {
+    if value.absent() {
+        return;
+    }
     if let Role::Attribute { bare } = T::ROLE {
         out.push(' ');
         if !bare {
@@ -377,6 +387,28 @@ impl Field for Region {
     }
     fn read(r: &mut Reader<'_>) -> Result<Self> {
         Err(r.error(REGIONS_UNREADABLE))
+    }
+}
+
+/// A scan's marker, after the body: `scan carries=N reverse=B step={`, the step's graph,
+/// `}`; nothing on a plain loop.
+impl Field for Option<ScanStep> {
+    const ROLE: Role = Role::Attribute { bare: true };
+    fn write(&self, out: &mut String) {
+        if let Some(s) = self {
+            let _ = write!(
+                out,
+                "scan carries={} reverse={} step=",
+                s.carries, s.reverse
+            );
+            Field::write(&s.step, out);
+        }
+    }
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        Err(r.error(REGIONS_UNREADABLE))
+    }
+    fn absent(&self) -> bool {
+        self.is_none()
     }
 }
 
@@ -1057,10 +1089,12 @@ fn loop_node(
                 return Err(r.error(format!("unexpected {} after the type", r.found())));
             }
             let regions = earlier.iter().find_map(|(_, w, n)| match &n.op {
-                Op::While { cond, body, .. } if *w == first => Some((cond, body)),
+                Op::While {
+                    cond, body, scan, ..
+                } if *w == first => Some((cond, body, scan)),
                 _ => None,
             });
-            let Some((cond, body)) = regions else {
+            let Some((cond, body, scan)) = regions else {
                 return Err(r.error(format!("{first} is not a loop printed before {v}")));
             };
             let op = Op::While {
@@ -1068,6 +1102,7 @@ fn loop_node(
                 result,
                 cond: cond.clone(),
                 body: body.clone(),
+                scan: scan.clone(),
             };
             Ok((v, Node { op, ty }))
         }
@@ -1100,6 +1135,44 @@ fn loop_node(
             })?;
             let mut r = Reader::new(line, line_no, batch);
             r.expect("}")?;
+            let mut scan = None;
+            r.skip_ws();
+            let at = r.pos;
+            if r.word() == "scan" {
+                r.key("carries")?;
+                let carries = r.uint()?;
+                r.key("reverse")?;
+                let at = r.pos;
+                let reverse = match r.word() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        r.pos = at;
+                        return Err(r.error(format!("expected true or false, found {}", r.found())));
+                    }
+                };
+                r.key("step")?;
+                r.expect("{")?;
+                if !r.at_end() {
+                    return Err(r.error(format!("unexpected {} after `step={{`", r.found())));
+                }
+                let step = region(lines, batch, last_line, depth + 1)?;
+                scan = Some(ScanStep {
+                    step: Region::new(step),
+                    carries,
+                    reverse,
+                });
+                let (line_no, line) = lines.next().ok_or_else(|| {
+                    eof(
+                        last_line,
+                        "the text ends inside a loop (expected `} : type`)",
+                    )
+                })?;
+                r = Reader::new(line, line_no, batch);
+                r.expect("}")?;
+            } else {
+                r.pos = at;
+            }
             r.expect(":")?;
             let ty = r.tensor_type()?;
             if !r.at_end() {
@@ -1110,6 +1183,7 @@ fn loop_node(
                 result,
                 cond: Region::new(cond),
                 body: Region::new(body),
+                scan,
             };
             Ok((v, Node { op, ty }))
         }

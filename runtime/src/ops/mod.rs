@@ -109,7 +109,8 @@ pub(crate) fn check(g: &Graph, op: &Op, declared: Option<&TensorType>) -> Result
             result,
             cond,
             body,
-        } => while_loop::check(g, init, *result, cond, body)?,
+            scan,
+        } => while_loop::check(g, init, *result, cond, body, scan.as_ref())?,
     };
     if inferred.rank() > crate::ir::MAX_RANK {
         return Err(Error::shape(
@@ -377,6 +378,7 @@ pub(crate) fn lower(e: &mut Emitter<'_>, v: Value) -> Result<String> {
             result,
             cond,
             body,
+            ..
         } => while_loop::lower(e, v, init, *result, cond, body)?,
     })
 }

@@ -5,7 +5,7 @@
 //! The regions are closed graphs: their parameters are the carried values, in order, and
 //! they read nothing else of the enclosing graph (a value the body needs is carried).
 
-use crate::ir::{DType, Graph, Op, Region, TensorType, Value};
+use crate::ir::{DType, Graph, Op, Region, ScanLayout, ScanStep, TensorType, Value};
 use crate::{Error, Result};
 
 const NAME: &str = "while";
@@ -18,6 +18,7 @@ pub(crate) fn check(
     result: usize,
     cond: &Region,
     body: &Region,
+    scan: Option<&ScanStep>,
 ) -> Result<TensorType> {
     let carried: Vec<TensorType> = init.iter().map(|&v| g.ty(v).clone()).collect();
     if carried.is_empty() {
@@ -73,6 +74,15 @@ pub(crate) fn check(
             ),
         ));
     }
+    if let Some(s) = scan {
+        s.step.verify().map_err(|e| {
+            Error::shape(
+                NAME,
+                format!("the scan's step is not a well-formed graph: {e}"),
+            )
+        })?;
+        ScanLayout::of(&s.step, s.carries)?.check(&s.step, &carried)?;
+    }
     Ok(carried[result].clone())
 }
 
@@ -89,27 +99,31 @@ pub(crate) fn same_loop(a: &Op, b: &Op) -> bool {
                 init: i1,
                 cond: c1,
                 body: b1,
+                scan: s1,
                 ..
             },
             Op::While {
                 init: i2,
                 cond: c2,
                 body: b2,
+                scan: s2,
                 ..
             },
-        ) => i1 == i2 && c1 == c2 && b1 == b2,
+        ) => i1 == i2 && c1 == c2 && b1 == b2 && s1 == s2,
         _ => false,
     }
 }
 
 /// Reverse mode through a loop whose trip count is only known at run time would have to
 /// keep every iteration's carried values; like JAX's `while_loop`, it is refused. A loop
-/// with a fixed trip count (a scan) is the differentiable form.
+/// built by `Graph::scan` (a fixed trip count, marked with its step) is the differentiable
+/// form: autodiff differentiates all its siblings at once through the step
+/// (`autodiff::scan`) and never asks this rule.
 pub(crate) fn vjp() -> Result<Vec<Option<Value>>> {
     Err(Error::Autodiff {
         message: "while has no gradient rule: reverse mode through a loop with a run-time \
-                  trip count is not defined (as in JAX's while_loop); use a loop with a \
-                  fixed trip count (a scan) to differentiate"
+                  trip count is not defined (as in JAX's while_loop); build the loop with \
+                  Graph::scan (a fixed trip count) to differentiate it"
             .into(),
     })
 }

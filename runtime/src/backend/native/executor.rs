@@ -155,8 +155,11 @@ impl Frame {
     }
 }
 
-/// Operand lists longer than this (only `concatenate`) go through a heap vector.
-const INLINE_OPERANDS: usize = 4;
+/// Operand lists longer than this go through a heap vector: `concatenate`, and the dynamic
+/// slices of arrays of rank above 6 (one start per dimension). A scan's stacked rows
+/// (`[T, batch, features]`: five operands to write one) stay on the stack, so a loop's
+/// iteration allocates nothing.
+const INLINE_OPERANDS: usize = 8;
 
 fn data_of<'a>(
     loc: Loc,
