@@ -265,6 +265,10 @@ fn data_that_does_not_fit_is_a_typed_error() {
         )
         .unwrap_err());
     assert!(e.contains("kind"), "{e}");
+    // A Dataset holds one array of inputs and one of targets.
+    let ds = strata::data::Dataset::from_arrays(left.clone(), matched.clone()).unwrap();
+    let e = err(m.fit_dataset(&ds, Fit::default().verbose(0)).unwrap_err());
+    assert!(e.contains("2 inputs and 2 outputs"), "{e}");
     // predict of a model with two outputs points at predict_outputs.
     let e = err(m.predict((left.clone(), right.clone())).unwrap_err());
     assert!(e.contains("predict_outputs"), "{e}");
@@ -374,4 +378,41 @@ fn an_attention_mask_input_hides_the_value_steps_it_masks() {
             }
         }
     }
+}
+
+#[test]
+fn a_functional_model_assembled_at_run_time_takes_several_inputs() {
+    use strata::nn::{Call, Concatenate, Dense, Functional, Layer, Port, Topology};
+    let layers: Vec<Box<dyn Layer>> = vec![
+        Box::new(Concatenate::new("concatenate")),
+        Box::new(Dense::new("head", 3, strata::nn::Activation::Linear)),
+    ];
+    let topology = Topology {
+        calls: vec![
+            Call {
+                layer: 0,
+                inputs: vec![Port::Input(0), Port::Input(1)],
+            },
+            Call {
+                layer: 1,
+                inputs: vec![Port::Call(0)],
+            },
+        ],
+        outputs: vec![Port::Call(1), Port::Call(0)],
+    };
+    let f = Functional::with_inputs(
+        vec![("a".into(), vec![2]), ("b".into(), vec![3])],
+        layers,
+        topology,
+    );
+    let m = Model::new(f);
+    assert_eq!(m.input_shapes().unwrap(), [vec![2], vec![3]]);
+    assert_eq!(m.output_names(), ["head", "concatenate"]);
+    let a = Array2::from_shape_vec((1, 2), vec![1f32, 2.]).unwrap();
+    let b = Array2::from_shape_vec((1, 3), vec![3f32, 4., 5.]).unwrap();
+    let out = m
+        .predict_outputs(Data::named([("b", b), ("a", a)]))
+        .unwrap();
+    assert_eq!(out[0].dims(), [1, 3]);
+    assert_eq!(out[1].to_vec::<f32>().unwrap(), [1., 2., 3., 4., 5.]);
 }

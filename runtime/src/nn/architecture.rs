@@ -321,16 +321,20 @@ impl Architecture for Sequential {
 }
 
 /// A run-time assembled graph of layers (Keras' functional model built in code): its
-/// layers and how they are called.
+/// inputs, its layers and how they are called.
 #[derive(Debug)]
 pub struct Functional {
     pub name: String,
-    pub input_shape: Option<Vec<usize>>,
+    /// Each input's name (`input_layer` for one), in the order of `Port::Input`.
+    pub input_names: Vec<String>,
+    /// Each input's shape, when declared.
+    pub input_shapes: Option<Vec<Vec<usize>>>,
     pub layers: Vec<Box<dyn Layer>>,
     pub topology: Topology,
 }
 
 impl Functional {
+    /// A graph of one input, of `input_shape` when declared.
     pub fn new(
         input_shape: Option<Vec<usize>>,
         layers: Vec<Box<dyn Layer>>,
@@ -338,7 +342,24 @@ impl Functional {
     ) -> Functional {
         Functional {
             name: "functional".into(),
-            input_shape,
+            input_names: vec!["input_layer".into()],
+            input_shapes: input_shape.map(|s| vec![s]),
+            layers,
+            topology,
+        }
+    }
+
+    /// A graph of several inputs, each named and shaped (`Port::Input(i)` is the `i`-th).
+    pub fn with_inputs(
+        inputs: Vec<(String, Vec<usize>)>,
+        layers: Vec<Box<dyn Layer>>,
+        topology: Topology,
+    ) -> Functional {
+        let (input_names, shapes) = inputs.into_iter().unzip();
+        Functional {
+            name: "functional".into(),
+            input_names,
+            input_shapes: Some(shapes),
             layers,
             topology,
         }
@@ -354,7 +375,18 @@ impl Architecture for Functional {
     }
 
     fn input_shape(&self) -> Option<Vec<usize>> {
-        self.input_shape.clone()
+        match self.input_shapes.as_deref() {
+            Some([one]) => Some(one.clone()),
+            _ => None,
+        }
+    }
+
+    fn input_shapes(&self) -> Option<Vec<Vec<usize>>> {
+        self.input_shapes.clone()
+    }
+
+    fn input_names(&self) -> Vec<&str> {
+        self.input_names.iter().map(|n| n.as_str()).collect()
     }
 
     fn layers(&self) -> Vec<&dyn Layer> {

@@ -105,6 +105,18 @@ impl<A: Architecture> Model<A> {
     /// the dataset; `class_weight` and `validation_data` work as with arrays.
     pub fn fit_dataset(&mut self, ds: &Dataset, mut opts: Fit) -> Result<History> {
         self.check_compiled("fit_dataset")?;
+        if self.input_count() > 1 || self.output_count() > 1 {
+            return Err(Error::invalid(
+                "fit_dataset",
+                format!(
+                    "model `{}` has {} inputs and {} outputs; a Dataset holds one array of \
+                     each so far: pass the arrays to fit",
+                    self.name(),
+                    self.input_count(),
+                    self.output_count()
+                ),
+            ));
+        }
         if opts.sample_weight.is_some() || opts.validation_split > 0.0 {
             return Err(Error::invalid(
                 "fit_dataset",
