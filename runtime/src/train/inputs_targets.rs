@@ -11,42 +11,43 @@ impl<A: crate::nn::Architecture> crate::Model<A> {
     /// for several inputs their packed rows, each array checked against its input's shape
     /// and element type first (building the model from their shapes if it is not built).
     pub(crate) fn inputs_tensor(&mut self, what: &str, data: Data) -> Result<Tensor> {
-        let names = self
-            .arch()
-            .input_names()
-            .iter()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>();
-        let parts = in_order(what, "input", &names, data)?;
-        if let [one] = parts.as_slice() {
-            return Ok(one.clone());
-        }
-        if !self.is_built() {
+        let (names, parts) = self.input_parts(what, data)?;
+        if parts.len() > 1 && !self.is_built() {
             let shapes = parts
                 .iter()
                 .map(|p| p.dims().get(1..).unwrap_or(&[]).to_vec())
                 .collect::<Vec<_>>();
             self.build_inputs(&shapes)?;
         }
-        self.pack_inputs(what, &names, &parts)
+        self.pack_inputs(what, &names, parts)
     }
 
     /// `inputs_tensor` for a call that cannot build the model (`&self`).
     pub(crate) fn built_inputs_tensor(&self, what: &str, data: Data) -> Result<Tensor> {
-        let names = self
+        let (names, parts) = self.input_parts(what, data)?;
+        self.pack_inputs(what, &names, parts)
+    }
+
+    /// The model's input names, and `data`'s arrays in their order.
+    fn input_parts(&self, what: &str, data: Data) -> Result<(Vec<String>, Vec<Tensor>)> {
+        let names: Vec<String> = self
             .arch()
             .input_names()
             .iter()
             .map(|n| n.to_string())
-            .collect::<Vec<_>>();
+            .collect();
         let parts = in_order(what, "input", &names, data)?;
-        match parts.as_slice() {
-            [one] => Ok(one.clone()),
-            _ => self.pack_inputs(what, &names, &parts),
-        }
+        Ok((names, parts))
     }
 
-    fn pack_inputs(&self, what: &str, names: &[String], parts: &[Tensor]) -> Result<Tensor> {
+    /// The one array as it is (its caller checks it as before), or several checked and
+    /// packed.
+    fn pack_inputs(&self, what: &str, names: &[String], mut parts: Vec<Tensor>) -> Result<Tensor> {
+        if parts.len() == 1 {
+            if let Some(one) = parts.pop() {
+                return Ok(one);
+            }
+        }
         let shapes = self
             .input_shapes()
             .ok_or_else(|| Error::invalid(what, format!("model `{}` is not built", self.name())))?;
@@ -71,7 +72,7 @@ impl<A: crate::nn::Architecture> crate::Model<A> {
             }
         }
         let refs: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
-        pack(what, &refs, parts)
+        pack(what, &refs, &parts)
     }
 
     /// The tensor the step graphs take for `data` as the model's targets: the one array,
@@ -79,9 +80,11 @@ impl<A: crate::nn::Architecture> crate::Model<A> {
     /// loss takes (`[n]` or `[n, 1]` labels alike).
     pub(crate) fn targets_tensor(&self, what: &str, data: Data) -> Result<Tensor> {
         let names = self.output_names();
-        let parts = in_order(what, "output", &names, data)?;
-        if let [one] = parts.as_slice() {
-            return Ok(one.clone());
+        let mut parts = in_order(what, "output", &names, data)?;
+        if parts.len() == 1 {
+            if let Some(one) = parts.pop() {
+                return Ok(one);
+            }
         }
         let t = self.compiled()?;
         let Some(heads) = t.loss.as_heads() else {
@@ -131,13 +134,13 @@ impl<A: crate::nn::Architecture> crate::Model<A> {
     }
 
     /// A model's several outputs from their packed rows (`[n, Σ]`), each `[n, dims...]`.
-    pub(crate) fn unpack_outputs(&self, what: &str, packed: &Tensor) -> Result<Vec<Tensor>> {
+    pub(crate) fn unpack_outputs(&self, what: &str, packed: Tensor) -> Result<Vec<Tensor>> {
         let heads = self
             .output_shapes()
             .ok_or_else(|| Error::invalid(what, format!("model `{}` is not built", self.name())))?;
         match heads {
-            [_] => Ok(vec![packed.clone()]),
-            _ => unpack(what, packed, heads),
+            [_] => Ok(vec![packed]),
+            _ => unpack(what, &packed, heads),
         }
     }
 }

@@ -32,7 +32,7 @@ impl<A: Architecture> Model<A> {
     /// outputs), computed in batches of 32.
     pub fn predict_outputs(&self, x: impl IntoData) -> Result<Vec<Tensor>> {
         let packed = self.predict_rows(x.into_data(), 32)?;
-        self.unpack_outputs("predict_outputs", &packed)
+        self.unpack_outputs("predict_outputs", packed)
     }
 
     /// [`predict`](Model::predict) as an array of a static rank (the batch axis first):
