@@ -122,7 +122,9 @@ pub mod prelude {
 /// `MaxPooling1D` (`MaxPool1D`), `AveragePooling1D` (`AvgPool1D`), `GlobalAveragePooling1D`
 /// (`GlobalAvgPool1D`), `GlobalMaxPooling1D` (`GlobalMaxPool1D`); and `DepthwiseConv2D`,
 /// `SeparableConv2D` (`SeparableConvolution2D`), `Conv2DTranspose` (`Convolution2DTranspose`)
-/// and `GroupNormalization`; in a graph model (the `let` form), the layers of several
+/// and `GroupNormalization`; the recurrent layers over `(timesteps, features)`: `SimpleRNN`,
+/// `LSTM` and `GRU` (`(units,)` out, or `(timesteps, units)` with `return_sequences`;
+/// `return_state` and dropout not supported yet); in a graph model (the `let` form), the layers of several
 /// inputs: the merges `Add`, `Subtract`, `Multiply`, `Average`, `Maximum`, `Minimum` and
 /// `Concatenate`, `Dot` and `Attention` on a list (`Dot(axes = -1)([a, b])`,
 /// `Attention()([query, value])`, as Keras takes them), and `MultiHeadAttention` on its
