@@ -104,10 +104,10 @@ pub(crate) fn recurrent_checks(a: &Args) -> Vec<ArgError> {
             "a layer call has one output; leave it false",
         );
     }
-    for rate in ["dropout", "recurrent_dropout"] {
-        if matches!(a.get(rate), Some(Val::Float(r)) if *r != 0.0) {
-            not_yet(&mut errors, rate, "leave it 0.0");
-        }
+    // Keras masks the state per gate then (its `implementation = 1`); `dropout` alone is
+    // one mask over the input's features, which the layers apply.
+    if matches!(a.get("recurrent_dropout"), Some(Val::Float(r)) if *r != 0.0) {
+        not_yet(&mut errors, "recurrent_dropout", "leave it 0.0");
     }
     // Keras starts the forget gate's bias at one and the rest from `bias_initializer`;
     // here the rest starts at zero (or, with `ones`, at one throughout).

@@ -4,7 +4,7 @@
 //! whose step multiplies the state by the recurrent kernel. A step sees only what it is
 //! given (regions are closed), so the recurrent weights are carried, returned unchanged.
 
-use crate::ir::{DType, DotDims, Graph, TensorType, Value};
+use crate::ir::{Comparison, DType, DotDims, Graph, TensorType, Value};
 use crate::nn::entry::{activation, args, initializer};
 use crate::nn::layer::{bad_config, expect_params, Forward, Layer};
 use crate::nn::onnx::{OnnxForward, OnnxValue};
@@ -25,9 +25,11 @@ macro_rules! recurrent_layer {
             pub kernel_initializer: Initializer,
             pub recurrent_initializer: Initializer,
             pub bias_initializer: Initializer,
-            /// Not supported yet: must be 0.0 (a compile error in `model!`).
+            /// The fraction of input features dropped in training, one mask for every step
+            /// (as Keras).
             pub dropout: f64,
-            /// Not supported yet: must be 0.0 (a compile error in `model!`).
+            /// Not supported yet: must be 0.0 (a compile error in `model!`; Keras masks the
+            /// state per gate then).
             pub recurrent_dropout: f64,
             /// The output at every step `(timesteps, units)`, not only the last `(units,)`.
             pub return_sequences: bool,
@@ -77,6 +79,7 @@ macro_rules! recurrent_layer {
             fn options(&self) -> Options {
                 Options {
                     units: self.units,
+                    dropout: self.dropout,
                     use_bias: self.use_bias,
                     return_sequences: self.return_sequences,
                     go_backwards: self.go_backwards,
@@ -116,6 +119,7 @@ recurrent_layer!(
 /// What the loop needs of a layer's arguments, beyond its cell.
 struct Options {
     units: usize,
+    dropout: f64,
     use_bias: bool,
     return_sequences: bool,
     go_backwards: bool,
@@ -176,6 +180,22 @@ fn row(g: &mut Graph, x: Value, i: usize) -> Result<Value> {
     g.reshape(r, vec![width])
 }
 
+/// `x` (`[batch, timesteps, features]`) with a fraction `rate` of each example's features
+/// zeroed at every step alike, the rest scaled by `1 / (1 - rate)`: Keras' input dropout
+/// mask, drawn once per call from the step's input.
+fn dropped(cx: &mut Forward<'_>, x: Value, rate: f64) -> Result<Value> {
+    let dims = cx.g.try_ty("recurrent", x)?.dims().to_vec();
+    let u = cx.random_uniform(TensorType::new(DType::F32, vec![dims[0], dims[2]]))?;
+    let g = &mut *cx.g;
+    let threshold = g.full_like(rate, u)?;
+    let keep = g.compare(Comparison::Ge, u, threshold)?;
+    let scale = g.full_like(1.0 / (1.0 - rate), u)?;
+    let zero = g.zeros_like(u)?;
+    let mask = g.select(keep, scale, zero)?;
+    let mask = g.broadcast_in_dim(mask, dims, &[0, 2])?;
+    g.mul(x, mask)
+}
+
 /// The layer's computation of `x` (`[batch, timesteps, features]`).
 fn run(
     layer: &dyn Layer,
@@ -197,6 +217,11 @@ fn run(
         (k, r, None)
     };
     let (batch, u) = (dims[0], o.units);
+    let x = if cx.training && o.dropout > 0.0 {
+        dropped(cx, x, o.dropout)?
+    } else {
+        x
+    };
     let g = &mut *cx.g;
 
     // The bias added to the input projection, and (a GRU resetting after the product) the
