@@ -1872,6 +1872,16 @@ fn recurrent_layers_refuse_what_they_cannot_take() {
     let x = g.parameter(TensorType::new(DType::F32, [1, 5]));
     let mut cx = Forward::new(&mut g, false, None);
     assert!(lstm.forward(&mut cx, x, &[]).is_err());
+    // Weights of the wrong shapes, given by hand: a typed error, never a panic.
+    let mut g = Graph::new("layer");
+    let x = g.parameter(TensorType::new(DType::F32, [1, 3, 4]));
+    let w: Vec<_> = [vec![4, 6], vec![2, 6], vec![6]]
+        .into_iter()
+        .map(|d| g.parameter(TensorType::new(DType::F32, d)))
+        .collect();
+    let mut cx = Forward::new(&mut g, false, None);
+    assert!(GRU::new("gru", 2).forward(&mut cx, x, &w).is_err());
+    assert!(LSTM::new("lstm", 2).forward(&mut cx, x, &w).is_err());
 }
 
 #[test]
@@ -1883,15 +1893,14 @@ fn orthogonal_initializer_is_orthogonal() {
             .unwrap();
         let (r, c) = (dims[0], dims[1]);
         let w: Vec<f64> = w.iter().map(|&v| v as f64).collect();
-        // Orthonormal rows (wide) or columns (tall).
-        let (n, len, at): (usize, usize, Box<dyn Fn(usize, usize) -> f64>) = if r >= c {
-            (c, r, Box::new(|j, k| w[k * c + j]))
-        } else {
-            (r, c, Box::new(|j, k| w[j * c + k]))
-        };
+        // Orthonormal columns (tall, or square) or rows (wide): the Gram matrix of the
+        // shorter side is the identity.
+        let at = |i: usize, j: usize| w[i * c + j];
+        let (n, len) = (r.min(c), r.max(c));
+        let entry = |a: usize, k: usize| if r >= c { at(k, a) } else { at(a, k) };
         for a in 0..n {
             for b in 0..n {
-                let d: f64 = (0..len).map(|k| at(a, k) * at(b, k)).sum();
+                let d: f64 = (0..len).map(|k| entry(a, k) * entry(b, k)).sum();
                 let want = if a == b { 1.0 } else { 0.0 };
                 assert!((d - want).abs() < 1e-5, "{dims:?}: <{a}, {b}> = {d}");
             }

@@ -167,15 +167,24 @@ fn product(g: &mut Graph, a: Value, b: Value) -> Result<Value> {
     )
 }
 
+/// The sizes of a rank-2 value (a weight given by hand may be of any shape: an error, and
+/// the slices below never index out of range).
+fn matrix(g: &Graph, x: Value) -> Result<[usize; 2]> {
+    let ty = g.try_ty("recurrent", x)?;
+    <[usize; 2]>::try_from(ty.dims()).map_err(|_| {
+        crate::Error::invalid("recurrent", format!("expected a rank-2 weight, got {ty}"))
+    })
+}
+
 /// Block `j` of `units` columns of a `(rows, k·units)` value.
 fn block(g: &mut Graph, x: Value, j: usize, units: usize) -> Result<Value> {
-    let rows = g.try_ty("recurrent", x)?.dims()[0];
+    let [rows, _] = matrix(g, x)?;
     g.slice(x, &[0, j * units], &[rows, (j + 1) * units], &[1, 1])
 }
 
 /// Row `i` of a `(2, width)` value, as `(width,)`.
 fn row(g: &mut Graph, x: Value, i: usize) -> Result<Value> {
-    let width = g.try_ty("recurrent", x)?.dims()[1];
+    let [_, width] = matrix(g, x)?;
     let r = g.slice(x, &[i, 0], &[i + 1, width], &[1, 1])?;
     g.reshape(r, vec![width])
 }
