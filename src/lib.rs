@@ -122,12 +122,15 @@ pub mod prelude {
 /// `MaxPooling1D` (`MaxPool1D`), `AveragePooling1D` (`AvgPool1D`), `GlobalAveragePooling1D`
 /// (`GlobalAvgPool1D`), `GlobalMaxPooling1D` (`GlobalMaxPool1D`); and `DepthwiseConv2D`,
 /// `SeparableConv2D` (`SeparableConvolution2D`), `Conv2DTranspose` (`Convolution2DTranspose`)
-/// and `GroupNormalization`; in a graph model (the `let` form), the layers of several
-/// inputs: the merges `Add`, `Subtract`, `Multiply`, `Average`, `Maximum`, `Minimum` and
-/// `Concatenate`, `Dot` and `Attention` on a list (`Dot(axes = -1)([a, b])`,
-/// `Attention()([query, value])`, as Keras takes them), and `MultiHeadAttention` on its
-/// inputs by position (`MultiHeadAttention(num_heads = 4, key_dim = 8)(query, value)`,
-/// optionally a `key` third); Keras passes `use_causal_mask` to the call, `model!` takes
+/// and `GroupNormalization`; the recurrent layers over `(timesteps, features)`: `SimpleRNN`,
+/// `LSTM` and `GRU` (`(units,)` out, or `(timesteps, units)` with `return_sequences`;
+/// `return_state` and `recurrent_dropout` not supported yet); in a graph model (the `let`
+/// form), the layers of several inputs: the merges `Add`, `Subtract`, `Multiply`,
+/// `Average`, `Maximum`, `Minimum` and `Concatenate`, `Dot` and `Attention` on a list
+/// (`Dot(axes = -1)([a, b])`, `Attention()([query, value])`, as Keras takes them), and
+/// `MultiHeadAttention` on its inputs by position
+/// (`MultiHeadAttention(num_heads = 4, key_dim = 8)(query, value)`, optionally a `key`
+/// third); Keras passes `use_causal_mask` to the call, `model!` takes
 /// it with the layer's arguments (`Attention(use_causal_mask = true)([x, x])`). With
 /// Keras' arguments, positional order, defaults and weight layouts, as [`spec::LAYERS`]
 /// defines them. Every layer also takes `name = "..."`.

@@ -670,3 +670,69 @@ fn dot_attention_and_multi_head_attention_in_a_graph() {
     let y = run(&m, filled(&[2, 4, 6], 0.5), false).remove(0);
     assert_eq!(y.dims(), [2, 51]);
 }
+
+#[test]
+fn recurrent_layers_shapes_and_parameter_counts_as_keras() {
+    // Keras' summary counts: SimpleRNN(4) on (5, 3) 3·4 + 4·4 + 4 = 32; LSTM(4) 4·32 = 128;
+    // GRU(4), resetting after the product, 3·(3·4 + 4·4 + 2·4) = 108; before it, 96 (Keras
+    // 3.15.1 counts the same).
+    let mut rnn = model![Input((5, 3)), SimpleRNN(4)];
+    assert_eq!(declared_output(&rnn), Some(&[4][..]));
+    agrees(&mut rnn);
+    assert!(
+        rnn.summary().contains("Total params: 32"),
+        "{}",
+        rnn.summary()
+    );
+    let mut lstm = model![Input((5, 3)), LSTM(4, return_sequences = true)];
+    assert_eq!(declared_output(&lstm), Some(&[5, 4][..]));
+    agrees(&mut lstm);
+    assert!(
+        lstm.summary().contains("Total params: 128"),
+        "{}",
+        lstm.summary()
+    );
+    let mut gru = model![Input((5, 3)), GRU(4, go_backwards = true)];
+    agrees(&mut gru);
+    assert!(
+        gru.summary().contains("Total params: 108"),
+        "{}",
+        gru.summary()
+    );
+    let mut before = model![Input((5, 3)), GRU(4, reset_after = false)];
+    agrees(&mut before);
+    assert!(
+        before.summary().contains("Total params: 96"),
+        "{}",
+        before.summary()
+    );
+
+    // Stacked, with Keras' positional order and the initializers by name.
+    let mut m = model![
+        Input((7, 2)),
+        LSTM(
+            3,
+            tanh,
+            sigmoid,
+            true,
+            glorot_uniform,
+            orthogonal,
+            zeros,
+            false,
+            return_sequences = true
+        ),
+        GRU(2, relu, recurrent_initializer = glorot_uniform),
+        Dense(1),
+    ];
+    assert_eq!(declared_output(&m), Some(&[1][..]));
+    agrees(&mut m);
+    assert_eq!(
+        m.params()[2].init,
+        Initializer::Zeros,
+        "unit_forget_bias = false"
+    );
+    assert_eq!(m.params()[1].init, Initializer::Orthogonal);
+    assert_eq!(m.params()[0].name, "lstm/lstm_cell/kernel");
+    let y = run(&m, filled(&[2, 7, 2], 0.5), false);
+    assert_eq!(y[0].dims(), [2, 1]);
+}

@@ -1673,3 +1673,267 @@ fn a_wrong_count_of_attention_inputs_names_them() {
         "{e}"
     );
 }
+
+/// One feature, three steps `[1, 2, 3]` (batch 1).
+fn steps(v: [f32; 3]) -> Tensor {
+    t(&[1, 3, 1], &v)
+}
+
+#[test]
+fn simple_rnn_by_hand_sequences_and_backwards() {
+    // Linear, two units: h = x·[1, 2] + h·(I/2) + [0, 1].
+    let rnn = |return_sequences, go_backwards| SimpleRNN {
+        activation: Activation::Linear,
+        return_sequences,
+        go_backwards,
+        ..SimpleRNN::new("simple_rnn", 2)
+    };
+    let params = || {
+        vec![
+            t(&[1, 2], &[1.0, 2.0]),
+            t(&[2, 2], &[0.5, 0.0, 0.0, 0.5]),
+            t(&[2], &[0.0, 1.0]),
+        ]
+    };
+    let x = steps([1.0, 2.0, 3.0]);
+    // h1 = [1, 3]; h2 = [2, 4] + [0.5, 1.5] + [0, 1]; h3 = [3, 6] + [1.25, 3.25] + [0, 1].
+    let seq = t(&[1, 3, 2], &[1.0, 3.0, 2.5, 6.5, 4.25, 10.25]);
+    assert_close(&infer(&rnn(true, false), x.clone(), params()), &seq);
+    assert_close(
+        &infer(&rnn(false, false), x.clone(), params()),
+        &t(&[1, 2], &[4.25, 10.25]),
+    );
+    // Backwards: the steps read 3, 2, 1, the outputs in the order read (as Keras).
+    let back = t(&[1, 3, 2], &[3.0, 7.0, 3.5, 8.5, 2.75, 7.25]);
+    assert_close(&infer(&rnn(true, true), x.clone(), params()), &back);
+    assert_close(
+        &infer(&rnn(false, true), x, params()),
+        &t(&[1, 2], &[2.75, 7.25]),
+    );
+}
+
+#[test]
+fn lstm_by_hand_gates_in_keras_order() {
+    // Linear activations, one unit, gates i, f, c, o: i = x/2, f = x/4, c~ = x + h/2,
+    // o = x; c' = f·c + i·c~, h' = o·c'.
+    let lstm = |return_sequences, go_backwards| LSTM {
+        activation: Activation::Linear,
+        recurrent_activation: Activation::Linear,
+        return_sequences,
+        go_backwards,
+        ..LSTM::new("lstm", 1)
+    };
+    let params = || {
+        vec![
+            t(&[1, 4], &[0.5, 0.25, 1.0, 1.0]),
+            t(&[1, 4], &[0.0, 0.0, 0.5, 0.0]),
+            t(&[4], &[0.0; 4]),
+        ]
+    };
+    let x = steps([1.0, 2.0, 3.0]);
+    // c1 = 0.5, h1 = 0.5; c2 = 0.5·0.5 + 1·2.25 = 2.5, h2 = 5; c3 = 0.75·2.5 + 1.5·5.5
+    // = 10.125, h3 = 30.375.
+    assert_close(
+        &infer(&lstm(true, false), x.clone(), params()),
+        &t(&[1, 3, 1], &[0.5, 5.0, 30.375]),
+    );
+    assert_close(
+        &infer(&lstm(false, false), x.clone(), params()),
+        &t(&[1, 1], &[30.375]),
+    );
+    // 3, 2, 1: c1 = 4.5, h1 = 13.5; c2 = 0.5·4.5 + 1·(2 + 6.75) = 11, h2 = 22;
+    // c3 = 0.25·11 + 0.5·12 = 8.75, h3 = 8.75.
+    assert_close(
+        &infer(&lstm(true, true), x.clone(), params()),
+        &t(&[1, 3, 1], &[13.5, 22.0, 8.75]),
+    );
+    // The default bias starts the forget gate open (Keras' unit_forget_bias).
+    let specs = LSTM::new("lstm", 2).params(&[3, 5]).unwrap();
+    let names: Vec<(&str, &[usize], Initializer)> = specs
+        .iter()
+        .map(|p| (p.name.as_str(), p.dims.as_slice(), p.init))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (
+                "lstm/lstm_cell/kernel",
+                &[5, 8][..],
+                Initializer::GlorotUniform
+            ),
+            (
+                "lstm/lstm_cell/recurrent_kernel",
+                &[2, 8][..],
+                Initializer::Orthogonal
+            ),
+            ("lstm/lstm_cell/bias", &[8][..], Initializer::ForgetBiasOne),
+        ]
+    );
+    let mut rng = strata_runtime::random::Rng::new(0);
+    let bias = Initializer::ForgetBiasOne
+        .sample(&[8], 8, 8, &mut rng)
+        .unwrap();
+    assert_eq!(
+        bias.iter().copied().collect::<Vec<f32>>(),
+        [0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    );
+    let zeros = LSTM {
+        unit_forget_bias: false,
+        ..LSTM::new("lstm", 2)
+    };
+    assert_eq!(zeros.params(&[3, 5]).unwrap()[2].init, Initializer::Zeros);
+}
+
+#[test]
+fn gru_by_hand_reset_after_and_before() {
+    // Linear activations, one unit, gates z, r, h: z = x/2, r = x + h/2; reset after the
+    // product: h~ = x + r·(h + 0.5) (the recurrent bias); before: h~ = x + 0.5 + (r·h)·1.
+    let gru = |reset_after, return_sequences, go_backwards| GRU {
+        activation: Activation::Linear,
+        recurrent_activation: Activation::Linear,
+        reset_after,
+        return_sequences,
+        go_backwards,
+        ..GRU::new("gru", 1)
+    };
+    let kernels = || vec![t(&[1, 3], &[0.5, 1.0, 1.0]), t(&[1, 3], &[0.0, 0.5, 1.0])];
+    let after = || {
+        let mut p = kernels();
+        p.push(t(&[2, 3], &[0.0, 0.0, 0.0, 0.0, 0.0, 0.5]));
+        p
+    };
+    let before = || {
+        let mut p = kernels();
+        p.push(t(&[3], &[0.0, 0.0, 0.5]));
+        p
+    };
+    let x = t(&[1, 3, 1], &[1.0, 0.5, -1.0]);
+    // h1 = 0.5·1.5 = 0.75; h2 = 0.25·0.75 + 0.75·(0.5 + 0.875·1.25) = 1.3828125; h3 =
+    // -0.5·h2 + 1.5·(-1 - 0.30859375·1.8828125).
+    assert_close(
+        &infer(&gru(true, true, false), x.clone(), after()),
+        &t(&[1, 3, 1], &[0.75, 1.382_812_5, -3.062_942_5]),
+    );
+    assert_close(
+        &infer(&gru(true, false, true), x.clone(), after()),
+        &t(&[1, 1], &[1.562_027]),
+    );
+    // Before: h2 = 0.25·0.75 + 0.75·(1 + 0.875·0.75) = 1.4296875.
+    assert_close(
+        &infer(&gru(false, true, false), x.clone(), before()),
+        &t(&[1, 3, 1], &[0.75, 1.429_687_5, -2.076_370_2]),
+    );
+    let dims = |g: GRU| -> Vec<Vec<usize>> {
+        g.params(&[4, 3])
+            .unwrap()
+            .into_iter()
+            .map(|p| p.dims)
+            .collect()
+    };
+    assert_eq!(
+        dims(GRU::new("gru", 2)),
+        [vec![3, 6], vec![2, 6], vec![2, 6]]
+    );
+    assert_eq!(
+        dims(GRU {
+            reset_after: false,
+            ..GRU::new("gru", 2)
+        }),
+        [vec![3, 6], vec![2, 6], vec![6]]
+    );
+}
+
+#[test]
+fn recurrent_layers_refuse_what_they_cannot_take() {
+    let lstm = LSTM::new("lstm", 2);
+    let e = lstm.output_shape(&[5]).unwrap_err().to_string();
+    assert!(
+        e.contains("lstm (LSTM)") && e.contains("(steps, channels)"),
+        "{e}"
+    );
+    assert!(lstm.output_shape(&[2, 3, 4]).is_err());
+    let state = GRU {
+        return_state: true,
+        ..GRU::new("gru", 2)
+    };
+    let e = state.output_shape(&[3, 4]).unwrap_err().to_string();
+    assert!(e.contains("`return_state` is not supported yet"), "{e}");
+    let dropout = SimpleRNN {
+        recurrent_dropout: 0.5,
+        ..SimpleRNN::new("simple_rnn", 2)
+    };
+    let e = dropout.output_shape(&[3, 4]).unwrap_err().to_string();
+    assert!(
+        e.contains("`recurrent_dropout` is not supported yet"),
+        "{e}"
+    );
+    // The forward pass checks too: a typed error, no graph.
+    let mut g = Graph::new("layer");
+    let x = g.parameter(TensorType::new(DType::F32, [1, 5]));
+    let mut cx = Forward::new(&mut g, false, None);
+    assert!(lstm.forward(&mut cx, x, &[]).is_err());
+    // Weights of the wrong shapes, given by hand: a typed error, never a panic.
+    let mut g = Graph::new("layer");
+    let x = g.parameter(TensorType::new(DType::F32, [1, 3, 4]));
+    let w: Vec<_> = [vec![4, 6], vec![2, 6], vec![6]]
+        .into_iter()
+        .map(|d| g.parameter(TensorType::new(DType::F32, d)))
+        .collect();
+    let mut cx = Forward::new(&mut g, false, None);
+    assert!(GRU::new("gru", 2).forward(&mut cx, x, &w).is_err());
+    assert!(LSTM::new("lstm", 2).forward(&mut cx, x, &w).is_err());
+}
+
+#[test]
+fn orthogonal_initializer_is_orthogonal() {
+    let mut rng = strata_runtime::random::Rng::new(3);
+    for dims in [[4usize, 4], [3, 6], [6, 3]] {
+        let w = Initializer::Orthogonal
+            .sample(&dims, 1, 1, &mut rng)
+            .unwrap();
+        let (r, c) = (dims[0], dims[1]);
+        let w: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+        // Orthonormal columns (tall, or square) or rows (wide): the Gram matrix of the
+        // shorter side is the identity.
+        let at = |i: usize, j: usize| w[i * c + j];
+        let (n, len) = (r.min(c), r.max(c));
+        let entry = |a: usize, k: usize| if r >= c { at(k, a) } else { at(a, k) };
+        for a in 0..n {
+            for b in 0..n {
+                let d: f64 = (0..len).map(|k| entry(a, k) * entry(b, k)).sum();
+                let want = if a == b { 1.0 } else { 0.0 };
+                assert!((d - want).abs() < 1e-5, "{dims:?}: <{a}, {b}> = {d}");
+            }
+        }
+    }
+}
+
+#[test]
+fn recurrent_input_dropout_masks_features_alike_at_every_step_in_training_only() {
+    // Identity kernel, no recurrence: each step's output is its (dropped) input.
+    let rnn = SimpleRNN {
+        activation: Activation::Linear,
+        return_sequences: true,
+        dropout: 0.5,
+        ..SimpleRNN::new("simple_rnn", 4)
+    };
+    let mut eye = vec![0.0; 16];
+    for i in 0..4 {
+        eye[i * 5] = 1.0;
+    }
+    let params = || vec![t(&[4, 4], &eye), t(&[4, 4], &[0.0; 16]), t(&[4], &[0.0; 4])];
+    let x = t(&[4, 3, 4], &[1.0; 48]);
+    assert_close(&infer(&rnn, x.clone(), params()), &x);
+    let y = run(&rnn, true, x, params())
+        .remove(0)
+        .to_vec::<f32>()
+        .unwrap();
+    for b in 0..4 {
+        for f in 0..4 {
+            let at = |s: usize| y[(b * 3 + s) * 4 + f];
+            assert!(at(0) == 0.0 || at(0) == 2.0, "{y:?}");
+            assert_eq!((at(1), at(2)), (at(0), at(0)), "one mask for every step");
+        }
+    }
+    assert!(y.contains(&0.0) && y.contains(&2.0), "{y:?}");
+}

@@ -766,11 +766,15 @@ fn depthwise_separable_transposed_and_group_norm_match_predict() {
     );
 }
 
+/// Catalogue layers with no ONNX mapping yet: exporting one is a typed error naming it
+/// (the test below).
+const NOT_EXPORTED_YET: &[&str] = &["GRU", "LSTM", "SimpleRNN"];
+
 #[test]
 fn every_layer_of_the_catalogue_is_exported_by_a_test() {
     let mut catalogue: Vec<&str> = strata_runtime::spec::LAYERS
         .iter()
-        .filter(|d| !d.runtime.is_empty())
+        .filter(|d| !d.runtime.is_empty() && !NOT_EXPORTED_YET.contains(&d.class))
         .map(|d| d.class)
         .collect();
     catalogue.sort();
@@ -778,6 +782,29 @@ fn every_layer_of_the_catalogue_is_exported_by_a_test() {
         catalogue, EXPORTED,
         "a new layer needs Layer::onnx (beside its forward) and a model in these tests"
     );
+}
+
+#[test]
+fn recurrent_layers_are_not_exportable_yet_a_typed_error_naming_each() {
+    let layers: Vec<Box<dyn Layer>> = vec![
+        Box::new(SimpleRNN::new("simple_rnn", 2)),
+        Box::new(LSTM::new("lstm", 2)),
+        Box::new(GRU::new("gru", 2)),
+    ];
+    for (layer, class) in layers.into_iter().zip(NOT_EXPORTED_YET.iter().rev()) {
+        let name = format!("{} ({class})", layer.name());
+        let m = Model::new(Sequential::new(Some(vec![3, 4]), vec![layer]));
+        let dir = work_dir(&format!("recurrent_{class}"));
+        let path = dir.join("m.onnx");
+        match m.export_onnx(&path).unwrap_err() {
+            Error::OnnxUnsupported { layer, message, .. } => {
+                assert_eq!(layer, name);
+                assert!(message.contains("not exportable to ONNX yet"), "{message}");
+            }
+            other => panic!("expected OnnxUnsupported, got {other:?}"),
+        }
+        assert!(!path.exists());
+    }
 }
 
 /// A layer outside the catalogue, with a forward pass but no ONNX mapping.

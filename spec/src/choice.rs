@@ -39,7 +39,20 @@ pub static INITIALIZERS: &[Choice] = &[
     choice("ones", "Ones"),
     choice("uniform", "RandomUniform"),
     choice("random_uniform", "RandomUniform"),
+    choice("orthogonal", "Orthogonal"),
 ];
+
+/// Initializers no argument may name, which a layer's parameter rule picks itself: an
+/// LSTM's bias with Keras' `unit_forget_bias` (zeros, the forget gate's block ones).
+pub static INTERNAL_INITIALIZERS: &[Choice] = &[choice("forget_bias_one", "ForgetBiasOne")];
+
+/// An initializer by name, one an argument may name or an internal one.
+pub fn initializer_named(name: &str) -> Option<&'static Choice> {
+    INITIALIZERS
+        .iter()
+        .chain(INTERNAL_INITIALIZERS)
+        .find(|c| c.name == name)
+}
 
 /// `strata::nn::Padding`.
 /// `causal` (Conv1D only: pad the start, so no output sees a later step) gives `same`'s

@@ -1,6 +1,6 @@
 //! What an entry of the catalogue holds: its names, its arguments, and its rules.
 
-use crate::choice::{Choice, INITIALIZERS};
+use crate::choice::{initializer_named, Choice};
 use crate::error::{ArgError, MergeError, ShapeError};
 use crate::shape::Shape;
 use crate::value::{Args, Kind, Val};
@@ -114,7 +114,7 @@ impl Param {
         match args.get(self.init_arg) {
             Some(Val::Initializer(c)) => Some(c),
             Some(_) => None,
-            None => INITIALIZERS.iter().find(|c| c.name == self.init_arg),
+            None => initializer_named(self.init_arg),
         }
     }
 }

@@ -9,6 +9,10 @@ use crate::entry::{
 };
 use crate::error::{ArgError, ShapeError};
 use crate::merge::{concatenate, elementwise};
+use crate::recurrent::{
+    gru_params, lstm_params, recurrent, recurrent_checks, simple_rnn_params, GRU_ARGS, LSTM_ARGS,
+    SIMPLE_RNN_ARGS,
+};
 use crate::rules::{
     check_permutation, conv1d, conv1d_params, conv2d, conv2d_params, conv2d_transpose,
     conv2d_transpose_params, cropping2d, depthwise_conv2d, depthwise_conv2d_params, features,
@@ -751,6 +755,40 @@ pub static LAYERS: &[LayerDef] = &[
         },
         params: no_params,
         validate: no_checks,
+        takes_ids: false,
+    },
+    // Issue 15: recurrent layers over `(timesteps, features)`.
+    LayerDef {
+        class: "SimpleRNN",
+        aliases: &[],
+        base_name: "simple_rnn",
+        runtime: "SimpleRNN",
+        args: SIMPLE_RNN_ARGS,
+        shape: Rule::One(recurrent),
+        params: simple_rnn_params,
+        validate: recurrent_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "LSTM",
+        aliases: &[],
+        base_name: "lstm",
+        runtime: "LSTM",
+        args: LSTM_ARGS,
+        shape: Rule::One(recurrent),
+        params: lstm_params,
+        validate: recurrent_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "GRU",
+        aliases: &[],
+        base_name: "gru",
+        runtime: "GRU",
+        args: GRU_ARGS,
+        shape: Rule::One(recurrent),
+        params: gru_params,
+        validate: recurrent_checks,
         takes_ids: false,
     },
 ];

@@ -26,12 +26,14 @@ mod entry;
 mod error;
 mod layers;
 mod merge;
+mod recurrent;
 mod rules;
 mod shape;
 mod value;
 
 pub use choice::{
-    Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, INTERPOLATIONS, PADDINGS, SCORE_MODES,
+    initializer_named, Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, INTERNAL_INITIALIZERS,
+    INTERPOLATIONS, PADDINGS, SCORE_MODES,
 };
 pub use entry::{
     ArgDef, ArgDefault, CallError, LayerDef, ListParamRule, ListRule, Param, ParamRule, Rule,

@@ -34,7 +34,10 @@ pub(crate) fn activation(a: Activation) -> Val {
 }
 
 pub(crate) fn initializer(i: Initializer) -> Val {
-    named(INITIALIZERS, i.name(), Val::Initializer)
+    strata_spec::initializer_named(i.name()).map_or_else(
+        || named(INITIALIZERS, i.name(), Val::Initializer),
+        Val::Initializer,
+    )
 }
 
 pub(crate) fn padding(p: Padding) -> Val {
@@ -279,6 +282,10 @@ mod tests {
             Box::new(Dot::new("dot", -1)),
             Box::new(Attention::new("attention")),
             Box::new(MultiHeadAttention::new("multi_head_attention", 2, 4)),
+            // Issue 15: recurrent layers.
+            Box::new(SimpleRNN::new("simple_rnn", 2)),
+            Box::new(LSTM::new("lstm", 2)),
+            Box::new(GRU::new("gru", 2)),
         ]
     }
 

@@ -24,6 +24,15 @@ pub enum Initializer {
     Ones,
     /// Uniform in `[-0.05, 0.05)`: Keras' `"uniform"`, the default for embeddings.
     RandomUniform,
+    /// Keras' `Orthogonal` (gain 1), the default for recurrent kernels: the `Q` of a
+    /// standard normal matrix's QR decomposition, the signs fixed so `R`'s diagonal is
+    /// positive (the draw is then uniform over orthogonal matrices); flattened to
+    /// `(rows, last axis)`, transposed when it has fewer rows than columns.
+    Orthogonal,
+    /// Zeros with ones in the second quarter of the last axis: an LSTM's bias with Keras'
+    /// `unit_forget_bias` (gates `i, f, c, o`; the forget gate starts open). Picked by the
+    /// layer, never named by an argument.
+    ForgetBiasOne,
 }
 
 /// The stddev of a unit normal truncated to ±2, by which Keras divides so the truncated
@@ -31,7 +40,7 @@ pub enum Initializer {
 const TRUNCATED_STDDEV: f64 = 0.879_625_661_034_239_8;
 
 impl Initializer {
-    pub const ALL: [Initializer; 8] = [
+    pub const ALL: [Initializer; 10] = [
         Initializer::GlorotUniform,
         Initializer::GlorotNormal,
         Initializer::HeNormal,
@@ -40,6 +49,8 @@ impl Initializer {
         Initializer::Zeros,
         Initializer::Ones,
         Initializer::RandomUniform,
+        Initializer::Orthogonal,
+        Initializer::ForgetBiasOne,
     ];
 
     /// The Keras name.
@@ -53,6 +64,8 @@ impl Initializer {
             Initializer::Zeros => "zeros",
             Initializer::Ones => "ones",
             Initializer::RandomUniform => "random_uniform",
+            Initializer::Orthogonal => "orthogonal",
+            Initializer::ForgetBiasOne => "forget_bias_one",
         }
     }
 
@@ -107,8 +120,67 @@ impl Initializer {
             Initializer::Zeros => array_filled(what, dims, 0.0),
             Initializer::Ones => array_filled(what, dims, 1.0),
             Initializer::RandomUniform => uniform(0.05, rng),
+            Initializer::Orthogonal => orthogonal(what, dims, rng),
+            Initializer::ForgetBiasOne => {
+                let mut a = array_filled(what, dims, 0.0f32)?;
+                let width = dims.last().copied().unwrap_or(0);
+                let units = width / 4;
+                for (k, v) in a.iter_mut().enumerate() {
+                    let j = k % width.max(1);
+                    if (units..2 * units).contains(&j) {
+                        *v = 1.0;
+                    }
+                }
+                Ok(a)
+            }
         }
     }
+}
+
+/// Keras' `Orthogonal(gain=1)` for `dims` (rank >= 2; a smaller rank is flattened to one
+/// row, which Keras refuses: a weight no catalogue layer has).
+fn orthogonal(
+    what: impl FnOnce() -> String + Copy,
+    dims: &[usize],
+    rng: &mut Rng,
+) -> Result<ArrayD<f32>> {
+    let cols = dims.last().copied().unwrap_or(1);
+    let rows: usize = dims[..dims.len().saturating_sub(1)].iter().product();
+    let (m, n) = (rows.max(cols), rows.min(cols));
+    // Columns of an m x n standard normal matrix, orthonormalised by modified Gram-Schmidt
+    // (run twice, for the precision Householder would give): Q with R's diagonal positive,
+    // which is numpy's QR with Keras' sign fix.
+    let mut q: Vec<Vec<f64>> = Vec::new();
+    q.try_reserve_exact(n)
+        .map_err(|_| crate::memory::out_of_memory(what, Some(n as u64 * 8)))?;
+    for _ in 0..n {
+        let mut v: Vec<f64> = Vec::new();
+        v.try_reserve_exact(m)
+            .map_err(|_| crate::memory::out_of_memory(what, Some(m as u64 * 8)))?;
+        v.extend((0..m).map(|_| rng.normal()));
+        q.push(v);
+    }
+    for j in 0..n {
+        let (done, rest) = q.split_at_mut(j);
+        let v = &mut rest[0];
+        for _ in 0..2 {
+            for u in done.iter() {
+                let d: f64 = u.iter().zip(v.iter()).map(|(a, b)| a * b).sum();
+                v.iter_mut().zip(u).for_each(|(x, a)| *x -= d * a);
+            }
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if norm > 0.0 {
+            v.iter_mut().for_each(|x| *x /= norm);
+        }
+    }
+    // Q is m x n (column j is q[j]); the weight is Q, or its transpose when rows < cols.
+    let mut k = 0usize;
+    array_from_fn(what, dims, || {
+        let (r, c) = (k / cols.max(1), k % cols.max(1));
+        k += 1;
+        (if rows >= cols { q[c][r] } else { q[r][c] }) as f32
+    })
 }
 
 impl fmt::Display for Initializer {

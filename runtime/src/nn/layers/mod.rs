@@ -23,6 +23,7 @@ mod layer_normalization;
 mod max_pooling1d;
 mod max_pooling2d;
 mod merge;
+mod recurrent;
 mod reshape;
 mod separable_conv2d;
 mod spatial;
@@ -59,6 +60,7 @@ pub use max_pooling2d::MaxPooling2D;
 pub use merge::{
     op as merge_op, Add, Average, Concatenate, Elementwise, Maximum, Minimum, Multiply, Subtract,
 };
+pub use recurrent::{SimpleRNN, GRU, LSTM};
 pub use reshape::Reshape;
 pub use separable_conv2d::SeparableConv2D;
 pub use spatial::Padding;

@@ -1,0 +1,481 @@
+//! `SimpleRNN`, `LSTM` and `GRU`, as Keras 3 computes them (the fused form: every gate's
+//! input product at once). The input projection `x · kernel + bias` of every step is one
+//! product before the loop; the loop is a `Graph::scan` over the time-major projection
+//! whose step multiplies the state by the recurrent kernel. A step sees only what it is
+//! given (regions are closed), so the recurrent weights are carried, returned unchanged.
+
+use crate::ir::{Comparison, DType, DotDims, Graph, TensorType, Value};
+use crate::nn::entry::{activation, args, initializer};
+use crate::nn::layer::{bad_config, expect_params, Forward, Layer};
+use crate::nn::onnx::{OnnxForward, OnnxValue};
+use crate::nn::{Activation, Initializer};
+use crate::Result;
+use strata_spec::{Args, Val};
+
+/// The arguments every recurrent layer has, as fields of each.
+macro_rules! recurrent_layer {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty = $default:expr,)* }) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq)]
+        pub struct $name {
+            pub name: String,
+            pub units: usize,
+            pub activation: Activation,
+            pub use_bias: bool,
+            pub kernel_initializer: Initializer,
+            pub recurrent_initializer: Initializer,
+            pub bias_initializer: Initializer,
+            /// The fraction of input features dropped in training, one mask for every step
+            /// (as Keras).
+            pub dropout: f64,
+            /// Not supported yet: must be 0.0 (a compile error in `model!`; Keras masks the
+            /// state per gate then).
+            pub recurrent_dropout: f64,
+            /// The output at every step `(timesteps, units)`, not only the last `(units,)`.
+            pub return_sequences: bool,
+            /// Not supported yet: must be false (a layer call has one output).
+            pub return_state: bool,
+            /// Reads the sequence from its end; the sequence output is in the order read.
+            pub go_backwards: bool,
+            $($(#[$fdoc])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            /// The layer with Keras' defaults.
+            pub fn new(name: impl Into<String>, units: usize) -> $name {
+                $name {
+                    name: name.into(),
+                    units,
+                    activation: Activation::Tanh,
+                    use_bias: true,
+                    kernel_initializer: Initializer::GlorotUniform,
+                    recurrent_initializer: Initializer::Orthogonal,
+                    bias_initializer: Initializer::Zeros,
+                    dropout: 0.0,
+                    recurrent_dropout: 0.0,
+                    return_sequences: false,
+                    return_state: false,
+                    go_backwards: false,
+                    $($field: $default,)*
+                }
+            }
+
+            fn common_args(&self) -> Args {
+                args([
+                    ("units", Val::Usize(self.units)),
+                    ("activation", activation(self.activation)),
+                    ("use_bias", Val::Bool(self.use_bias)),
+                    ("kernel_initializer", initializer(self.kernel_initializer)),
+                    ("recurrent_initializer", initializer(self.recurrent_initializer)),
+                    ("bias_initializer", initializer(self.bias_initializer)),
+                    ("dropout", Val::Float(self.dropout)),
+                    ("recurrent_dropout", Val::Float(self.recurrent_dropout)),
+                    ("return_sequences", Val::Bool(self.return_sequences)),
+                    ("return_state", Val::Bool(self.return_state)),
+                    ("go_backwards", Val::Bool(self.go_backwards)),
+                ])
+            }
+
+            fn options(&self) -> Options {
+                Options {
+                    units: self.units,
+                    dropout: self.dropout,
+                    use_bias: self.use_bias,
+                    return_sequences: self.return_sequences,
+                    go_backwards: self.go_backwards,
+                }
+            }
+        }
+    };
+}
+
+recurrent_layer!(
+    /// Keras' `SimpleRNN`: `h = activation(x · kernel + h · recurrent_kernel + bias)`.
+    SimpleRNN {}
+);
+
+recurrent_layer!(
+    /// Keras' `LSTM`: gates `i, f, c, o` side by side in `kernel (features, 4·units)`,
+    /// `recurrent_kernel (units, 4·units)` and `bias (4·units,)`.
+    LSTM {
+        recurrent_activation: Activation = Activation::Sigmoid,
+        /// The forget gate's bias starts at one (Keras' default).
+        unit_forget_bias: bool = true,
+    }
+);
+
+recurrent_layer!(
+    /// Keras' `GRU`: gates `z, r, h` side by side in `kernel (features, 3·units)` and
+    /// `recurrent_kernel (units, 3·units)`; with `reset_after` (Keras 3's default) the reset
+    /// gate multiplies the recurrent product and `bias` is `(2, 3·units)`, an input and a
+    /// recurrent bias; without it, the reset gate multiplies the state before the product
+    /// and `bias` is `(3·units,)`.
+    GRU {
+        recurrent_activation: Activation = Activation::Sigmoid,
+        reset_after: bool = true,
+    }
+);
+
+/// What the loop needs of a layer's arguments, beyond its cell.
+struct Options {
+    units: usize,
+    dropout: f64,
+    use_bias: bool,
+    return_sequences: bool,
+    go_backwards: bool,
+}
+
+/// One step's computation.
+#[derive(Clone, Copy)]
+enum Cell {
+    Simple {
+        activation: Activation,
+    },
+    Lstm {
+        activation: Activation,
+        recurrent: Activation,
+    },
+    Gru {
+        activation: Activation,
+        recurrent: Activation,
+        reset_after: bool,
+    },
+}
+
+impl Cell {
+    fn gates(self) -> usize {
+        match self {
+            Cell::Simple { .. } => 1,
+            Cell::Lstm { .. } => 4,
+            Cell::Gru { .. } => 3,
+        }
+    }
+}
+
+/// `a · b` over `a`'s last axis and `b`'s first.
+fn product(g: &mut Graph, a: Value, b: Value) -> Result<Value> {
+    let rank = g.try_ty("recurrent", a)?.rank();
+    g.dot_general(
+        a,
+        b,
+        DotDims {
+            lhs_batch: vec![],
+            rhs_batch: vec![],
+            lhs_contract: vec![rank.saturating_sub(1)],
+            rhs_contract: vec![0],
+        },
+    )
+}
+
+/// The sizes of a rank-2 value (a weight given by hand may be of any shape: an error, and
+/// the slices below never index out of range).
+fn matrix(g: &Graph, x: Value) -> Result<[usize; 2]> {
+    let ty = g.try_ty("recurrent", x)?;
+    <[usize; 2]>::try_from(ty.dims()).map_err(|_| {
+        crate::Error::invalid("recurrent", format!("expected a rank-2 weight, got {ty}"))
+    })
+}
+
+/// Block `j` of `units` columns of a `(rows, k·units)` value.
+fn block(g: &mut Graph, x: Value, j: usize, units: usize) -> Result<Value> {
+    let [rows, _] = matrix(g, x)?;
+    g.slice(x, &[0, j * units], &[rows, (j + 1) * units], &[1, 1])
+}
+
+/// Row `i` of a `(2, width)` value, as `(width,)`.
+fn row(g: &mut Graph, x: Value, i: usize) -> Result<Value> {
+    let [_, width] = matrix(g, x)?;
+    let r = g.slice(x, &[i, 0], &[i + 1, width], &[1, 1])?;
+    g.reshape(r, vec![width])
+}
+
+/// `x` (`[batch, timesteps, features]`) with a fraction `rate` of each example's features
+/// zeroed at every step alike, the rest scaled by `1 / (1 - rate)`: Keras' input dropout
+/// mask, drawn once per call from the step's input.
+fn dropped(cx: &mut Forward<'_>, x: Value, rate: f64) -> Result<Value> {
+    let dims = cx.g.try_ty("recurrent", x)?.dims().to_vec();
+    let u = cx.random_uniform(TensorType::new(DType::F32, vec![dims[0], dims[2]]))?;
+    let g = &mut *cx.g;
+    let threshold = g.full_like(rate, u)?;
+    let keep = g.compare(Comparison::Ge, u, threshold)?;
+    let scale = g.full_like(1.0 / (1.0 - rate), u)?;
+    let zero = g.zeros_like(u)?;
+    let mask = g.select(keep, scale, zero)?;
+    let mask = g.broadcast_in_dim(mask, dims, &[0, 2])?;
+    g.mul(x, mask)
+}
+
+/// The layer's computation of `x` (`[batch, timesteps, features]`).
+fn run(
+    layer: &dyn Layer,
+    cx: &mut Forward<'_>,
+    x: Value,
+    params: &[Value],
+    o: Options,
+    cell: Cell,
+) -> Result<Value> {
+    let ty = cx.g.try_ty("recurrent", x)?.clone();
+    let dims = ty.dims().to_vec();
+    // The input's rank and the arguments, by the catalogue's rules.
+    layer.output_shape(dims.get(1..).unwrap_or(&[]))?;
+    let (kernel, recurrent_kernel, bias) = if o.use_bias {
+        let [k, r, b] = expect_params(layer, params)?;
+        (k, r, Some(b))
+    } else {
+        let [k, r] = expect_params(layer, params)?;
+        (k, r, None)
+    };
+    let (batch, u) = (dims[0], o.units);
+    let x = if cx.training && o.dropout > 0.0 {
+        dropped(cx, x, o.dropout)?
+    } else {
+        x
+    };
+    let g = &mut *cx.g;
+
+    // The bias added to the input projection, and (a GRU resetting after the product) the
+    // one added to the recurrent projection inside the step.
+    let (input_bias, recurrent_bias) = match (bias, cell) {
+        (
+            Some(b),
+            Cell::Gru {
+                reset_after: true, ..
+            },
+        ) => (Some(row(g, b, 0)?), Some(row(g, b, 1)?)),
+        (b, _) => (b, None),
+    };
+    // Time-major: `[timesteps, batch, k·units]`.
+    let xt = g.transpose(x, &[1, 0, 2])?;
+    let mut xs = product(g, xt, kernel)?;
+    if let Some(b) = input_bias {
+        xs = g.add(xs, b)?;
+    }
+    if o.go_backwards {
+        xs = g.reverse(xs, &[0])?;
+    }
+
+    // Carried: the state (h, and an LSTM's c), then the recurrent weights.
+    let state = TensorType::new(DType::F32, vec![batch, u]);
+    let zeros = g.full(0.0, &state)?;
+    let mut init = vec![zeros];
+    if let Cell::Lstm { .. } = cell {
+        init.push(zeros);
+    }
+    let n_state = init.len();
+    let gru_reset_before = matches!(
+        cell,
+        Cell::Gru {
+            reset_after: false,
+            ..
+        }
+    );
+    if gru_reset_before {
+        // `(r ⊙ h) · U_h` needs the candidate's block apart.
+        init.push(block(g, recurrent_kernel, 0, 2 * u)?);
+        init.push(block(g, recurrent_kernel, 2, u)?);
+    } else {
+        init.push(recurrent_kernel);
+    }
+    init.extend(recurrent_bias);
+
+    let mut step = Graph::new("recurrent_step");
+    let carried: Vec<Value> = init
+        .iter()
+        .map(|&v| step.parameter(g.ty(v).clone()))
+        .collect();
+    let row_ty = TensorType::new(DType::F32, vec![batch, cell.gates() * u]);
+    let x_t = step.parameter(row_ty);
+    let h = carried[0];
+    let s = &mut step;
+    let mut next: Vec<Value> = match cell {
+        Cell::Simple { activation } => {
+            let r = product(s, h, carried[1])?;
+            let z = s.add(x_t, r)?;
+            vec![activation.apply(s, z)?]
+        }
+        Cell::Lstm {
+            activation,
+            recurrent,
+        } => {
+            let c = carried[1];
+            let r = product(s, h, carried[2])?;
+            let z = s.add(x_t, r)?;
+            let zi = block(s, z, 0, u)?;
+            let i = recurrent.apply(s, zi)?;
+            let zf = block(s, z, 1, u)?;
+            let f = recurrent.apply(s, zf)?;
+            let zc = block(s, z, 2, u)?;
+            let cand = activation.apply(s, zc)?;
+            let zo = block(s, z, 3, u)?;
+            let og = recurrent.apply(s, zo)?;
+            let fc = s.mul(f, c)?;
+            let ic = s.mul(i, cand)?;
+            let c2 = s.add(fc, ic)?;
+            let ac = activation.apply(s, c2)?;
+            vec![s.mul(og, ac)?, c2]
+        }
+        Cell::Gru {
+            activation,
+            recurrent,
+            reset_after,
+        } => {
+            let (x_z, x_r, x_h) = (
+                block(s, x_t, 0, u)?,
+                block(s, x_t, 1, u)?,
+                block(s, x_t, 2, u)?,
+            );
+            let (z, hh) = if reset_after {
+                let mut inner = product(s, h, carried[1])?;
+                if let Some(&rb) = carried.get(2) {
+                    inner = s.add(inner, rb)?;
+                }
+                let (r_z, r_r, r_h) = (
+                    block(s, inner, 0, u)?,
+                    block(s, inner, 1, u)?,
+                    block(s, inner, 2, u)?,
+                );
+                let sz = s.add(x_z, r_z)?;
+                let z = recurrent.apply(s, sz)?;
+                let sr = s.add(x_r, r_r)?;
+                let r = recurrent.apply(s, sr)?;
+                let rh = s.mul(r, r_h)?;
+                let sh = s.add(x_h, rh)?;
+                (z, activation.apply(s, sh)?)
+            } else {
+                let inner = product(s, h, carried[1])?;
+                let (r_z, r_r) = (block(s, inner, 0, u)?, block(s, inner, 1, u)?);
+                let sz = s.add(x_z, r_z)?;
+                let z = recurrent.apply(s, sz)?;
+                let sr = s.add(x_r, r_r)?;
+                let r = recurrent.apply(s, sr)?;
+                let rh = s.mul(r, h)?;
+                let p = product(s, rh, carried[2])?;
+                let sh = s.add(x_h, p)?;
+                (z, activation.apply(s, sh)?)
+            };
+            // h' = z ⊙ h + (1 − z) ⊙ hh
+            let zh = s.mul(z, h)?;
+            let one = s.full_like(1.0, z)?;
+            let nz = s.sub(one, z)?;
+            let nh = s.mul(nz, hh)?;
+            vec![s.add(zh, nh)?]
+        }
+    };
+    let h_next = next[0];
+    next.extend(&carried[n_state..]);
+    if o.return_sequences {
+        next.push(h_next);
+    }
+    step.set_outputs(next)?;
+
+    let (last, ys) = g.scan(&init, &[xs], &step)?;
+    if o.return_sequences {
+        let y = ys
+            .first()
+            .copied()
+            .ok_or_else(|| bad_config(layer, "the scan returned no sequence output"))?;
+        g.transpose(y, &[1, 0, 2])
+    } else {
+        Ok(last[0])
+    }
+}
+
+/// Recurrent layers have no ONNX mapping yet (ONNX's RNN, LSTM and GRU take other gate
+/// orders and layouts).
+fn no_onnx(cx: &mut OnnxForward<'_>) -> crate::Error {
+    cx.unsupported(
+        "",
+        "recurrent layers are not exportable to ONNX yet (ONNX's RNN, LSTM and GRU operators \
+         are not mapped)",
+    )
+}
+
+impl Layer for SimpleRNN {
+    fn class(&self) -> &'static str {
+        "SimpleRNN"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn args(&self) -> Option<Args> {
+        Some(self.common_args())
+    }
+
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        let cell = Cell::Simple {
+            activation: self.activation,
+        };
+        run(self, cx, x, params, self.options(), cell)
+    }
+
+    fn onnx(&self, cx: &mut OnnxForward<'_>, _: OnnxValue, _: &[OnnxValue]) -> Result<OnnxValue> {
+        Err(no_onnx(cx))
+    }
+}
+
+impl Layer for LSTM {
+    fn class(&self) -> &'static str {
+        "LSTM"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn args(&self) -> Option<Args> {
+        let mut a = self.common_args();
+        a.insert(
+            "recurrent_activation",
+            activation(self.recurrent_activation),
+        );
+        a.insert("unit_forget_bias", Val::Bool(self.unit_forget_bias));
+        Some(a)
+    }
+
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        let cell = Cell::Lstm {
+            activation: self.activation,
+            recurrent: self.recurrent_activation,
+        };
+        run(self, cx, x, params, self.options(), cell)
+    }
+
+    fn onnx(&self, cx: &mut OnnxForward<'_>, _: OnnxValue, _: &[OnnxValue]) -> Result<OnnxValue> {
+        Err(no_onnx(cx))
+    }
+}
+
+impl Layer for GRU {
+    fn class(&self) -> &'static str {
+        "GRU"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn args(&self) -> Option<Args> {
+        let mut a = self.common_args();
+        a.insert(
+            "recurrent_activation",
+            activation(self.recurrent_activation),
+        );
+        a.insert("reset_after", Val::Bool(self.reset_after));
+        Some(a)
+    }
+
+    fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        let cell = Cell::Gru {
+            activation: self.activation,
+            recurrent: self.recurrent_activation,
+            reset_after: self.reset_after,
+        };
+        run(self, cx, x, params, self.options(), cell)
+    }
+
+    fn onnx(&self, cx: &mut OnnxForward<'_>, _: OnnxValue, _: &[OnnxValue]) -> Result<OnnxValue> {
+        Err(no_onnx(cx))
+    }
+}

@@ -1,0 +1,171 @@
+//! `SimpleRNN`, `LSTM` and `GRU` against Keras 3 (`tests/reference/recurrent_layers.json`,
+//! written by `scripts/keras-reference/recurrent_layers.py`): the same arguments, the same
+//! weights in Keras' order, paths and layouts, the same parameter count, and the same
+//! outputs, on the native backend and on XLA CPU.
+
+mod backends;
+
+use serde_json::Value as Json;
+use strata_runtime::ir::Graph;
+use strata_runtime::nn::*;
+use strata_runtime::Tensor;
+
+fn reference() -> Json {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/reference/recurrent_layers.json"
+    );
+    let text = std::fs::read_to_string(path).expect("the Keras reference file");
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
+fn tensor(j: &Json) -> Tensor {
+    let dims: Vec<usize> = j["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .collect();
+    let data: Vec<f32> = j["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    Tensor::from_vec(&dims, data).unwrap()
+}
+
+/// The Strata layer for a Keras class and its arguments (Keras' defaults otherwise).
+fn layer(class: &str, a: &Json) -> Box<dyn Layer> {
+    let units = a["units"].as_u64().unwrap() as usize;
+    let flag = |k: &str, d: bool| a.get(k).and_then(Json::as_bool).unwrap_or(d);
+    let act = |k: &str, d: Activation| {
+        a.get(k)
+            .and_then(Json::as_str)
+            .map_or(d, |n| Activation::from_name(n).unwrap())
+    };
+    let activation = act("activation", Activation::Tanh);
+    let recurrent_activation = act("recurrent_activation", Activation::Sigmoid);
+    let (use_bias, return_sequences, go_backwards) = (
+        flag("use_bias", true),
+        flag("return_sequences", false),
+        flag("go_backwards", false),
+    );
+    match class {
+        "SimpleRNN" => Box::new(SimpleRNN {
+            activation,
+            use_bias,
+            return_sequences,
+            go_backwards,
+            ..SimpleRNN::new("simple_rnn", units)
+        }),
+        "LSTM" => Box::new(LSTM {
+            activation,
+            recurrent_activation,
+            use_bias,
+            return_sequences,
+            go_backwards,
+            ..LSTM::new("lstm", units)
+        }),
+        "GRU" => Box::new(GRU {
+            activation,
+            recurrent_activation,
+            use_bias,
+            return_sequences,
+            go_backwards,
+            reset_after: flag("reset_after", true),
+            ..GRU::new("gru", units)
+        }),
+        other => panic!("no layer for {other}"),
+    }
+}
+
+/// Each case's layer, input and weights, its graph, and Keras' output.
+struct Case {
+    what: String,
+    layer: Box<dyn Layer>,
+    inputs: Vec<Tensor>,
+    graph: Graph,
+    keras: Tensor,
+}
+
+fn cases() -> Vec<Case> {
+    let reference = reference();
+    let cases = reference["cases"].as_array().unwrap();
+    assert!(!cases.is_empty());
+    cases
+        .iter()
+        .enumerate()
+        .map(|(i, case)| {
+            let class = case["class"].as_str().unwrap();
+            let what = format!("case {i}: {class} {}", case["args"]);
+            let layer = layer(class, &case["args"]);
+            let mut inputs: Vec<Tensor> = vec![tensor(&case["inputs"][0])];
+            let weights: Vec<Tensor> = case["weights"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(tensor)
+                .collect();
+            // The weights Keras holds are the ones this layer declares: order, paths (the
+            // layer's own name aside), layout.
+            let shape = inputs[0].dims()[1..].to_vec();
+            let specs = layer.params(&shape).unwrap();
+            let declared: Vec<(&str, &[usize])> = specs
+                .iter()
+                .map(|p| (p.name.split_once('/').unwrap().1, p.dims.as_slice()))
+                .collect();
+            let given: Vec<(&str, &[usize])> = case["weight_paths"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(&weights)
+                .map(|(p, w)| (p.as_str().unwrap().split_once('/').unwrap().1, w.dims()))
+                .collect();
+            assert_eq!(declared, given, "{what}");
+            let count: usize = specs.iter().map(ParamSpec::numel).sum();
+            assert_eq!(count as u64, case["params"].as_u64().unwrap(), "{what}");
+            let keras = tensor(&case["output"]);
+            assert_eq!(
+                layer.output_shape(&shape).unwrap(),
+                &keras.dims()[1..],
+                "{what}"
+            );
+
+            inputs.extend(weights);
+            let mut g = Graph::new("layer");
+            let vs: Vec<_> = inputs.iter().map(|x| g.parameter(x.ty())).collect();
+            let mut cx = Forward::new(&mut g, false, None);
+            let y = layer.forward(&mut cx, vs[0], &vs[1..]).unwrap();
+            g.set_outputs(vec![y]).unwrap();
+            Case {
+                what,
+                layer,
+                inputs,
+                graph: g,
+                keras,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_case_matches_keras_on_native_and_xla_cpu() {
+    for (backend, b) in backends::backends() {
+        for case in cases() {
+            let got = b.run(&case.graph, &case.inputs).unwrap().remove(0);
+            let what = format!("{backend}, {} ({})", case.what, case.layer.name());
+            assert_eq!(got.dims(), case.keras.dims(), "{what}");
+            let (g, w) = (
+                got.to_vec::<f32>().unwrap(),
+                case.keras.to_vec::<f32>().unwrap(),
+            );
+            for (k, (a, b)) in g.iter().zip(&w).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),
+                    "{what}: element {k} is {a}, Keras gives {b}"
+                );
+            }
+        }
+    }
+}
