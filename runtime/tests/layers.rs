@@ -1937,3 +1937,69 @@ fn recurrent_input_dropout_masks_features_alike_at_every_step_in_training_only()
     }
     assert!(y.contains(&0.0) && y.contains(&2.0), "{y:?}");
 }
+
+/// The recurrent layers train through the scan's reverse mode: each one's gradient with
+/// respect to its input and every weight matches central differences, with sequences
+/// returned or not, read backwards, and (GRU) either placement of the reset gate.
+#[test]
+fn recurrent_layers_are_differentiable_through_their_scan() {
+    use strata_runtime::autodiff::gradcheck::GradCheck;
+    fn f64s(dims: &[usize], seed: u64) -> Tensor {
+        let a = strata_runtime::random::normal(dims, 0.0, 0.7, seed).unwrap();
+        Tensor::F64(a.mapv(|v| v as f64))
+    }
+    let cases: Vec<(Box<dyn Layer>, bool)> = vec![
+        (
+            Box::new(SimpleRNN {
+                return_sequences: true,
+                ..SimpleRNN::new("simple_rnn", 3)
+            }),
+            false,
+        ),
+        (Box::new(LSTM::new("lstm", 3)), false),
+        (
+            Box::new(LSTM {
+                return_sequences: true,
+                go_backwards: true,
+                ..LSTM::new("lstm", 2)
+            }),
+            false,
+        ),
+        (
+            Box::new(LSTM {
+                dropout: 0.3,
+                ..LSTM::new("lstm", 2)
+            }),
+            true,
+        ),
+        (Box::new(GRU::new("gru", 3)), false),
+        (
+            Box::new(GRU {
+                reset_after: false,
+                return_sequences: true,
+                ..GRU::new("gru", 2)
+            }),
+            false,
+        ),
+    ];
+    for (i, (layer, training)) in cases.iter().enumerate() {
+        let x = [2usize, 4, 3];
+        let specs = layer.params(&x[1..]).unwrap();
+        let mut inputs = vec![f64s(&x, 10 * i as u64)];
+        inputs.extend(
+            specs
+                .iter()
+                .enumerate()
+                .map(|(k, p)| f64s(&p.dims, (100 + 10 * i + k) as u64)),
+        );
+        inputs.push(Tensor::from_vec(&[2], vec![3i32, 4]).unwrap());
+        let n = specs.len();
+        let wrt: Vec<usize> = (0..1 + n).collect();
+        GradCheck::default()
+            .run(&inputs, &wrt, |g, p| {
+                let mut cx = Forward::new(g, *training, Some(p[1 + n]));
+                layer.forward(&mut cx, p[0], &p[1..1 + n])
+            })
+            .unwrap_or_else(|e| panic!("{} (case {i}): {e}", layer.name()));
+    }
+}

@@ -202,6 +202,12 @@ fn dropped(cx: &mut Forward<'_>, x: Value, rate: f64) -> Result<Value> {
     let zero = g.zeros_like(u)?;
     let mask = g.select(keep, scale, zero)?;
     let mask = g.broadcast_in_dim(mask, dims, &[0, 2])?;
+    let dtype = g.ty(x).dtype;
+    let mask = if dtype == DType::F32 {
+        mask
+    } else {
+        g.convert(mask, dtype)?
+    };
     g.mul(x, mask)
 }
 
@@ -255,7 +261,7 @@ fn run(
     }
 
     // Carried: the state (h, and an LSTM's c), then the recurrent weights.
-    let state = TensorType::new(DType::F32, vec![batch, u]);
+    let state = TensorType::new(ty.dtype, vec![batch, u]);
     let zeros = g.full(0.0, &state)?;
     let mut init = vec![zeros];
     if let Cell::Lstm { .. } = cell {
@@ -283,7 +289,7 @@ fn run(
         .iter()
         .map(|&v| step.parameter(g.ty(v).clone()))
         .collect();
-    let row_ty = TensorType::new(DType::F32, vec![batch, cell.gates() * u]);
+    let row_ty = TensorType::new(ty.dtype, vec![batch, cell.gates() * u]);
     let x_t = step.parameter(row_ty);
     let h = carried[0];
     let s = &mut step;
