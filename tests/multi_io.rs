@@ -269,6 +269,9 @@ fn data_that_does_not_fit_is_a_typed_error() {
     let ds = strata::data::Dataset::from_arrays(left.clone(), matched.clone()).unwrap();
     let e = err(m.fit_dataset(&ds, Fit::default().verbose(0)).unwrap_err());
     assert!(e.contains("2 inputs and 2 outputs"), "{e}");
+    // One sample of a model of several inputs has no single array.
+    let e = err(m.predict_one(left.row(0).to_owned()).unwrap_err());
+    assert!(e.contains("predict_one"), "{e}");
     // predict of a model with two outputs points at predict_outputs.
     let e = err(m.predict((left.clone(), right.clone())).unwrap_err());
     assert!(e.contains("predict_outputs"), "{e}");
@@ -415,4 +418,26 @@ fn a_functional_model_assembled_at_run_time_takes_several_inputs() {
         .unwrap();
     assert_eq!(out[0].dims(), [1, 3]);
     assert_eq!(out[1].to_vec::<f32>().unwrap(), [1., 2., 3., 4., 5.]);
+}
+
+#[test]
+fn value_and_grad_of_several_outputs_is_the_weighted_loss_evaluate_reports() {
+    let mut m = compiled(Device::Native);
+    let (left, right, matched, kind) = pairs(16, 5);
+    let targets = || {
+        Data::List(vec![
+            tensor(matched.clone()),
+            Tensor::from(kind.clone().into_dyn()),
+        ])
+    };
+    let logs = m
+        .evaluate((left.clone(), right.clone()), targets())
+        .unwrap();
+    let (loss, grads) = m.value_and_grad((left, right), targets()).unwrap();
+    assert!(
+        (loss - logs.get("loss").unwrap()).abs() < 1e-5,
+        "{loss} vs {logs:?}"
+    );
+    assert_eq!(grads.len(), 6);
+    assert!(grads.iter().all(|(_, g)| g.is_all_finite()));
 }

@@ -7,7 +7,7 @@ use super::runner::EVAL_INPUTS;
 use super::staging::with_rows;
 use super::step::{declare_state, loss_and_grads, StepKey};
 use crate::backend::CompileOptions;
-use crate::data::IntoTensor;
+use crate::data::IntoData;
 use crate::ir::{DType, Graph, TensorType};
 use crate::nn::Architecture;
 use crate::Model;
@@ -25,12 +25,13 @@ impl<A: Architecture> Model<A> {
     /// Dropout draws the masks the next training step would draw.
     pub fn value_and_grad(
         &mut self,
-        x: impl IntoTensor,
-        y: impl IntoTensor,
+        x: impl IntoData,
+        y: impl IntoData,
     ) -> Result<(f64, Vec<(String, Tensor)>)> {
-        let (x, y) = (x.into_tensor(), y.into_tensor());
         let what = "value_and_grad";
         self.check_compiled(what)?;
+        let x = self.inputs_tensor(what, x.into_data())?;
+        let y = self.targets_tensor(what, y.into_data())?;
         let n = check_pair(what, &x, &y)?;
         self.check_inputs(what, &x)?;
         self.check_targets(what, &y, n)?;

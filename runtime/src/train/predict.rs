@@ -48,6 +48,7 @@ impl<A: Architecture> Model<A> {
     /// The output for one sample (of the input shape, without a batch axis), without its
     /// batch axis: `model.predict_one(image.view())` gives the 10 class probabilities.
     pub fn predict_one(&self, sample: impl IntoTensor) -> Result<Tensor> {
+        self.check_single_io("predict_one")?;
         let sample = sample.into_tensor();
         let want = self.input_shape().ok_or_else(|| {
             Error::invalid(
