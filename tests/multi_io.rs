@@ -441,3 +441,18 @@ fn value_and_grad_of_several_outputs_is_the_weighted_loss_evaluate_reports() {
     assert_eq!(grads.len(), 6);
     assert!(grads.iter().all(|(_, g)| g.is_all_finite()));
 }
+
+#[test]
+fn one_loss_for_all_outputs_sums_each_outputs_loss() {
+    use strata::loss::MeanSquaredError;
+    let mut m = TwoTower::model();
+    m.compile(Adam::new(0.01), MeanSquaredError, ()).unwrap();
+    let (left, right, matched, _) = pairs(16, 6);
+    let onehot = Array2::from_shape_fn((16, 4), |(i, j)| f32::from(u8::from(i % 4 == j)));
+    let logs = m.evaluate((left, right), (matched, onehot)).unwrap();
+    let mut keys: Vec<&str> = logs.keys();
+    keys.sort();
+    assert_eq!(keys, ["kind_loss", "loss", "match_loss"]);
+    let sum = logs.get("match_loss").unwrap() + logs.get("kind_loss").unwrap();
+    assert!((logs.get("loss").unwrap() - sum).abs() < 1e-5, "{logs:?}");
+}
