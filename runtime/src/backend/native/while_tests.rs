@@ -69,7 +69,7 @@ fn all_siblings_are_one_loop_step_run_once_per_execution() {
     // The new count owns its slot and changes places with the carried buffer; the sum,
     // the last to read `a`, is written over it where it lives; `x`, returned as it came,
     // stays in its buffer.
-    assert_eq!(p.loops[0].swap[0], true, "{}", p.describe());
+    assert!(p.loops[0].swap[0], "{}", p.describe());
     assert_eq!(p.loops[0].kept, [false, true, true], "{}", p.describe());
     let body = &p.loops[0].body;
     assert!(
