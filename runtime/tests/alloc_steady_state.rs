@@ -293,3 +293,61 @@ fn scan_gradient_iterations_allocate_nothing() {
         "allocations in a gradient through a scan of 10 and of 1000 rows"
     );
 }
+
+/// A scan's forward loop allocates nothing per iteration: a tanh recurrence stacking its
+/// outputs over 1000 rows allocates no more than over 10 (none, once warm), with its
+/// weight and its stacked input carried unchanged and its stacked output written a row at
+/// a time.
+#[test]
+fn scan_with_stacked_outputs_iterations_allocate_nothing() {
+    use strata_runtime::backend::native::NativeBackend;
+    use strata_runtime::backend::{Backend, CompileOptions};
+    use strata_runtime::ir::{DType, Graph, TensorType};
+    use strata_runtime::Tensor;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let m = TensorType::new(DType::F32, [8, 8]);
+    let mut step = Graph::new("cell");
+    let h = step.parameter(m.clone());
+    let w = step.parameter(m.clone());
+    let x = step.parameter(m.clone());
+    let hw = step.matmul(h, w).unwrap();
+    let pre = step.add(hw, x).unwrap();
+    let next = step.tanh(pre).unwrap();
+    let doubled = step.mul_scalar(next, 2.0).unwrap();
+    step.set_outputs(vec![next, w, next, doubled]).unwrap();
+    let backend = NativeBackend::new();
+    let count = |rows: usize| {
+        let mut g = Graph::new("rnn");
+        let h0 = g.parameter(m.clone());
+        let w0 = g.parameter(m.clone());
+        let xs = g.parameter(TensorType::new(DType::F32, [rows, 8, 8]));
+        let (c, ys) = g.scan(&[h0, w0], &[xs], &step).unwrap();
+        g.set_outputs(vec![c[0], ys[0], ys[1]]).unwrap();
+        let mut exe = backend.compile(&g, &CompileOptions::default()).unwrap();
+        let mut args: Vec<_> = [
+            Tensor::from(random::normal(&[8, 8], 0.0, 0.1, 3).unwrap()),
+            Tensor::from(random::normal(&[8, 8], 0.0, 0.1, 4).unwrap()),
+            Tensor::from(random::normal(&[rows, 8, 8], 0.0, 0.1, 5).unwrap()),
+        ]
+        .iter()
+        .map(|t| backend.upload(t).unwrap())
+        .collect();
+        let mut outputs = Vec::new();
+        exe.execute_into(&mut args, &mut outputs).unwrap();
+        exe.execute_into(&mut args, &mut outputs).unwrap();
+        (0..5)
+            .map(|_| {
+                let before = ALLOCS.load(Ordering::Relaxed);
+                exe.execute_into(&mut args, &mut outputs).unwrap();
+                ALLOCS.load(Ordering::Relaxed) - before
+            })
+            .min()
+            .unwrap_or_default()
+    };
+    let (a10, a1000) = (count(10), count(1000));
+    assert_eq!(
+        (a10, a1000),
+        (0, 0),
+        "allocations in a scan stacking its outputs over 10 and over 1000 rows"
+    );
+}

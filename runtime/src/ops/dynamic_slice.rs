@@ -158,6 +158,24 @@ pub(crate) fn native_update(
     })
 }
 
+/// `native_update` where the operand already lies in `out` (of type `x`): only the
+/// window is written (the planner's in-place update, when nothing reads the operand
+/// afterwards).
+pub(crate) fn native_update_in_place(
+    x: &TensorType,
+    update: In<'_>,
+    starts: &[In<'_>],
+    out: DataMut<'_>,
+) -> Result<()> {
+    let (dims, sizes) = (x.dims(), update.ty.dims());
+    let at = clamped(starts, dims, sizes)?;
+    let xs = strided::strides(dims);
+    let base: usize = (0..dims.len()).map(|d| at[d] * xs[d] as usize).sum();
+    with_same!("dynamic_update_slice", update.data, out, |_u, o| {
+        write_window(o, base, &xs[..dims.len()], sizes, update.data)
+    })
+}
+
 /// Writes `update` (of dims `sizes`, row-major) into `out` from offset `base`, with `out`'s
 /// strides `strides`: one contiguous copy per row of the update.
 fn write_window<T: Elem>(

@@ -1,7 +1,7 @@
 //! Running a plan.
 
 use super::fuse::{self, FusedKernel};
-use super::plan::{plan, Loc, OutputPlan, Plan, PoolIndex, Step};
+use super::plan::{plan, Loc, LoopPlan, OutputPlan, Plan, PoolIndex, Step};
 use crate::backend::{check_args, Buffer, CompileOptions, Executable};
 use crate::ir::{DType, Graph, TensorType};
 use crate::kernel::data::{Data, DataMut, Storage};
@@ -94,7 +94,7 @@ struct Frame {
 /// A loop's memory: its condition's and body's frames, and the carried values (`carried`
 /// the current ones, which both regions read as their parameters; `next` where the body's
 /// results are gathered before they become current, since a body may return its
-/// parameters in another order).
+/// parameters in another order; empty for the values `LoopPlan::kept` keeps in place).
 struct LoopFrame {
     cond: Frame,
     body: Frame,
@@ -127,21 +127,23 @@ impl Frame {
             .enumerate()
             .map(|(l, lp)| {
                 let inner = format!("{graph}/loop{l}");
-                let carried = || {
+                // A value kept in its buffer across iterations has no second one.
+                let buffers = |second: bool| {
                     lp.carried
                         .iter()
-                        .map(|t| {
+                        .zip(&lp.kept)
+                        .map(|(t, &kept)| {
                             let what = || format!("native backend: a carried {t} of `{inner}`");
-                            Storage::zeros(what, t.dtype, t.numel())
-                                .map(|s| Buffer::native(t.clone(), s))
+                            let n = if second && kept { 0 } else { t.numel() };
+                            Storage::zeros(what, t.dtype, n).map(|s| Buffer::native(t.clone(), s))
                         })
                         .collect::<Result<Vec<_>>>()
                 };
                 Ok(LoopFrame {
                     cond: Frame::new(&lp.cond, &format!("{inner}/cond"))?,
                     body: Frame::new(&lp.body, &format!("{inner}/body"))?,
-                    carried: carried()?,
-                    next: carried()?,
+                    carried: buffers(false)?,
+                    next: buffers(true)?,
                     #[cfg(test)]
                     iterations: 0,
                 })
@@ -415,7 +417,7 @@ fn run_loop(
     }
     let internal = |what: &str| Error::Backend {
         backend: "native",
-        message: format!("internal: the loop's {what} plan returns no plain outputs"),
+        message: format!("internal: the loop's {what} plan returns an output it cannot place"),
     };
     loop {
         run_steps(&lp.cond, &mut lf.cond, &lf.carried, ctx, None)?;
@@ -436,23 +438,29 @@ fn run_loop(
                 ))
             }
         }
-        run_steps(&lp.body, &mut lf.body, &lf.carried, ctx, None)?;
-        for (k, out) in lp.body.outputs.iter().enumerate() {
-            let OutputPlan::Return { loc } = *out else {
-                return Err(internal("body"));
-            };
-            let next = lf.next[k].native_storage_mut()?;
-            match loc {
-                // Its own exact-size slot: the storage changes hands, nothing is copied.
-                Loc::Slot(s) if lp.swap[k] => std::mem::swap(&mut lf.body.arena[s], next),
-                Loc::Slot(_) | Loc::Param(_) | Loc::Const(_) => {
-                    let src = storage_of(loc, &lf.carried, &lf.body.arena, &lp.body.consts)
-                        .prefix(lp.carried[k].numel());
-                    copy_into("while body", src, next.data_mut())?;
-                }
+        // The values the body changes in place live in its arena while it runs and its
+        // results are gathered (an output may read such a value where it was written);
+        // their buffers move back even when that fails.
+        for &(p, slot) in &lp.body.homes {
+            std::mem::swap(
+                lf.carried[p].native_storage_mut()?,
+                &mut lf.body.arena[slot],
+            );
+        }
+        let ran = run_steps(&lp.body, &mut lf.body, &lf.carried, ctx, None)
+            .and_then(|()| gather(lp, &mut lf.body.arena, &lf.carried, &mut lf.next));
+        for &(p, slot) in &lp.body.homes {
+            std::mem::swap(
+                lf.carried[p].native_storage_mut()?,
+                &mut lf.body.arena[slot],
+            );
+        }
+        ran?;
+        for (k, (c, n)) in lf.carried.iter_mut().zip(&mut lf.next).enumerate() {
+            if !lp.kept[k] {
+                std::mem::swap(c, n);
             }
         }
-        std::mem::swap(&mut lf.carried, &mut lf.next);
         #[cfg(test)]
         {
             lf.iterations += 1;
@@ -462,6 +470,39 @@ fn run_loop(
         let n = lp.carried[k].numel();
         let src = lf.carried[k].native_storage()?.prefix(n);
         copy_into("while result", src, arena[slot].prefix_mut(n))?;
+    }
+    Ok(())
+}
+
+/// Gathers a loop body's results into the `next` buffers of the carried values the body
+/// does not keep where they are.
+fn gather(
+    lp: &LoopPlan,
+    arena: &mut [Storage],
+    carried: &[Buffer],
+    next: &mut [Buffer],
+) -> Result<()> {
+    for (k, out) in lp.body.outputs.iter().enumerate() {
+        let loc = match *out {
+            _ if lp.kept[k] => continue,
+            OutputPlan::Return { loc } | OutputPlan::Update { loc, .. } => loc,
+            OutputPlan::InPlace => {
+                return Err(Error::Backend {
+                    backend: "native",
+                    message: "internal: a loop body's value written in place is not kept".into(),
+                })
+            }
+        };
+        let next = next[k].native_storage_mut()?;
+        match loc {
+            // Its own exact-size slot: the storage changes hands, nothing is copied.
+            Loc::Slot(s) if lp.swap[k] => std::mem::swap(&mut arena[s], next),
+            Loc::Slot(_) | Loc::Param(_) | Loc::Const(_) => {
+                let src =
+                    storage_of(loc, carried, arena, &lp.body.consts).prefix(lp.carried[k].numel());
+                copy_into("while body", src, next.data_mut())?;
+            }
+        }
     }
     Ok(())
 }
@@ -497,7 +538,35 @@ fn run_kernel(
             }
         };
         let out_view = storage.prefix_mut(node.ty.numel());
-        if let (Some(p), 2) = (kernel_grad, ins.len()) {
+        // The planner gives an operand its reader's slot only for a window written in
+        // place: the operand is already there.
+        let in_place = ins.iter().position(|&l| l == Loc::Slot(out));
+        if let Some(k) = in_place {
+            match (&node.op, k, ins.len()) {
+                (crate::ir::Op::DynamicUpdateSlice { .. }, 0, 2..=INLINE_OPERANDS) => {
+                    let mut v = [EMPTY_IN; INLINE_OPERANDS];
+                    for (k, x) in v.iter_mut().enumerate().take(ins.len()).skip(1) {
+                        *x = make(k);
+                    }
+                    ops::dynamic_slice::native_update_in_place(
+                        &node.ty,
+                        v[1],
+                        &v[2..ins.len()],
+                        out_view,
+                    )
+                }
+                (crate::ir::Op::DynamicUpdateSlice { .. }, 0, _) => {
+                    let v: Vec<In<'_>> = (1..ins.len()).map(make).collect();
+                    match v.split_first() {
+                        Some((update, starts)) => ops::dynamic_slice::native_update_in_place(
+                            &node.ty, *update, starts, out_view,
+                        ),
+                        None => Err(internal_in_place(node)),
+                    }
+                }
+                _ => Err(internal_in_place(node)),
+            }
+        } else if let (Some(p), 2) = (kernel_grad, ins.len()) {
             ops::convolution::native_kernel_grad(make(0), make(1), p, &node.ty, out_view, ctx)
         } else if ins.len() <= INLINE_OPERANDS {
             let mut v = [EMPTY_IN; INLINE_OPERANDS];
@@ -512,6 +581,17 @@ fn run_kernel(
     };
     arena[out] = storage;
     result
+}
+
+/// A kernel that finds an operand in its own output slot but cannot write over it.
+fn internal_in_place(node: &crate::ir::Node) -> Error {
+    Error::Backend {
+        backend: "native",
+        message: format!(
+            "internal: {} was planned to write over one of its operands",
+            node.op.name()
+        ),
+    }
 }
 
 /// Runs a pooling that records its selections, or the gradient that reads them.

@@ -108,6 +108,12 @@ pub(crate) struct Plan {
 
 /// A while loop's regions, each planned as a graph of its own (with its own arena when it
 /// runs), their parameters bound to the loop's carried values.
+///
+/// The body is planned with each of its outputs as the update of the parameter of the same
+/// place, so a carried value the body writes part of (`dynamic_update_slice`, a scan's
+/// stacked outputs) or updates element by element after its last read is changed where it
+/// lives (the parameter's home, `Plan::homes`, into which the loop moves the carried
+/// buffer for each run of the body).
 #[derive(Debug)]
 pub(crate) struct LoopPlan {
     pub cond: Plan,
@@ -118,19 +124,35 @@ pub(crate) struct LoopPlan {
     /// output shares, so that slot and the carried buffer can exchange storage instead of
     /// being copied (the body writes every slot afresh each iteration).
     pub swap: Vec<bool>,
+    /// Per carried value: whether it stays in its buffer from one iteration to the next,
+    /// because the body returns it as it came (a scan's weights and stacked inputs) or
+    /// changes it in place. Nothing is copied or exchanged for it, and it needs no second
+    /// buffer.
+    pub kept: Vec<bool>,
 }
 
 impl LoopPlan {
     fn new(cond: &Graph, body: &Graph, carried: Vec<crate::ir::TensorType>) -> LoopPlan {
         let cond = plan(cond, &CompileOptions::default());
-        let body = plan(body, &CompileOptions::default());
+        let in_place = CompileOptions {
+            updates: (0..carried.len()).map(|k| (k, k)).collect(),
+        };
+        let body = plan(body, &in_place);
         let slot_of = |o: &OutputPlan| match o {
             OutputPlan::Return {
+                loc: Loc::Slot(s), ..
+            }
+            | OutputPlan::Update {
                 loc: Loc::Slot(s), ..
             } => Some(*s),
             OutputPlan::Return { .. } | OutputPlan::Update { .. } | OutputPlan::InPlace => None,
         };
-        let slots: Vec<Option<usize>> = body.outputs.iter().map(slot_of).collect();
+        // A home slot holds a carried buffer only while the body runs: never exchanged.
+        let slots: Vec<Option<usize>> = body
+            .outputs
+            .iter()
+            .map(|o| slot_of(o).filter(|s| !body.homes.iter().any(|h| h.1 == *s)))
+            .collect();
         let swap = slots
             .iter()
             .zip(&carried)
@@ -141,11 +163,21 @@ impl LoopPlan {
                 })
             })
             .collect();
+        let kept = body
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(k, o)| match *o {
+                OutputPlan::InPlace => true,
+                OutputPlan::Return { loc } | OutputPlan::Update { loc, .. } => loc == Loc::Param(k),
+            })
+            .collect();
         LoopPlan {
             cond,
             body,
             carried,
             swap,
+            kept,
         }
     }
 }
@@ -441,35 +473,51 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     // last to read the parameter and reads it only element by element, is updated where
     // it lives: the parameter's storage moves into an arena slot for the execution and the
     // kernel writes the new value over the old one, chunk by chunk after reading it.
-    let position: Vec<Option<usize>> = {
-        let mut p = vec![None; groups.len()];
-        for (pos, u) in units.iter().enumerate() {
-            if let Unit::Group(gid) = u {
-                p[*gid] = Some(pos);
-            }
+    // Likewise when its new value is a `dynamic_update_slice` of it that is the last to
+    // read it: only the window is written (a scan's stacked outputs, one row per
+    // iteration of its loop).
+    let mut position: Vec<Option<usize>> = vec![None; groups.len()];
+    let mut kernel_position: Vec<Option<usize>> = vec![None; n];
+    for (pos, u) in units.iter().enumerate() {
+        match u {
+            Unit::Group(gid) => position[*gid] = Some(pos),
+            Unit::Kernel(i) => kernel_position[*i] = Some(pos),
         }
-        p
+    }
+    // Whether node `v` is a `dynamic_update_slice` of the memory of node `x` that reads
+    // that memory as its operand only (so it may write its window into that memory).
+    let updates_window_of = |v: usize, x: usize| match &nodes[v].op {
+        Op::DynamicUpdateSlice {
+            x: operand,
+            update,
+            starts,
+        } => {
+            root[operand.index()] == x
+                && root[update.index()] != x
+                && starts.iter().all(|s| root[s.index()] != x)
+        }
+        _ => false,
     };
     let mut in_place: Vec<(usize, usize)> = Vec::new(); // (param index, value node)
     for &(o, p) in &options.updates {
         let v = root[graph_outputs[o].index()];
         let pnode = g.params()[p].index();
-        let Some(gid) = group_of[v] else { continue };
-        let Some(pos) = position[gid] else { continue };
-        let grp = &groups[gid];
-        let reads_whole_only = grp.members.iter().all(|&m| {
-            nodes[m].op.operands().iter().all(|u| {
-                let (src, pat) = source(u.index(), grp.n);
-                src != pnode || pat == Pattern::full(grp.n)
-            })
-        });
+        let pos = match group_of[v] {
+            Some(gid) => {
+                let grp = &groups[gid];
+                let reads_whole_only = grp.members.iter().all(|&m| {
+                    nodes[m].op.operands().iter().all(|u| {
+                        let (src, pat) = source(u.index(), grp.n);
+                        src != pnode || pat == Pattern::full(grp.n)
+                    })
+                });
+                position[gid].filter(|_| reads_whole_only)
+            }
+            None => kernel_position[v].filter(|_| updates_window_of(v, pnode)),
+        };
+        let Some(pos) = pos else { continue };
         let value_taken = in_place.iter().any(|&(_, w)| w == v);
-        if live[pnode]
-            && !is_output[pnode]
-            && last_use[pnode] <= pos
-            && reads_whole_only
-            && !value_taken
-        {
+        if live[pnode] && !is_output[pnode] && last_use[pnode] <= pos && !value_taken {
             in_place.push((p, v));
         }
     }
@@ -528,11 +576,33 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                 .filter(|&m| materialize[m])
                 .collect(),
         };
+        // A `dynamic_update_slice` whose operand dies here writes its window into the
+        // operand's slot (no other unit reads that memory after this one, and this unit
+        // reads it as its operand only).
+        let takes_over = match unit {
+            Unit::Kernel(i) if siblings[*i].is_empty() && home_of_value[*i].is_none() => {
+                match &nodes[*i].op {
+                    Op::DynamicUpdateSlice { x, .. } => {
+                        let x = root[x.index()];
+                        let dies = !is_output[x] && last_use[x] == pos;
+                        busy.iter()
+                            .position(|&(_, b)| b == x)
+                            .filter(|_| dies && updates_window_of(*i, x))
+                    }
+                    _ => None,
+                }
+            }
+            Unit::Kernel(_) | Unit::Group(_) => None,
+        };
         let mut outs = Vec::new();
         for &v in &written {
-            let slot = match home_of_value[v] {
-                Some(home) => home,
-                None => {
+            let slot = match (home_of_value[v], takes_over) {
+                (Some(home), _) => home,
+                (None, Some(at)) => {
+                    busy[at].1 = v;
+                    busy[at].0
+                }
+                (None, None) => {
                     let (dtype, len) = (nodes[v].ty.dtype, nodes[v].ty.numel());
                     let slot = pick_slot(&mut slots, &mut free, dtype, len, is_output[v]);
                     busy.push((slot, v));
