@@ -42,6 +42,29 @@ impl Graph {
         step: &Graph,
         reverse: bool,
     ) -> Result<(Vec<Value>, Vec<Value>)> {
+        self.scan_of(init, xs, step, reverse, true)
+    }
+
+    /// [`Graph::scan`] as a plain loop that is never differentiated (the training loop of
+    /// `steps_per_execution`): it stacks no residuals, which would copy every changing
+    /// carried value per step, and reverse mode refuses it as it refuses any `while`.
+    pub(crate) fn scan_undifferentiated(
+        &mut self,
+        init: &[Value],
+        xs: &[Value],
+        step: &Graph,
+    ) -> Result<(Vec<Value>, Vec<Value>)> {
+        self.scan_of(init, xs, step, false, false)
+    }
+
+    fn scan_of(
+        &mut self,
+        init: &[Value],
+        xs: &[Value],
+        step: &Graph,
+        reverse: bool,
+        differentiable: bool,
+    ) -> Result<(Vec<Value>, Vec<Value>)> {
         let what = "scan";
         let carry: Vec<TensorType> = init
             .iter()
@@ -115,7 +138,10 @@ impl Graph {
             return Ok((init.to_vec(), ys));
         }
 
-        let layout = ScanLayout::of(step, carry.len())?;
+        let mut layout = ScanLayout::of(step, carry.len())?;
+        if !differentiable {
+            layout.residuals.clear();
+        }
         let residuals: Vec<TensorType> =
             layout.residuals.iter().map(|&k| stack(&carry[k])).collect();
         // The loop carries: the step count, the carried values, the stacked inputs (a
@@ -186,12 +212,12 @@ impl Graph {
         for t in stacked_out.iter().chain(&residuals) {
             start.push(self.full(0.0, t)?);
         }
-        let scan = ScanStep {
+        let scan = differentiable.then(|| ScanStep {
             step: Region::new(step.clone()),
             carries: nc,
             reverse,
-        };
-        let out = self.while_loop_of(&start, cond, body, Some(scan))?;
+        });
+        let out = self.while_loop_of(&start, cond, body, scan)?;
         let ys = (0..layout.ys).map(|k| out[layout.y(k)]).collect();
         Ok((out[1..=nc].to_vec(), ys))
     }

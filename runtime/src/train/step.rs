@@ -110,19 +110,6 @@ pub(crate) fn cause_of(code: f32) -> Option<NonFiniteCause> {
     (code >= 1.0 && code == i as f32).then(|| CAUSES.get(i - 1).copied())?
 }
 
-/// Rows `[k·b, (k+1)·b)` of `x` (`x` itself when that is all of it).
-fn rows(g: &mut Graph, x: Value, k: usize, b: usize) -> Result<Value> {
-    let dims = g.ty(x).dims().to_vec();
-    if k == 0 && dims[0] == b {
-        return Ok(x);
-    }
-    let mut start = vec![0; dims.len()];
-    let mut limit = dims.clone();
-    start[0] = k * b;
-    limit[0] = (k + 1) * b;
-    g.slice(x, &start, &limit, &vec![1; dims.len()])
-}
-
 /// The loss tracker and metric updates for one batch; returns the batch's mean loss.
 #[allow(clippy::too_many_arguments)]
 fn accumulate(
@@ -293,6 +280,10 @@ pub(crate) fn logs_len(result_shapes: &[Vec<usize>]) -> usize {
 /// then the new status: one vector so the host reads one buffer per call, as on XLA each
 /// read is a device round trip), and the new status for the next call.
 ///
+/// With `k > 1` the steps run as one loop over the `k` batches (Keras'
+/// `steps_per_execution`): the graph holds one step whatever `k` is, and the state, the
+/// health and the dropout key are carried from step to step.
+///
 /// A step is healthy when its loss, its gradients (before clipping) and its learning rate
 /// are finite. A step that is not changes nothing, nor do the steps after it, in this
 /// call or in the calls it hands its status: so the host need not read every call's logs
@@ -319,174 +310,89 @@ pub(crate) fn train_graph<A: Architecture>(
     let sw = g.parameter(TensorType::new(DType::F32, [k * batch]));
     let lr = g.parameter(TensorType::new(DType::F32, [k]));
     let status = g.parameter(TensorType::new(DType::F32, [STATUS_LEN]));
-    let opt = t.optimizer.as_ref();
-    let cfg = opt.config();
-    let mut cur = state.clone();
     let entry = |g: &mut Graph, i: usize| -> Result<Value> {
         let v = g.slice(status, &[i], &[i + 1], &[1])?;
         g.reshape(v, [])
     };
     let healthy = entry(&mut g, 0)?;
-    let mut bad_cause = entry(&mut g, 1)?;
-    let mut bad_value = entry(&mut g, 2)?;
     let zero = g.scalar(0.0, DType::F32);
     let go = g.compare(Comparison::Ne, healthy, zero)?;
-    let mut ok = go;
-    let code = |g: &mut Graph, c: NonFiniteCause| g.scalar(cause_code(c), DType::F32);
-    let (c_loss, c_grad, c_lr) = (
-        code(&mut g, NonFiniteCause::Loss),
-        code(&mut g, NonFiniteCause::Gradient),
-        code(&mut g, NonFiniteCause::LearningRate),
-    );
-    for step in 0..k {
-        let (xk, yk, swk) = (
-            rows(&mut g, x, step, batch)?,
-            rows(&mut g, y, step, batch)?,
-            rows(&mut g, sw, step, batch)?,
-        );
-        let lrk = if k == 1 {
-            lr
-        } else {
-            g.slice(lr, &[step], &[step + 1], &[1])?
-        };
-        let lrk = g.reshape(lrk, [])?;
-        let offset = g.constant(crate::Tensor::from_vec(&[2], vec![step as i32, 0])?);
-        let key = g.add(state[layout.key], offset)?;
-
-        let params: Vec<Value> = cur[layout.params.clone()].to_vec();
-        let mut new = cur.clone();
-        let LossGrads {
-            loss,
-            grads,
-            updates: state_updates,
-        } = loss_and_grads(
+    let mut health = [go, entry(&mut g, 1)?, entry(&mut g, 2)?];
+    let mut cur = state.clone();
+    let step_in = |g: &mut Graph, x: Value, y: Value, sw: Value, lr: Value| -> Result<_> {
+        Ok(StepIn {
+            x,
+            y,
+            sw,
+            lr: g.reshape(lr, [])?,
+        })
+    };
+    if k == 1 {
+        let rows = step_in(&mut g, x, y, sw, lr)?;
+        train_step(
             &mut g,
             model,
             t,
             layout,
-            &mut new,
-            &params,
-            (xk, yk, swk),
-            key,
             (batch, dist),
-            "fit",
+            &mut cur,
+            &mut health,
+            rows,
         )?;
-        let grads_ok = all_finite(&mut g, &grads)?;
-        let it = cur[layout.iterations];
-        let accumulators: Vec<Value> = (0..layout.trainable.len())
-            .filter_map(|j| Some(cur[layout.accumulator_of(j)?]))
-            .collect();
-        let (due, grads) = match accumulate_gradients(&mut g, cfg, it, &grads, &accumulators)? {
-            Some(Accumulated { due, means, kept }) => {
-                for (j, acc) in kept.into_iter().enumerate() {
-                    if let Some(a) = layout.accumulator_of(j) {
-                        new[a] = acc;
-                    }
-                }
-                (Some(due), means)
-            }
-            None => (None, grads),
+    } else {
+        // One step as a graph over the carried state and health and one batch's rows.
+        let mut sg = Graph::new("train_step_body");
+        let mut carried = declare_state(&mut sg, layout);
+        let mut h = health.map(|v| sg.parameter(g.ty(v).clone()));
+        let one_row = |t: &TensorType| {
+            let mut d = t.dims().to_vec();
+            d[0] = batch;
+            TensorType::new(t.dtype, d)
         };
-        let grads = clip_gradients(&mut g, cfg, &grads)?;
-        // With accumulation, the optimizer's state moves on update steps only.
-        let on_update = |g: &mut Graph, updated: Value, old: Value| match due {
-            Some(due) => g.select(due, updated, old),
-            None => Ok(updated),
+        let (xr, yr) = (one_row(x_ty), one_row(y_ty));
+        let (px, py) = (sg.parameter(xr.clone()), sg.parameter(yr.clone()));
+        let psw = sg.parameter(TensorType::new(DType::F32, [batch]));
+        let plr = sg.parameter(TensorType::scalar(DType::F32));
+        let rows = StepIn {
+            x: px,
+            y: py,
+            sw: psw,
+            lr: plr,
         };
-        let next = g.add_scalar(it, 1.0)?;
-        // What the optimizer's rule, its globals and the EMA count: the steps, or with
-        // accumulation the updates so far (Keras' `iterations`), so that bias corrections
-        // run as on one step of the combined batch.
-        let (updates_before, counted) = match cfg.gradient_accumulation_steps {
-            Some(n) => {
-                let before = g.binary_scalar(BinaryOp::Div, it, n as f64)?;
-                (before, g.add_scalar(before, 1.0)?)
-            }
-            None => (it, next),
-        };
-        let tf = g.convert(counted, DType::F32)?;
-        let globals = opt.update_globals(&mut g, tf, &cur[layout.globals.clone()])?;
-        for (i, &v) in layout.globals.clone().zip(&globals) {
-            new[i] = on_update(&mut g, v, cur[i])?;
-        }
-        let s = Step {
-            lr: lrk,
-            t: tf,
-            globals,
-        };
-        for (j, &pi) in layout.trainable.iter().enumerate() {
-            let w = apply_weight_decay(&mut g, cfg, params[pi], lrk)?;
-            let sr = layout.update_slots_of(j);
-            let (mut w, slots) = opt.update(&mut g, &s, w, grads[j], &cur[sr.clone()])?;
-            if slots.len() != sr.len() {
-                return Err(Error::invalid(
-                    opt.name(),
-                    format!(
-                        "internal: the update gives {} slots, the optimizer declares {}",
-                        slots.len(),
-                        sr.len()
-                    ),
-                ));
-            }
-            for (i, &v) in sr.zip(&slots) {
-                new[i] = on_update(&mut g, v, cur[i])?;
-            }
-            w = on_update(&mut g, w, params[pi])?;
-            if let Some(e) = layout.ema_of(j) {
-                let (ew, avg) = apply_ema(&mut g, cfg, updates_before, w, cur[e])?;
-                w = ew;
-                new[e] = avg;
-            }
-            new[layout.params.start + pi] = w;
-        }
-        for (param, value) in state_updates {
-            let i = params.iter().position(|&p| p == param).ok_or_else(|| {
-                Error::invalid(
-                    "train step",
-                    "a layer updated a value that is not one of its parameters",
-                )
-            })?;
-            if g.ty(value) != g.ty(param) {
-                return Err(Error::invalid(
-                    "train step",
-                    format!("state update of {} gives {}", g.ty(param), g.ty(value)),
-                ));
-            }
-            new[layout.params.start + i] = value;
-        }
-        new[layout.iterations] = next;
+        train_step(
+            &mut sg,
+            model,
+            t,
+            layout,
+            (batch, dist),
+            &mut carried,
+            &mut h,
+            rows,
+        )?;
+        let mut outs = carried;
+        outs.extend(h);
+        sg.set_outputs(outs)?;
 
-        // The checks known before the update guard it: a step whose loss, gradients or
-        // learning rate are not finite changes nothing, and the update stays one pass
-        // that writes the state in place.
-        let loss_ok = is_finite(&mut g, loss)?;
-        let lr_ok = is_finite(&mut g, lrk)?;
-        let inputs_ok = g.binary(BinaryOp::And, loss_ok, grads_ok)?;
-        let inputs_ok = g.binary(BinaryOp::And, inputs_ok, lr_ok)?;
-        let commit = g.binary(BinaryOp::And, ok, inputs_ok)?;
-        for i in 0..cur.len() {
-            if new[i] != cur[i] {
-                cur[i] = g.select(commit, new[i], cur[i])?;
-            }
-        }
-        // An update that overflows shows only in what it wrote. Guarding the update by it
-        // would need the new state beside the old one until the check is done (a second
-        // copy of the state), and even checking it costs a reduction over every updated
-        // tensor per step; a non-finite weight makes the next step's loss non-finite
-        // instead, and the host, reading the weights then, names the overflow.
-        // The first failed check, in `CAUSES` order, and its scalar.
-        let cause = g.select(grads_ok, c_lr, c_grad)?;
-        let cause = g.select(loss_ok, cause, c_loss)?;
-        let value = g.select(loss_ok, lrk, loss)?;
-        let step_bad = g.unary(UnaryOp::Not, inputs_ok)?;
-        let first_bad = g.binary(BinaryOp::And, ok, step_bad)?;
-        bad_cause = g.select(first_bad, cause, bad_cause)?;
-        bad_value = g.select(first_bad, value, bad_value)?;
-        ok = commit;
+        let stacked = |g: &mut Graph, v: Value, per: &TensorType| {
+            let dims = [&[k][..], per.dims()].concat();
+            g.reshape(v, dims)
+        };
+        let xs = [
+            stacked(&mut g, x, &xr)?,
+            stacked(&mut g, y, &yr)?,
+            stacked(&mut g, sw, &TensorType::new(DType::F32, [batch]))?,
+            lr,
+        ];
+        let mut init = cur.clone();
+        init.extend(health);
+        let (finals, _) = g.scan_undifferentiated(&init, &xs, &sg)?;
+        let n = cur.len();
+        cur.copy_from_slice(&finals[..n]);
+        health.copy_from_slice(&finals[n..]);
     }
-    let offset = g.constant(crate::Tensor::from_vec(&[2], vec![k as i32, 0])?);
-    let advanced = g.add(state[layout.key], offset)?;
-    cur[layout.key] = g.select(go, advanced, state[layout.key])?;
+    // The key moves on by the steps run when the call started healthy.
+    cur[layout.key] = g.select(go, cur[layout.key], state[layout.key])?;
+    let [ok, bad_cause, bad_value] = health;
     let logs = results(&mut g, &t.metrics, layout, &cur)?;
     if logs.len() != 1 + t.metric_names.len() {
         return Err(Error::invalid(
@@ -508,6 +414,176 @@ pub(crate) fn train_graph<A: Architecture>(
     g.set_outputs(outputs)?;
     let updates = (0..layout.len()).map(|i| (i, i)).collect();
     Ok((g, CompileOptions { updates }))
+}
+
+/// What one training step reads besides the state: its batch's rows, their sample
+/// weights and its learning rate (a scalar).
+struct StepIn {
+    x: Value,
+    y: Value,
+    sw: Value,
+    lr: Value,
+}
+
+/// Appends one training step to `g`: the forward pass, loss and gradients, the
+/// optimizer's update (with accumulation, clipping, weight decay and EMA as configured)
+/// and the metrics, on the state `cur`, which it advances (the dropout key by one step
+/// whatever happens; the rest only when the step commits). `health` is `[ok, cause,
+/// value]`: the step commits when `ok` and its own checks hold, and the first failing
+/// step records its cause and value there.
+#[allow(clippy::too_many_arguments)]
+fn train_step<A: Architecture>(
+    g: &mut Graph,
+    model: &Model<A>,
+    t: &TrainState,
+    layout: &Layout,
+    (batch, dist): (usize, Option<Dist>),
+    cur: &mut [Value],
+    health: &mut [Value; 3],
+    StepIn { x, y, sw, lr }: StepIn,
+) -> Result<()> {
+    let opt = t.optimizer.as_ref();
+    let cfg = opt.config();
+    let [ok, bad_cause, bad_value] = *health;
+    let code = |g: &mut Graph, c: NonFiniteCause| g.scalar(cause_code(c), DType::F32);
+    let (c_loss, c_grad, c_lr) = (
+        code(g, NonFiniteCause::Loss),
+        code(g, NonFiniteCause::Gradient),
+        code(g, NonFiniteCause::LearningRate),
+    );
+    let key = cur[layout.key];
+    let params: Vec<Value> = cur[layout.params.clone()].to_vec();
+    let mut new = cur.to_vec();
+    let LossGrads {
+        loss,
+        grads,
+        updates: state_updates,
+    } = loss_and_grads(
+        g,
+        model,
+        t,
+        layout,
+        &mut new,
+        &params,
+        (x, y, sw),
+        key,
+        (batch, dist),
+        "fit",
+    )?;
+    let grads_ok = all_finite(g, &grads)?;
+    let it = cur[layout.iterations];
+    let accumulators: Vec<Value> = (0..layout.trainable.len())
+        .filter_map(|j| Some(cur[layout.accumulator_of(j)?]))
+        .collect();
+    let (due, grads) = match accumulate_gradients(g, cfg, it, &grads, &accumulators)? {
+        Some(Accumulated { due, means, kept }) => {
+            for (j, acc) in kept.into_iter().enumerate() {
+                if let Some(a) = layout.accumulator_of(j) {
+                    new[a] = acc;
+                }
+            }
+            (Some(due), means)
+        }
+        None => (None, grads),
+    };
+    let grads = clip_gradients(g, cfg, &grads)?;
+    // With accumulation, the optimizer's state moves on update steps only.
+    let on_update = |g: &mut Graph, updated: Value, old: Value| match due {
+        Some(due) => g.select(due, updated, old),
+        None => Ok(updated),
+    };
+    let next = g.add_scalar(it, 1.0)?;
+    // What the optimizer's rule, its globals and the EMA count: the steps, or with
+    // accumulation the updates so far (Keras' `iterations`), so that bias corrections
+    // run as on one step of the combined batch.
+    let (updates_before, counted) = match cfg.gradient_accumulation_steps {
+        Some(n) => {
+            let before = g.binary_scalar(BinaryOp::Div, it, n as f64)?;
+            (before, g.add_scalar(before, 1.0)?)
+        }
+        None => (it, next),
+    };
+    let tf = g.convert(counted, DType::F32)?;
+    let globals = opt.update_globals(g, tf, &cur[layout.globals.clone()])?;
+    for (i, &v) in layout.globals.clone().zip(&globals) {
+        new[i] = on_update(g, v, cur[i])?;
+    }
+    let s = Step { lr, t: tf, globals };
+    for (j, &pi) in layout.trainable.iter().enumerate() {
+        let w = apply_weight_decay(g, cfg, params[pi], lr)?;
+        let sr = layout.update_slots_of(j);
+        let (mut w, slots) = opt.update(g, &s, w, grads[j], &cur[sr.clone()])?;
+        if slots.len() != sr.len() {
+            return Err(Error::invalid(
+                opt.name(),
+                format!(
+                    "internal: the update gives {} slots, the optimizer declares {}",
+                    slots.len(),
+                    sr.len()
+                ),
+            ));
+        }
+        for (i, &v) in sr.zip(&slots) {
+            new[i] = on_update(g, v, cur[i])?;
+        }
+        w = on_update(g, w, params[pi])?;
+        if let Some(e) = layout.ema_of(j) {
+            let (ew, avg) = apply_ema(g, cfg, updates_before, w, cur[e])?;
+            w = ew;
+            new[e] = avg;
+        }
+        new[layout.params.start + pi] = w;
+    }
+    for (param, value) in state_updates {
+        let i = params.iter().position(|&p| p == param).ok_or_else(|| {
+            Error::invalid(
+                "train step",
+                "a layer updated a value that is not one of its parameters",
+            )
+        })?;
+        if g.ty(value) != g.ty(param) {
+            return Err(Error::invalid(
+                "train step",
+                format!("state update of {} gives {}", g.ty(param), g.ty(value)),
+            ));
+        }
+        new[layout.params.start + i] = value;
+    }
+    new[layout.iterations] = next;
+
+    // The checks known before the update guard it: a step whose loss, gradients or
+    // learning rate are not finite changes nothing, and the update stays one pass
+    // that writes the state in place.
+    let loss_ok = is_finite(g, loss)?;
+    let lr_ok = is_finite(g, lr)?;
+    let inputs_ok = g.binary(BinaryOp::And, loss_ok, grads_ok)?;
+    let inputs_ok = g.binary(BinaryOp::And, inputs_ok, lr_ok)?;
+    let commit = g.binary(BinaryOp::And, ok, inputs_ok)?;
+    for i in 0..cur.len() {
+        if new[i] != cur[i] {
+            cur[i] = g.select(commit, new[i], cur[i])?;
+        }
+    }
+    // An update that overflows shows only in what it wrote. Guarding the update by it
+    // would need the new state beside the old one until the check is done (a second
+    // copy of the state), and even checking it costs a reduction over every updated
+    // tensor per step; a non-finite weight makes the next step's loss non-finite
+    // instead, and the host, reading the weights then, names the overflow.
+    // The first failed check, in `CAUSES` order, and its scalar.
+    let cause = g.select(grads_ok, c_lr, c_grad)?;
+    let cause = g.select(loss_ok, cause, c_loss)?;
+    let value = g.select(loss_ok, lr, loss)?;
+    let step_bad = g.unary(UnaryOp::Not, inputs_ok)?;
+    let first_bad = g.binary(BinaryOp::And, ok, step_bad)?;
+    // Each step draws its dropout masks from its own key.
+    let offset = g.constant(crate::Tensor::from_vec(&[2], vec![1i32, 0])?);
+    cur[layout.key] = g.add(key, offset)?;
+    *health = [
+        commit,
+        g.select(first_bad, cause, bad_cause)?,
+        g.select(first_bad, value, bad_value)?,
+    ];
+    Ok(())
 }
 
 /// The evaluation step: inputs `x`, `y`, `sw`; accumulates the loss and metrics (inference
