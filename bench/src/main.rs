@@ -54,7 +54,8 @@ seed options:
   --peer-frameworks LIST      default keras-tf,keras-jax,jax,jax-scan (torch, torch-compile need torch)
   --process auto|none         time the whole `cargo run --release --example seed_tpu` process (default auto)
   --gemm auto|none            the GEMM line (default auto)
-  --steps-per-execution K     Strata's steps per backend call (default 1, as the tutorial)
+  --steps-per-execution LIST  Strata's steps per backend call, each a row (default 1,32: the
+                              tutorial's 1, and 32 run as one compiled loop; rows `<backend> k=32`)
   --timeout SECONDS           per child process (default 600)
   --baseline PATH             another strata-bench binary (e.g. built from the commit before a change):
                               its runs join the round-robin as rows `<backend> (baseline)`, and the
@@ -90,7 +91,7 @@ pub struct Opts {
     pub peer_frameworks: Vec<String>,
     pub process: bool,
     pub gemm: bool,
-    pub steps_per_execution: usize,
+    pub steps_per_execution: Vec<usize>,
     pub timeout: Duration,
     pub quick: bool,
     pub baseline: Option<PathBuf>,
@@ -255,7 +256,7 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
         peer_frameworks: list(peers::DEFAULT_FRAMEWORKS),
         process: true,
         gemm: true,
-        steps_per_execution: 1,
+        steps_per_execution: vec![1, 32],
         timeout: Duration::from_secs(600),
         quick: false,
         baseline: None,
@@ -303,7 +304,7 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
             "--peer-frameworks" => o.peer_frameworks = list(value),
             "--process" => process = Some(auto_none(flag, value)?),
             "--gemm" => o.gemm = auto_none(flag, value)?,
-            "--steps-per-execution" => o.steps_per_execution = number(flag, value)?,
+            "--steps-per-execution" => o.steps_per_execution = numbers(flag, value)?,
             "--timeout" => o.timeout = Duration::from_secs(number(flag, value)? as u64),
             "--baseline" => o.baseline = Some(value.into()),
             _ => return Err(format!("unknown option `{flag}`")),
@@ -472,6 +473,9 @@ mod tests {
         assert_eq!(o.backends, ["native", "xla-cpu"]);
         assert_eq!(o.batches, [32, 1024]);
         assert_eq!((o.repeats, o.peers.as_str(), o.process), (3, "auto", true));
+        assert_eq!(o.steps_per_execution, [1, 32]);
+        let o = parse_seed(&args("--steps-per-execution 8")).unwrap();
+        assert_eq!(o.steps_per_execution, [8]);
     }
 
     #[test]
@@ -492,6 +496,8 @@ mod tests {
             "--peers sometimes",
             "--gemm yes",
             "--baseline",
+            "--steps-per-execution 0",
+            "--steps-per-execution 1,x",
         ] {
             assert!(parse_seed(&args(bad)).is_err(), "{bad}");
         }

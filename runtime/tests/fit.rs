@@ -214,6 +214,107 @@ fn steps_per_execution_does_not_change_the_result() {
     assert_eq!(h1, h8);
 }
 
+/// A loop of steps carries what each step changes besides the weights: the dropout key
+/// (each step draws its own masks), batch normalization's moving statistics, and a
+/// recurrent layer's own scan runs inside the loop's body. Natively the same bits as one
+/// step per call, the partial group of 2 steps and the partial last batch included.
+#[test]
+fn steps_per_execution_carries_dropout_keys_batch_norm_and_inner_scans() {
+    use strata_runtime::nn::{BatchNormalization, Dropout, Reshape, LSTM};
+    let (x, y) = problem(44, 9);
+    let run = |k: usize| {
+        let mut m = Model::new(Sequential::new(
+            Some(vec![20]),
+            vec![
+                Box::new(Reshape::new("reshape", vec![5, 4])),
+                Box::new(LSTM::new("lstm", 6)),
+                Box::new(BatchNormalization::new("batch_normalization")),
+                Box::new(Dropout::new("dropout", 0.5)),
+                Box::new(Dense::new("dense", 3, Activation::Softmax)),
+            ],
+        ));
+        m.compile(
+            Adam::default(),
+            SparseCategoricalCrossentropy::default(),
+            [Accuracy],
+        )
+        .unwrap();
+        m.set_steps_per_execution(k).unwrap();
+        // 44 samples in batches of 4 and a validation split of 0.1 (4 held out): 10 steps
+        // per epoch, calls of 3, 3, 3 and 1 for k = 3.
+        let h = m
+            .fit(
+                &x,
+                &y,
+                Fit::epochs(2)
+                    .batch_size(4)
+                    .validation_split(0.1)
+                    .verbose(0),
+            )
+            .unwrap();
+        (m.weights(), h, m.iterations())
+    };
+    let (w1, h1, i1) = run(1);
+    let (w3, h3, i3) = run(3);
+    assert_eq!((i1, i3), (20, 20));
+    assert_eq!(w1, w3, "weights differ between steps_per_execution 1 and 3");
+    assert_eq!(h1, h3);
+}
+
+/// `evaluate` and `predict` run `steps_per_execution` batches per call as well: groups of
+/// 3 batches of 4, a group of 2 and the partial last batch alone give the results of one
+/// batch per call (natively the same bits, on XLA CPU within rounding).
+#[test]
+fn steps_per_execution_evaluates_and_predicts_as_batch_by_batch() {
+    let (x, y) = problem(45, 8);
+    for device in [
+        strata_runtime::backend::Device::Native,
+        strata_runtime::backend::Device::XlaCpu { devices: None },
+    ] {
+        let mut m = mlp(20, 3);
+        m.set_device(device).unwrap();
+        m.compile(
+            Adam::default(),
+            SparseCategoricalCrossentropy::default(),
+            [Accuracy],
+        )
+        .unwrap();
+        m.fit(&x, &y, Fit::epochs(1).batch_size(8).verbose(0))
+            .unwrap();
+        let one = (
+            m.evaluate_batched(&x, &y, 4).unwrap(),
+            m.predict_batched(&x, 4).unwrap(),
+        );
+        m.set_steps_per_execution(3).unwrap();
+        assert_eq!(m.steps_per_execution(), 3);
+        let three = (
+            m.evaluate_batched(&x, &y, 4).unwrap(),
+            m.predict_batched(&x, 4).unwrap(),
+        );
+        assert_eq!(three.1.dims(), &[45, 3]);
+        if device == strata_runtime::backend::Device::Native {
+            assert_eq!(one, three);
+        } else {
+            for key in ["loss", "accuracy"] {
+                let (a, b) = (one.0.get(key).unwrap(), three.0.get(key).unwrap());
+                assert!(
+                    (a - b).abs() <= 1e-6 * a.abs().max(1.0),
+                    "{key}: {a} vs {b}"
+                );
+            }
+            let (a, b) = (
+                one.1.to_vec::<f32>().unwrap(),
+                three.1.to_vec::<f32>().unwrap(),
+            );
+            let diff = a
+                .iter()
+                .zip(&b)
+                .fold(0f32, |d, (p, q)| d.max((p - q).abs()));
+            assert!(diff <= 1e-6, "predictions differ by {diff}");
+        }
+    }
+}
+
 #[test]
 fn a_non_finite_loss_stops_training_and_keeps_the_last_good_weights() {
     let (mut x, y) = problem(8, 7);

@@ -209,7 +209,7 @@ fn evaluate_and_predict_split_over_replicas_agree_with_one_device() {
         strategy(MirroredStrategy::with_replicas(xla(4), 4)),
     ] {
         let (a, _) = train(&one, 64, 16, 1, Fit::epochs(1));
-        let (b, _) = train(&s, 64, 16, 1, Fit::epochs(1));
+        let (mut b, _) = train(&s, 64, 16, 1, Fit::epochs(1));
         // 50 samples in batches of 32: the last batch of 18 does not split over 4, and
         // evaluate/predict pad it themselves.
         let la = a.evaluate(&x, &y).unwrap();
@@ -230,6 +230,24 @@ fn evaluate_and_predict_split_over_replicas_agree_with_one_device() {
             .zip(&pb)
             .fold(0f32, |m, (p, q)| m.max((p - q).abs()));
         assert!(diff <= 1e-5, "{s}: predictions differ by {diff}");
+        // Three batches of 6 per call (each padded to 8 over the replicas), then 2, then
+        // the last 2 samples alone.
+        b.set_steps_per_execution(3).unwrap();
+        let lk = b.evaluate_batched(&x, &y, 6).unwrap();
+        let l1 = a.evaluate_batched(&x, &y, 6).unwrap();
+        for key in ["loss", "accuracy"] {
+            let (p, q) = (l1.get(key).unwrap(), lk.get(key).unwrap());
+            assert!(
+                (p - q).abs() <= 1e-5 * p.abs().max(1.0),
+                "{s}, k = 3: {key} {p} vs {q}"
+            );
+        }
+        let pk = b.predict_batched(&x, 6).unwrap().to_vec::<f32>().unwrap();
+        let diff = pa
+            .iter()
+            .zip(&pk)
+            .fold(0f32, |m, (p, q)| m.max((p - q).abs()));
+        assert!(diff <= 1e-5, "{s}, k = 3: predictions differ by {diff}");
     }
 }
 

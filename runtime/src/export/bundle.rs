@@ -101,7 +101,7 @@ impl<A: Architecture> Model<A> {
         let graph_at = |batch: usize| {
             let mut dims = vec![batch];
             dims.extend_from_slice(input);
-            predict_graph(self, &types, &TensorType::new(x_dtype, dims))
+            predict_graph(self, &types, 1, &TensorType::new(x_dtype, dims))
         };
         let texts = TRACES
             .iter()

@@ -390,11 +390,11 @@ impl<A: Architecture> Model<A> {
         Ok((Box::new(heads), out))
     }
 
-    /// Runs `k` training steps per backend call (Keras' `steps_per_execution`, the TPU
-    /// best practice): the train graph holds `k` unrolled steps. On a CPU that does not
-    /// pay (measured at batch 32 with `k = 32` against 1: natively about level, 0.076–0.083
-    /// s against 0.067–0.081 s per epoch; on XLA CPU slower, 0.18 against 0.13 s), until
-    /// the steps become a loop.
+    /// Runs `k` batches per backend call (Keras' `steps_per_execution`, the TPU best
+    /// practice): `fit`, `evaluate` and `predict` upload `k` batches at once and one
+    /// compiled loop runs a step per batch, so a call costs one dispatch and one read of
+    /// its results for `k` steps. The results are those of `k = 1`; callbacks hear of
+    /// each call (`on_train_batch_end` every `k` steps, as in Keras).
     pub fn set_steps_per_execution(&mut self, k: usize) -> Result<()> {
         self.check_compiled("set_steps_per_execution")?;
         let t = self.compiled_mut()?;
@@ -403,6 +403,12 @@ impl<A: Architecture> Model<A> {
         }
         t.steps_per_execution = k;
         Ok(())
+    }
+
+    /// The batches per backend call set by
+    /// [`set_steps_per_execution`](Model::set_steps_per_execution) (1 until then).
+    pub fn steps_per_execution(&self) -> usize {
+        self.train.as_ref().map_or(1, |t| t.steps_per_execution)
     }
 
     pub fn is_compiled(&self) -> bool {

@@ -401,34 +401,43 @@ pub(crate) fn shard_weights(sw: &[f32], k: usize, d: Dist) -> Result<Vec<Tensor>
         .collect()
 }
 
-/// The rows of every replica's output (`parts[r]` holds replica `r`'s `local` rows),
-/// joined in replica order without the padding: the first `global` rows.
-pub(crate) fn gather_outputs(parts: &[Tensor], global: usize) -> Result<Tensor> {
+/// The rows of every replica's output for `k` global batches split as `d` says
+/// (`parts[r]` holds replica `r`'s `local` rows of each batch in turn), put back in the
+/// order of the samples without the padding: `k · global` rows.
+pub(crate) fn gather_outputs(parts: &[Tensor], k: usize, d: Dist) -> Result<Tensor> {
     let first = parts
         .first()
         .ok_or_else(|| Error::invalid("predict", "no replica outputs"))?;
-    let mut dims = first.dims().to_vec();
     let total: usize = parts.iter().map(|p| p.dims()[0]).sum();
-    if total < global {
+    if parts.len() != d.replicas || total != k * d.replicas * d.local {
         return Err(Error::invalid(
             "predict",
-            format!("the replicas returned {total} rows for {global} samples"),
+            format!(
+                "{} replicas returned {total} rows, expected {} replicas of {} rows",
+                parts.len(),
+                d.replicas,
+                k * d.local
+            ),
         ));
     }
+    let mut dims = first.dims().to_vec();
     dims[0] = total;
     let mut all = Tensor::zeros(&TensorType::new(first.dtype(), dims.clone()))?;
+    // Where in `all` each sample's row is.
+    let mut from = vec![0; k * d.global];
     let mut at = 0;
-    for p in parts {
+    for (r, p) in parts.iter().enumerate() {
         crate::data::copy_rows_into(p, &mut all, at)?;
+        for (pos, (i, real)) in replica_rows(k, d, r).enumerate() {
+            if real {
+                from[i] = at + pos;
+            }
+        }
         at += p.dims()[0];
     }
-    if total == global {
-        return Ok(all);
-    }
-    dims[0] = global;
+    dims[0] = k * d.global;
     let mut out = Tensor::zeros(&TensorType::new(first.dtype(), dims))?;
-    let idx: Vec<usize> = (0..global).collect();
-    gather_rows(&all, &idx, &mut out)?;
+    gather_rows(&all, &from, &mut out)?;
     Ok(out)
 }
 
@@ -453,7 +462,10 @@ mod tests {
         let s = shard(&x, 2, d).unwrap();
         assert_eq!(s[0].to_vec::<f32>().unwrap(), [0.0, 1.0, 3.0, 4.0]);
         assert_eq!(s[1].to_vec::<f32>().unwrap(), [2.0, 2.0, 5.0, 5.0]);
-        let back = gather_outputs(&[s[0].clone(), s[1].clone()], 3).unwrap();
-        assert_eq!(back.to_vec::<f32>().unwrap(), [0.0, 1.0, 3.0]);
+        let back = gather_outputs(&[s[0].clone(), s[1].clone()], 2, d).unwrap();
+        assert_eq!(
+            back.to_vec::<f32>().unwrap(),
+            [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        );
     }
 }

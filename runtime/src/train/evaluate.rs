@@ -53,10 +53,11 @@ impl<A: Architecture> Model<A> {
         let mut worker = self
             .inference
             .take(Purpose::Evaluate, &backend, &self.weights, &fresh)?;
-        let outs = eval_batches(&x, &y, batch_size, self.replicas(), |inputs, dist, tys| {
-            let key = vec![tys.0.clone(), tys.1.clone()];
-            worker.run(inputs, EVAL_INPUTS, dist, key, || {
-                eval_graph(self, t, &layout, dist, tys.0, tys.1)
+        let calls = (t.steps_per_execution, self.replicas());
+        let outs = eval_batches(&x, &y, batch_size, calls, |inputs, (k, dist), tys| {
+            let key = vec![tys.0.clone(), tys.1.clone(), batches_key(k)];
+            worker.run(inputs, EVAL_INPUTS, (k, dist), key, || {
+                eval_graph(self, t, &layout, (k, dist), tys.0, tys.1)
             })
         })?;
         let logs = read_logs(
@@ -79,18 +80,25 @@ impl<A: Architecture> Model<A> {
         batch_size: usize,
     ) -> Result<Logs> {
         self.runner_mut()?.reset_metrics()?;
-        let replicas = self.replicas();
-        let outs = eval_batches(x, y, batch_size, replicas, |inputs, dist, (x_ty, y_ty)| {
-            let key = StepKey::Eval {
-                x: x_ty.clone(),
-                y: y_ty.clone(),
-                dist,
-            };
-            self.prepare(&key, |m, t, layout| {
-                eval_graph(m, t, layout, dist, x_ty, y_ty)
-            })?;
-            self.runner_mut()?.run(&key, inputs, EVAL_INPUTS, dist)
-        })?;
+        let calls = (self.steps_per_execution(), self.replicas());
+        let outs = eval_batches(
+            x,
+            y,
+            batch_size,
+            calls,
+            |inputs, (k, dist), (x_ty, y_ty)| {
+                let key = StepKey::Eval {
+                    k,
+                    x: x_ty.clone(),
+                    y: y_ty.clone(),
+                    dist,
+                };
+                self.prepare(&key, |m, t, layout| {
+                    eval_graph(m, t, layout, (k, dist), x_ty, y_ty)
+                })?;
+                self.runner_mut()?.run(&key, inputs, EVAL_INPUTS, (k, dist))
+            },
+        )?;
         let (backend, t) = (self.placement.backend("evaluate")?, self.compiled()?);
         let shapes = &t.runner()?.layout().result_shapes;
         read_logs(backend.as_ref(), &t.metric_names, shapes, outs)
@@ -99,16 +107,17 @@ impl<A: Architecture> Model<A> {
 
 /// Runs `step` on `x`, `y` in batches of `batch_size` (each with its sample weights, and
 /// under data parallelism split over `replicas`, `step` given one replica's input types),
-/// and returns the last call's outputs: the metric state accumulates on the device, so
-/// only the last call's results, which cover every batch, are read.
+/// up to `k` batches of `batch_size` per call (a partial last batch alone), and returns the
+/// last call's outputs: the metric state accumulates on the device, so only the last
+/// call's results, which cover every batch, are read.
 fn eval_batches(
     x: &Tensor,
     y: &Tensor,
     batch_size: usize,
-    replicas: Option<usize>,
+    (k, replicas): (usize, Option<usize>),
     mut step: impl FnMut(
         &mut [&mut Tensor],
-        Option<Dist>,
+        (usize, Option<Dist>),
         (&TensorType, &TensorType),
     ) -> Result<Vec<Buffer>>,
 ) -> Result<Option<Vec<Buffer>>> {
@@ -119,31 +128,52 @@ fn eval_batches(
     let mut outs = None;
     let mut start = 0;
     while start < n {
-        let b = batch_size.min(n - start);
-        let rows: Vec<usize> = (start..start + b).collect();
-        let (x_ty, y_ty) = (with_rows(&x.ty(), b), with_rows(&y.ty(), b));
+        let (b, calls) = batches_of_call(n - start, batch_size, k);
+        let rows: Vec<usize> = (start..start + calls * b).collect();
+        let (x_ty, y_ty) = (
+            with_rows(&x.ty(), rows.len()),
+            with_rows(&y.ty(), rows.len()),
+        );
         let mut xb = Tensor::zeros(&x_ty)?;
         let mut yb = Tensor::zeros(&y_ty)?;
         gather_rows(x, &rows, &mut xb)?;
         gather_rows(y, &rows, &mut yb)?;
-        let mut sw = Tensor::F32(ndarray::ArrayD::ones(ndarray::IxDyn(&[b])));
+        let mut sw = Tensor::F32(ndarray::ArrayD::ones(ndarray::IxDyn(&[rows.len()])));
         // Evaluation pads an uneven batch itself: padding weighs nothing and the
         // divisions use the real count, so it cannot change a result.
         let dist = replicas
             .map(|r| Dist::new("evaluate", r, b, true))
             .transpose()?;
         let (x_ty, y_ty) = match dist {
-            Some(d) => (with_rows(&x_ty, d.local), with_rows(&y_ty, d.local)),
+            Some(d) => (
+                with_rows(&x_ty, calls * d.local),
+                with_rows(&y_ty, calls * d.local),
+            ),
             None => (x_ty, y_ty),
         };
         outs = Some(step(
             &mut [&mut xb, &mut yb, &mut sw],
-            dist,
+            (calls, dist),
             (&x_ty, &y_ty),
         )?);
-        start += b;
+        start += rows.len();
     }
     Ok(outs)
+}
+
+/// The next call's batches when `left` rows remain, in batches of `batch_size`, up to `k`
+/// per call: the batch size and how many batches (a partial last batch runs alone).
+pub(crate) fn batches_of_call(left: usize, batch_size: usize, k: usize) -> (usize, usize) {
+    match left / batch_size {
+        0 => (left, 1),
+        full => (batch_size, full.min(k.max(1))),
+    }
+}
+
+/// The part of an inference worker's cache key that says how many batches a call runs
+/// (its inputs' types give only their product with the batch size).
+pub(crate) fn batches_key(k: usize) -> TensorType {
+    TensorType::new(crate::ir::DType::F32, [k])
 }
 
 /// The logs in an evaluation's results: the loss, then each metric's value.

@@ -158,11 +158,7 @@ impl<A: Architecture> Model<A> {
         mut opts: Fit,
         checked: bool,
     ) -> Result<History> {
-        let k = self
-            .train
-            .as_ref()
-            .map(|t| t.steps_per_execution)
-            .unwrap_or(1);
+        let k = self.steps_per_execution();
         let steps = ds.num_batches();
         let mut history = History::default();
         let mut callbacks = std::mem::take(&mut opts.callbacks);

@@ -56,7 +56,7 @@ impl<A: Architecture> Model<A> {
         let mut sw = Tensor::F32(ndarray::ArrayD::ones(ndarray::IxDyn(&[n])));
         let outs =
             self.runner_mut()?
-                .run(&key, &mut [&mut x, &mut y, &mut sw], EVAL_INPUTS, dist)?;
+                .run(&key, &mut [&mut x, &mut y, &mut sw], EVAL_INPUTS, (1, dist))?;
         let backend = self.placement.backend(what)?;
         let loss = backend.read_scalar(&outs[0])?;
         let trainable = self.runner()?.layout().trainable.clone();

@@ -197,7 +197,7 @@ impl Worker {
         &mut self,
         inputs: &mut [&mut Tensor],
         binds: &[Bind],
-        dist: Option<super::distribute::Dist>,
+        calls: (usize, Option<super::distribute::Dist>),
         key: Vec<TensorType>,
         build: impl FnOnce() -> Result<(Graph, CompileOptions)>,
     ) -> Result<Vec<Buffer>> {
@@ -214,7 +214,7 @@ impl Worker {
             self.weights + self.state,
             inputs,
             binds,
-            (1, dist),
+            calls,
             &mut self.spare,
         )?;
         exe.execute(&mut self.args)

@@ -1,6 +1,7 @@
 //! `predict`: the model's outputs in inference mode.
 
 use super::distribute;
+use super::evaluate::{batches_key, batches_of_call};
 use super::inference::Purpose;
 use super::runner::PREDICT_INPUTS;
 use super::staging::with_rows;
@@ -122,34 +123,37 @@ impl<A: Architecture> Model<A> {
         let mut worker = self
             .inference
             .take(Purpose::Predict, &backend, &self.weights, &[])?;
+        let k = self.steps_per_execution();
         let mut parts: Vec<Tensor> = Vec::new();
         let mut start = 0;
         while start < n {
-            let b = batch_size.min(n - start);
-            let rows: Vec<usize> = (start..start + b).collect();
-            let mut xb = Tensor::zeros(&with_rows(&x.ty(), b))?;
+            let (b, calls) = batches_of_call(n - start, batch_size, k);
+            let rows: Vec<usize> = (start..start + calls * b).collect();
+            let mut xb = Tensor::zeros(&with_rows(&x.ty(), rows.len()))?;
             gather_rows(&x, &rows, &mut xb)?;
-            // Under data parallelism each replica predicts its share of the batch.
+            // Under data parallelism each replica predicts its share of each batch.
             let dist = self.dist("predict", b, true)?;
-            let x_ty = with_rows(&x.ty(), dist.map_or(b, |d| d.local));
+            let x_ty = with_rows(&x.ty(), calls * dist.map_or(b, |d| d.local));
             let types: Vec<TensorType> = self.params().iter().map(|p| p.ty()).collect();
             let out = worker.run(
                 &mut [&mut xb],
                 PREDICT_INPUTS,
-                dist,
-                vec![x_ty.clone()],
+                (calls, dist),
+                vec![x_ty.clone(), batches_key(calls)],
                 || {
                     Ok((
-                        predict_graph(self, &types, &x_ty)?,
+                        predict_graph(self, &types, calls, &x_ty)?,
                         CompileOptions::default(),
                     ))
                 },
             )?;
             parts.push(match dist {
-                Some(_) => distribute::gather_outputs(&backend.download_replicas(&out[0])?, b)?,
+                Some(d) => {
+                    distribute::gather_outputs(&backend.download_replicas(&out[0])?, calls, d)?
+                }
                 None => backend.download(&out[0])?,
             });
-            start += b;
+            start += rows.len();
         }
         self.inference.give_back(worker);
         concat_rows(&parts)

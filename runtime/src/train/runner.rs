@@ -413,7 +413,7 @@ impl StepRunner {
         key: &StepKey,
         inputs: &mut [&mut Tensor],
         binds: &[Bind],
-        dist: Option<Dist>,
+        calls: (usize, Option<Dist>),
     ) -> Result<Vec<Buffer>> {
         let base = self.layout.len();
         bind_inputs(
@@ -422,7 +422,7 @@ impl StepRunner {
             base,
             inputs,
             binds,
-            (1, dist),
+            calls,
             &mut self.spare_inputs,
         )?;
         let exe = self.exes.get_mut(key).ok_or_else(|| {

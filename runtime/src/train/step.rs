@@ -27,7 +27,9 @@ pub(crate) enum StepKey {
         y: TensorType,
         dist: Option<Dist>,
     },
+    /// `k` batches.
     Eval {
+        k: usize,
         x: TensorType,
         y: TensorType,
         dist: Option<Dist>,
@@ -317,82 +319,42 @@ pub(crate) fn train_graph<A: Architecture>(
     let healthy = entry(&mut g, 0)?;
     let zero = g.scalar(0.0, DType::F32);
     let go = g.compare(Comparison::Ne, healthy, zero)?;
-    let mut health = [go, entry(&mut g, 1)?, entry(&mut g, 2)?];
-    let mut cur = state.clone();
-    let step_in = |g: &mut Graph, x: Value, y: Value, sw: Value, lr: Value| -> Result<_> {
-        Ok(StepIn {
-            x,
-            y,
-            sw,
-            lr: g.reshape(lr, [])?,
-        })
-    };
-    if k == 1 {
-        let rows = step_in(&mut g, x, y, sw, lr)?;
-        train_step(
-            &mut g,
-            model,
-            t,
-            layout,
-            (batch, dist),
-            &mut cur,
-            &mut health,
-            rows,
-        )?;
-    } else {
-        // One step as a graph over the carried state and health and one batch's rows.
-        let mut sg = Graph::new("train_step_body");
-        let mut carried = declare_state(&mut sg, layout);
-        let mut h = health.map(|v| sg.parameter(g.ty(v).clone()));
-        let one_row = |t: &TensorType| {
-            let mut d = t.dims().to_vec();
-            d[0] = batch;
-            TensorType::new(t.dtype, d)
-        };
-        let (xr, yr) = (one_row(x_ty), one_row(y_ty));
-        let (px, py) = (sg.parameter(xr.clone()), sg.parameter(yr.clone()));
-        let psw = sg.parameter(TensorType::new(DType::F32, [batch]));
-        let plr = sg.parameter(TensorType::scalar(DType::F32));
-        let rows = StepIn {
-            x: px,
-            y: py,
-            sw: psw,
-            lr: plr,
-        };
-        train_step(
-            &mut sg,
-            model,
-            t,
-            layout,
-            (batch, dist),
-            &mut carried,
-            &mut h,
-            rows,
-        )?;
-        let mut outs = carried;
-        outs.extend(h);
-        sg.set_outputs(outs)?;
-
-        let stacked = |g: &mut Graph, v: Value, per: &TensorType| {
-            let dims = [&[k][..], per.dims()].concat();
-            g.reshape(v, dims)
-        };
-        let xs = [
-            stacked(&mut g, x, &xr)?,
-            stacked(&mut g, y, &yr)?,
-            stacked(&mut g, sw, &TensorType::new(DType::F32, [batch]))?,
-            lr,
-        ];
-        let mut init = cur.clone();
-        init.extend(health);
-        let (finals, _) = g.scan_undifferentiated(&init, &xs, &sg)?;
-        let n = cur.len();
-        cur.copy_from_slice(&finals[..n]);
-        health.copy_from_slice(&finals[n..]);
-    }
+    let health = [go, entry(&mut g, 1)?, entry(&mut g, 2)?];
+    let lr = if k == 1 { g.reshape(lr, [])? } else { lr };
+    let one_row = |t: &TensorType| with_leading(t, batch);
+    let batches = [
+        (x, one_row(x_ty)),
+        (y, one_row(y_ty)),
+        (sw, TensorType::new(DType::F32, [batch])),
+        (lr, TensorType::scalar(DType::F32)),
+    ];
+    let mut carried = state.clone();
+    carried.extend(health);
+    let (finals, _) = over_batches(
+        &mut g,
+        k,
+        "train_step_body",
+        &carried,
+        &batches,
+        |g, c, rows| {
+            let (state, h) = c.split_at_mut(layout.len());
+            let h: &mut [Value; 3] = h.try_into().map_err(|_| {
+                Error::invalid("train step", "internal: the health is three values")
+            })?;
+            let rows = StepIn {
+                x: rows[0],
+                y: rows[1],
+                sw: rows[2],
+                lr: rows[3],
+            };
+            train_step(g, model, t, layout, (batch, dist), state, h, rows)?;
+            Ok(Vec::new())
+        },
+    )?;
+    let (mut cur, health) = (finals[..layout.len()].to_vec(), &finals[layout.len()..]);
     // The key moves on by the steps run when the call started healthy.
     cur[layout.key] = g.select(go, cur[layout.key], state[layout.key])?;
-    let [ok, bad_cause, bad_value] = health;
+    let (ok, bad_cause, bad_value) = (health[0], health[1], health[2]);
     let logs = results(&mut g, &t.metrics, layout, &cur)?;
     if logs.len() != 1 + t.metric_names.len() {
         return Err(Error::invalid(
@@ -414,6 +376,63 @@ pub(crate) fn train_graph<A: Architecture>(
     g.set_outputs(outputs)?;
     let updates = (0..layout.len()).map(|i| (i, i)).collect();
     Ok((g, CompileOptions { updates }))
+}
+
+/// `t` with a leading axis of `n` in place of its first.
+fn with_leading(t: &TensorType, n: usize) -> TensorType {
+    let mut d = t.dims().to_vec();
+    d[0] = n;
+    TensorType::new(t.dtype, d)
+}
+
+/// Runs `body` once per batch of `k` (the calls of `steps_per_execution`): `batches`
+/// holds each input of all `k` batches in order with the type of one batch's, and
+/// `carried` the values each batch advances. With `k = 1` `body` appends to `g` itself;
+/// otherwise it builds one batch's graph, run as a loop over the `k` batches (one graph
+/// whatever `k` is). `body` advances the carried values it is given and returns one
+/// batch's outputs; returns the final carried values and the outputs of all `k`
+/// batches, each joined along its first axis as the inputs were.
+fn over_batches(
+    g: &mut Graph,
+    k: usize,
+    name: &str,
+    carried: &[Value],
+    batches: &[(Value, TensorType)],
+    body: impl FnOnce(&mut Graph, &mut [Value], &[Value]) -> Result<Vec<Value>>,
+) -> Result<(Vec<Value>, Vec<Value>)> {
+    if k == 1 {
+        let mut c = carried.to_vec();
+        let rows: Vec<Value> = batches.iter().map(|&(v, _)| v).collect();
+        let outs = body(g, &mut c, &rows)?;
+        return Ok((c, outs));
+    }
+    let mut sg = Graph::new(name);
+    let mut c: Vec<Value> = carried
+        .iter()
+        .map(|&v| sg.parameter(g.ty(v).clone()))
+        .collect();
+    let rows: Vec<Value> = batches
+        .iter()
+        .map(|(_, t)| sg.parameter(t.clone()))
+        .collect();
+    let outs = body(&mut sg, &mut c, &rows)?;
+    let out_types: Vec<TensorType> = outs.iter().map(|&o| sg.ty(o).clone()).collect();
+    c.extend(outs);
+    sg.set_outputs(c)?;
+    let xs = batches
+        .iter()
+        .map(|&(v, ref t)| g.reshape(v, [&[k][..], t.dims()].concat()))
+        .collect::<Result<Vec<_>>>()?;
+    let (finals, ys) = g.scan_undifferentiated(carried, &xs, &sg)?;
+    let ys = ys
+        .into_iter()
+        .zip(&out_types)
+        .map(|(y, t)| match t.dims().split_first() {
+            Some((&m, rest)) => g.reshape(y, [&[k * m][..], rest].concat()),
+            None => Ok(y),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((finals, ys))
 }
 
 /// What one training step reads besides the state: its batch's rows, their sample
@@ -586,14 +605,15 @@ fn train_step<A: Architecture>(
     Ok(())
 }
 
-/// The evaluation step: inputs `x`, `y`, `sw`; accumulates the loss and metrics (inference
-/// behaviour) and outputs their state and results. With `dist`, one replica's program over
-/// its share of the batch, the increments summed over replicas.
+/// The evaluation step: inputs `x`, `y`, `sw` of `k` batches; accumulates the loss and
+/// metrics (inference behaviour) over each batch in turn and outputs their state and
+/// results. With `dist`, one replica's program over its share of each batch, the
+/// increments summed over replicas.
 pub(crate) fn eval_graph<A: Architecture>(
     model: &Model<A>,
     t: &TrainState,
     layout: &Layout,
-    dist: Option<Dist>,
+    (k, dist): (usize, Option<Dist>),
     x_ty: &TensorType,
     y_ty: &TensorType,
 ) -> Result<(Graph, CompileOptions)> {
@@ -601,24 +621,39 @@ pub(crate) fn eval_graph<A: Architecture>(
     let state = declare_state(&mut g, layout);
     let x = g.parameter(x_ty.clone());
     let y = g.parameter(y_ty.clone());
-    let batch = x_ty.dims()[0];
-    let sw = g.parameter(TensorType::new(DType::F32, [batch]));
-    let params: Vec<Value> = state[layout.params.clone()].to_vec();
-    let (pred, logits, activation) = {
-        let mut cx = Forward::new(&mut g, false, None);
-        let pred = model.forward(&mut cx, x, &params)?;
-        (pred, cx.logits_of(pred), cx.activation_of(pred))
-    };
-    t.check_prediction("evaluate", g.ty(y), g.ty(pred), activation)?;
-    let mut cur = state.clone();
-    match dist {
-        None => {
-            accumulate(&mut g, t, layout, &mut cur, y, pred, logits, sw, batch)?;
-        }
-        Some(d) => {
-            distribute::reduce_eval_step(&mut g, t, layout, &mut cur, (y, pred, logits, sw), d)?
-        }
-    }
+    let batch = per_batch("evaluate", x_ty, k)?;
+    let sw = g.parameter(TensorType::new(DType::F32, [k * batch]));
+    let batches = [
+        (x, with_leading(x_ty, batch)),
+        (y, with_leading(y_ty, batch)),
+        (sw, TensorType::new(DType::F32, [batch])),
+    ];
+    let (cur, _) = over_batches(
+        &mut g,
+        k,
+        "eval_step_body",
+        &state,
+        &batches,
+        |g, cur, rows| {
+            let (x, y, sw) = (rows[0], rows[1], rows[2]);
+            let params: Vec<Value> = cur[layout.params.clone()].to_vec();
+            let (pred, logits, activation) = {
+                let mut cx = Forward::new(g, false, None);
+                let pred = model.forward(&mut cx, x, &params)?;
+                (pred, cx.logits_of(pred), cx.activation_of(pred))
+            };
+            t.check_prediction("evaluate", g.ty(y), g.ty(pred), activation)?;
+            match dist {
+                None => {
+                    accumulate(g, t, layout, cur, y, pred, logits, sw, batch)?;
+                }
+                Some(d) => {
+                    distribute::reduce_eval_step(g, t, layout, cur, (y, pred, logits, sw), d)?
+                }
+            }
+            Ok(Vec::new())
+        },
+    )?;
     let ms = layout.metric_state.clone();
     let mut outputs: Vec<Value> = cur[ms.clone()].to_vec();
     outputs.extend(results(&mut g, &t.metrics, layout, &cur)?);
@@ -627,19 +662,41 @@ pub(crate) fn eval_graph<A: Architecture>(
     Ok((g, CompileOptions { updates }))
 }
 
-/// The inference forward pass of `x`. The graph first takes `state` (whose leading
-/// entries are the model's parameters), then `x`.
+/// The rows of one of the `k` batches an input of type `t` holds.
+fn per_batch(what: &str, t: &TensorType, k: usize) -> Result<usize> {
+    match t.dims().first() {
+        Some(&n) if k > 0 && n % k == 0 => Ok(n / k),
+        _ => Err(Error::invalid(
+            what,
+            format!("internal: {t} does not hold {k} batches of equal size"),
+        )),
+    }
+}
+
+/// The inference forward pass of `x`, `k` batches of its rows in turn. The graph first
+/// takes `state` (whose leading entries are the model's parameters), then `x`.
 pub(crate) fn predict_graph<A: Architecture>(
     model: &Model<A>,
     state: &[TensorType],
+    k: usize,
     x_ty: &TensorType,
 ) -> Result<Graph> {
     let mut g = Graph::new("predict_step");
     let state: Vec<Value> = state.iter().map(|t| g.parameter(t.clone())).collect();
     let x = g.parameter(x_ty.clone());
-    let params: Vec<Value> = state[..model.params().len()].to_vec();
-    let mut cx = Forward::new(&mut g, false, None);
-    let pred = model.forward(&mut cx, x, &params)?;
-    g.set_outputs(vec![pred])?;
+    let batch = per_batch("predict", x_ty, k)?;
+    let n = model.params().len();
+    let (_, pred) = over_batches(
+        &mut g,
+        k,
+        "predict_step_body",
+        &state,
+        &[(x, with_leading(x_ty, batch))],
+        |g, state, rows| {
+            let mut cx = Forward::new(g, false, None);
+            Ok(vec![model.forward(&mut cx, rows[0], &state[..n])?])
+        },
+    )?;
+    g.set_outputs(pred)?;
     Ok(g)
 }

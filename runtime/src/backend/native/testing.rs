@@ -73,6 +73,10 @@ pub(crate) fn record(graph: &str, plan: &Plan) {
         }
     }
     MADE.with(|m| m.borrow_mut().push((s, format!("{:?}", plan.steps))));
+    // A loop's body is planned as a graph of its own: recorded after the graph holding it.
+    for (i, lp) in plan.loops.iter().enumerate() {
+        record(&format!("{graph}/loop {i} body"), &lp.body);
+    }
 }
 
 /// The plans made on this thread since the last call, in order, each with its steps as
