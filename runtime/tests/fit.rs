@@ -189,23 +189,29 @@ fn class_weight_is_a_per_label_sample_weight() {
     assert_eq!(a.weights(), b.weights());
 }
 
+/// `m` compiled with Adam, sparse categorical cross-entropy and accuracy, fitted on `x`,
+/// `y` as `fit` says with `k` steps per execution: its weights, history and iterations.
+fn fit_k<A: strata_runtime::nn::Architecture>(
+    mut m: Model<A>,
+    (x, y): (&ndarray::ArrayD<f32>, &Array1<i32>),
+    fit: Fit,
+    k: usize,
+) -> (Vec<(String, Tensor)>, strata_runtime::train::History, u64) {
+    m.compile(
+        Adam::default(),
+        SparseCategoricalCrossentropy::default(),
+        [Accuracy],
+    )
+    .unwrap();
+    m.set_steps_per_execution(k).unwrap();
+    let h = m.fit(x, y, fit.verbose(0)).unwrap();
+    (m.weights(), h, m.iterations())
+}
+
 #[test]
 fn steps_per_execution_does_not_change_the_result() {
     let (x, y) = problem(40, 6);
-    let run = |k: usize| {
-        let mut m = mlp(20, 3);
-        m.compile(
-            Adam::default(),
-            SparseCategoricalCrossentropy::default(),
-            [Accuracy],
-        )
-        .unwrap();
-        m.set_steps_per_execution(k).unwrap();
-        let h = m
-            .fit(&x, &y, Fit::epochs(2).batch_size(4).verbose(0))
-            .unwrap();
-        (m.weights(), h, m.iterations())
-    };
+    let run = |k| fit_k(mlp(20, 3), (&x, &y), Fit::epochs(2).batch_size(4), k);
     let (w1, h1, i1) = run(1);
     let (w8, h8, i8) = run(8);
     assert_eq!(i1, 20);
@@ -217,13 +223,13 @@ fn steps_per_execution_does_not_change_the_result() {
 /// A loop of steps carries what each step changes besides the weights: the dropout key
 /// (each step draws its own masks), batch normalization's moving statistics, and a
 /// recurrent layer's own scan runs inside the loop's body. Natively the same bits as one
-/// step per call, the partial group of 2 steps and the partial last batch included.
+/// step per call, the partial group and the partial last batch included.
 #[test]
 fn steps_per_execution_carries_dropout_keys_batch_norm_and_inner_scans() {
     use strata_runtime::nn::{BatchNormalization, Dropout, Reshape, LSTM};
-    let (x, y) = problem(44, 9);
-    let run = |k: usize| {
-        let mut m = Model::new(Sequential::new(
+    let (x, y) = problem(50, 9);
+    let model = || {
+        Model::new(Sequential::new(
             Some(vec![20]),
             vec![
                 Box::new(Reshape::new("reshape", vec![5, 4])),
@@ -232,31 +238,14 @@ fn steps_per_execution_carries_dropout_keys_batch_norm_and_inner_scans() {
                 Box::new(Dropout::new("dropout", 0.5)),
                 Box::new(Dense::new("dense", 3, Activation::Softmax)),
             ],
-        ));
-        m.compile(
-            Adam::default(),
-            SparseCategoricalCrossentropy::default(),
-            [Accuracy],
-        )
-        .unwrap();
-        m.set_steps_per_execution(k).unwrap();
-        // 44 samples in batches of 4 and a validation split of 0.1 (4 held out): 10 steps
-        // per epoch, calls of 3, 3, 3 and 1 for k = 3.
-        let h = m
-            .fit(
-                &x,
-                &y,
-                Fit::epochs(2)
-                    .batch_size(4)
-                    .validation_split(0.1)
-                    .verbose(0),
-            )
-            .unwrap();
-        (m.weights(), h, m.iterations())
+        ))
     };
-    let (w1, h1, i1) = run(1);
-    let (w3, h3, i3) = run(3);
-    assert_eq!((i1, i3), (20, 20));
+    // 50 samples, 5 held out for validation: 11 batches of 4 and one of 1 per epoch, in
+    // calls of 3, 3, 3, 2 and 1 steps for k = 3 (validation: a batch of 4, one of 1).
+    let fit = || Fit::epochs(2).batch_size(4).validation_split(0.1);
+    let (w1, h1, i1) = fit_k(model(), (&x, &y), fit(), 1);
+    let (w3, h3, i3) = fit_k(model(), (&x, &y), fit(), 3);
+    assert_eq!((i1, i3), (24, 24));
     assert_eq!(w1, w3, "weights differ between steps_per_execution 1 and 3");
     assert_eq!(h1, h3);
 }
