@@ -1237,9 +1237,23 @@ mod tests {
         let gated = time(&mut || p.scatter_indexed_bias_relu(&src, &ix, &mut dx, &gate));
         let banded = time(&mut || p.scatter_with(&src, &mut dx, Some(&gate), banded_select(&ix)));
         let copy = time(&mut || dx.copy_from_slice(&x));
+        // Overlapping windows, 3x3 stride 2 (`same`): the banded walk.
+        let win3 = Window {
+            dims: vec![1, 3, 3, 1],
+            strides: vec![1, 2, 2, 1],
+            padding: vec![(0, 0), (1, 1), (1, 1), (0, 0)],
+        };
+        let od3 = out_dims(&xd, &win3).expect("fits");
+        let p3 = Pool2d::of(&xd, &od3, &win3).expect("an NHWC pooling");
+        let no3: usize = od3.iter().product();
+        let (mut o3, mut ix3) = (vec![0.0f32; no3], vec![0u8; no3]);
+        let forward3 = time(&mut || p3.reduce_index_minmax(&x, &mut o3, &mut ix3, false));
+        let src3 = data(no3, 6, 0);
+        let overlapping = time(&mut || p3.scatter_indexed(&src3, &ix3, &mut dx));
         eprintln!(
             "ms: reduce_index {plain:.3} (minmax {vector:.3}), with bias+relu {fused:.3}; scatter_indexed {scatter:.3}, \
-             gated {gated:.3} (banded {banded:.3}); copying the operand {copy:.3}"
+             gated {gated:.3} (banded {banded:.3}); copying the operand {copy:.3}; \
+             3x3/2: reduce_index_minmax {forward3:.3}, scatter_indexed {overlapping:.3}"
         );
     }
 
