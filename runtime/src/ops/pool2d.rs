@@ -1186,11 +1186,12 @@ mod tests {
     #[ignore]
     fn time_recording_poolings() {
         let xd = [128, 26, 26, 32];
-        let win = Window {
-            dims: vec![1, 2, 2, 1],
-            strides: vec![1, 2, 2, 1],
-            padding: vec![(0, 0); 4],
+        let square = |k: usize, s: usize, pad: usize| Window {
+            dims: vec![1, k, k, 1],
+            strides: vec![1, s, s, 1],
+            padding: vec![(0, 0), (pad, pad), (pad, pad), (0, 0)],
         };
+        let win = square(2, 2, 0);
         let od = out_dims(&xd, &win).expect("fits");
         let p = Pool2d::of(&xd, &od, &win).expect("an NHWC pooling");
         let x = data(xd.iter().product(), 3, 0);
@@ -1238,11 +1239,7 @@ mod tests {
         let banded = time(&mut || p.scatter_with(&src, &mut dx, Some(&gate), banded_select(&ix)));
         let copy = time(&mut || dx.copy_from_slice(&x));
         // Overlapping windows, 3x3 stride 2 (`same`): the banded walk.
-        let win3 = Window {
-            dims: vec![1, 3, 3, 1],
-            strides: vec![1, 2, 2, 1],
-            padding: vec![(0, 0), (1, 1), (1, 1), (0, 0)],
-        };
+        let win3 = square(3, 2, 1);
         let od3 = out_dims(&xd, &win3).expect("fits");
         let p3 = Pool2d::of(&xd, &od3, &win3).expect("an NHWC pooling");
         let no3: usize = od3.iter().product();

@@ -55,9 +55,15 @@ impl Pool2d {
                     // The element's position in its clipped window, row-major (as recorded).
                     let k = ((i - i0) * (j1 - j0) + (j - j0)) as u8;
                     let so = ((b * p.oh + o) * p.ow + q) * p.c;
-                    let (s, ix) = (&src[so..so + p.c], &index[so..so + p.c]);
+                    let sel = Selected {
+                        s: &src[so..so + p.c],
+                        ix: &index[so..so + p.c],
+                        k,
+                        mask,
+                        gate,
+                    };
                     // SAFETY: `simd` is what the CPU supports.
-                    unsafe { pixel(simd, px, s, ix, k, mask, gate) };
+                    unsafe { pixel(simd, px, sel) };
                 }
             }
         };
@@ -70,48 +76,44 @@ impl Pool2d {
     }
 }
 
+/// What one input pixel's channels are written from: its window's cotangents `s` and
+/// index bytes `ix`, the pixel's position `k` in that window, which bits of an index
+/// byte are the position (`mask`), and the ReLU gate if any.
+#[derive(Clone, Copy)]
+struct Selected<'a, T> {
+    s: &'a [T],
+    ix: &'a [u8],
+    k: u8,
+    mask: u8,
+    gate: Option<&'a ReluGate<T>>,
+}
+
 /// One input pixel's channels: `out[c] = (ix[c] & mask) == k ? gated(0 + s[c]) : +0`.
 ///
 /// # Safety
 /// `simd` must be supported by the CPU.
 #[inline(always)]
-unsafe fn pixel<T: num_traits::Float + 'static>(
-    simd: Simd,
-    out: &mut [T],
-    s: &[T],
-    ix: &[u8],
-    k: u8,
-    mask: u8,
-    gate: Option<&ReluGate<T>>,
-) {
+unsafe fn pixel<T: num_traits::Float + 'static>(simd: Simd, out: &mut [T], sel: Selected<'_, T>) {
     #[cfg(target_arch = "x86_64")]
     if simd == Simd::Avx2 && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
         // SAFETY: T is f32 (checked above): the same memory, the same type; the CPU has
         // AVX2 (the caller's promise).
         unsafe {
-            let f = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f32, v.len());
             let o = std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, out.len());
-            let g = gate.map(|g| &*(g as *const ReluGate<T> as *const ReluGate<f32>));
-            return pixel_avx2(o, f(s), ix, k, mask, g);
+            let sel = *(&sel as *const Selected<'_, T> as *const Selected<'_, f32>);
+            return pixel_avx2(o, sel);
         }
     }
     let _ = simd;
-    pixel_scalar(out, s, ix, k, mask, gate);
+    pixel_scalar(out, sel);
 }
 
 #[inline(always)]
-fn pixel_scalar<T: num_traits::Float>(
-    out: &mut [T],
-    s: &[T],
-    ix: &[u8],
-    k: u8,
-    mask: u8,
-    gate: Option<&ReluGate<T>>,
-) {
-    for ((o, &s), &b) in out.iter_mut().zip(s).zip(ix) {
+fn pixel_scalar<T: num_traits::Float>(out: &mut [T], sel: Selected<'_, T>) {
+    for ((o, &s), &b) in out.iter_mut().zip(sel.s).zip(sel.ix) {
         let v = T::zero() + s;
-        let v = gate.map_or(v, |g| g.apply(v, b));
-        *o = if b & mask == k { v } else { T::zero() };
+        let v = sel.gate.map_or(v, |g| g.apply(v, b));
+        *o = if b & sel.mask == sel.k { v } else { T::zero() };
     }
 }
 
@@ -120,15 +122,15 @@ fn pixel_scalar<T: num_traits::Float>(
 /// masked (a cleared lane is `+0`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn pixel_avx2(
-    out: &mut [f32],
-    s: &[f32],
-    ix: &[u8],
-    k: u8,
-    mask: u8,
-    gate: Option<&ReluGate<f32>>,
-) {
+unsafe fn pixel_avx2(out: &mut [f32], sel: Selected<'_, f32>) {
     use std::arch::x86_64::*;
+    let Selected {
+        s,
+        ix,
+        k,
+        mask,
+        gate,
+    } = sel;
     let c = out.len();
     assert!(s.len() == c && ix.len() == c);
     let (vk, vmask) = (
@@ -172,5 +174,10 @@ unsafe fn pixel_avx2(
         }
         c0 += 8;
     }
-    pixel_scalar(&mut out[c0..], &s[c0..], &ix[c0..], k, mask, gate);
+    let rest = Selected {
+        s: &s[c0..],
+        ix: &ix[c0..],
+        ..sel
+    };
+    pixel_scalar(&mut out[c0..], rest);
 }
