@@ -386,18 +386,8 @@ pub(crate) fn native_recording(
         .ok_or_else(|| Error::shape("reduce_window", "not an indexable 2-D pooling"))?;
     let min = op == ReduceOp::Min;
     match (x.data, out) {
-        (Data::F32(a), DataMut::F32(o)) if min => {
-            p.reduce_index(a, o, index, f32::INFINITY, min_of, below)
-        }
-        (Data::F32(a), DataMut::F32(o)) => {
-            p.reduce_index(a, o, index, f32::NEG_INFINITY, max_of, above)
-        }
-        (Data::F64(a), DataMut::F64(o)) if min => {
-            p.reduce_index(a, o, index, f64::INFINITY, min_of, below)
-        }
-        (Data::F64(a), DataMut::F64(o)) => {
-            p.reduce_index(a, o, index, f64::NEG_INFINITY, max_of, above)
-        }
+        (Data::F32(a), DataMut::F32(o)) => p.reduce_index_minmax(a, o, index, min),
+        (Data::F64(a), DataMut::F64(o)) => p.reduce_index_minmax(a, o, index, min),
         (a, _) => return Err(super::unsupported("reduce_window", a.dtype())),
     }
     Ok(())

@@ -1,0 +1,183 @@
+//! The indexed max-pooling gradient for windows that never overlap (stride at least the
+//! window, as `MaxPooling2D`'s default 2×2 stride 2): every input element belongs to at
+//! most one window, so it is written exactly once, as the selected element's gradient or
+//! zero, straight from the pooling's cotangent and the index its forward recorded. One
+//! pass that only writes the operand-sized result, in input order, with whole vectors of
+//! channels (instead of zeroing a band and adding into it element by element).
+//!
+//! Bit-identical to `Pool2d::scatter_with`'s: the selected element gets `0 + s` (gated as
+//! there, `gate.apply(0 + s, bits)`), every other element `+0`.
+
+use super::{Pool2d, ReluGate, Simd, POS};
+use crate::kernel::crew;
+
+impl Pool2d {
+    /// Whether no two windows share an input element.
+    pub(super) fn disjoint(&self) -> bool {
+        self.sh >= self.kh && self.sw >= self.kw
+    }
+
+    /// `scatter_indexed` (no `gate`: index bytes are whole positions) or
+    /// `scatter_indexed_bias_relu` (`gate`: positions in the low bits) for `disjoint`
+    /// windows, split over input rows.
+    pub(super) fn scatter_indexed_disjoint<T: num_traits::Float + Send + Sync + 'static>(
+        &self,
+        src: &[T],
+        index: &[u8],
+        out: &mut [T],
+        gate: Option<&ReluGate<T>>,
+    ) {
+        debug_assert!(self.disjoint());
+        let p = *self;
+        let row = p.w * p.c;
+        if row == 0 || p.h == 0 || p.n == 0 {
+            return;
+        }
+        let mask = if gate.is_some() { POS } else { u8::MAX };
+        let simd = Simd::detect();
+        let rows = |start: usize, chunk: &mut [T]| {
+            for (r, orow) in (start / row..).zip(chunk.chunks_exact_mut(row)) {
+                let (b, i) = (r / p.h, r % p.h);
+                let (o, di) = ((i + p.ph) / p.sh, (i + p.ph) % p.sh);
+                if di >= p.kh || o >= p.oh {
+                    orow.fill(T::zero());
+                    continue;
+                }
+                let (i0, i1) = Pool2d::span(o, p.sh, p.kh, p.ph, p.h);
+                debug_assert!(i0 <= i && i < i1);
+                for (j, px) in orow.chunks_exact_mut(p.c).enumerate() {
+                    let (q, dj) = ((j + p.pw) / p.sw, (j + p.pw) % p.sw);
+                    if dj >= p.kw || q >= p.ow {
+                        px.fill(T::zero());
+                        continue;
+                    }
+                    let (j0, j1) = Pool2d::span(q, p.sw, p.kw, p.pw, p.w);
+                    // The element's position in its clipped window, row-major (as recorded).
+                    let k = ((i - i0) * (j1 - j0) + (j - j0)) as u8;
+                    let so = ((b * p.oh + o) * p.ow + q) * p.c;
+                    let sel = Selected {
+                        s: &src[so..so + p.c],
+                        ix: &index[so..so + p.c],
+                        k,
+                        mask,
+                        gate,
+                    };
+                    // SAFETY: `simd` is what the CPU supports.
+                    unsafe { pixel(simd, px, sel) };
+                }
+            }
+        };
+        let tasks = self.tasks(out.len(), p.n * p.h);
+        if tasks == 1 {
+            rows(0, out);
+        } else {
+            crew::run_chunks(out, tasks, row, &rows);
+        }
+    }
+}
+
+/// What one input pixel's channels are written from: its window's cotangents `s` and
+/// index bytes `ix`, the pixel's position `k` in that window, which bits of an index
+/// byte are the position (`mask`), and the ReLU gate if any.
+#[derive(Clone, Copy)]
+struct Selected<'a, T> {
+    s: &'a [T],
+    ix: &'a [u8],
+    k: u8,
+    mask: u8,
+    gate: Option<&'a ReluGate<T>>,
+}
+
+/// One input pixel's channels: `out[c] = (ix[c] & mask) == k ? gated(0 + s[c]) : +0`.
+///
+/// # Safety
+/// `simd` must be supported by the CPU.
+#[inline(always)]
+unsafe fn pixel<T: num_traits::Float + 'static>(simd: Simd, out: &mut [T], sel: Selected<'_, T>) {
+    #[cfg(target_arch = "x86_64")]
+    if simd == Simd::Avx2 && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+        // SAFETY: T is f32 (checked above): the same memory, the same type; the CPU has
+        // AVX2 (the caller's promise).
+        unsafe {
+            let o = std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, out.len());
+            let sel = *(&sel as *const Selected<'_, T> as *const Selected<'_, f32>);
+            return pixel_avx2(o, sel);
+        }
+    }
+    let _ = simd;
+    pixel_scalar(out, sel);
+}
+
+#[inline(always)]
+fn pixel_scalar<T: num_traits::Float>(out: &mut [T], sel: Selected<'_, T>) {
+    for ((o, &s), &b) in out.iter_mut().zip(sel.s).zip(sel.ix) {
+        let v = T::zero() + s;
+        let v = sel.gate.map_or(v, |g| g.apply(v, b));
+        *o = if b & sel.mask == sel.k { v } else { T::zero() };
+    }
+}
+
+/// [`pixel_scalar`] for `f32`, eight channels a vector: the position compared as 32-bit
+/// lanes, the gate `a > gt ? one : a == eq ? half : zero` as two blends, the result
+/// masked (a cleared lane is `+0`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pixel_avx2(out: &mut [f32], sel: Selected<'_, f32>) {
+    use std::arch::x86_64::*;
+    let Selected {
+        s,
+        ix,
+        k,
+        mask,
+        gate,
+    } = sel;
+    let c = out.len();
+    assert!(s.len() == c && ix.len() == c);
+    let (vk, vmask) = (
+        _mm256_set1_epi32(i32::from(k)),
+        _mm256_set1_epi32(i32::from(mask)),
+    );
+    let (gt, eq) = (_mm256_set1_epi32(0x80), _mm256_set1_epi32(0x40));
+    let zero = _mm256_setzero_ps();
+    let consts = gate.map(|g| {
+        (
+            _mm256_set1_ps(g.one),
+            _mm256_set1_ps(g.half),
+            _mm256_set1_ps(g.zero),
+            g.ct_first,
+        )
+    });
+    let mut c0 = 0;
+    while c0 + 8 <= c {
+        // SAFETY: eight in-bounds elements of each slice from `c0` (and eight bytes).
+        unsafe {
+            let b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(ix.as_ptr().add(c0) as *const __m128i));
+            let sel = _mm256_cmpeq_epi32(_mm256_and_si256(b, vmask), vk);
+            let v = _mm256_add_ps(zero, _mm256_loadu_ps(s.as_ptr().add(c0)));
+            let v = match consts {
+                None => v,
+                Some((one, half, gzero, ct_first)) => {
+                    let is_gt =
+                        _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(b, gt), gt));
+                    let is_eq =
+                        _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(b, eq), eq));
+                    let w = _mm256_blendv_ps(_mm256_blendv_ps(gzero, half, is_eq), one, is_gt);
+                    if ct_first {
+                        _mm256_mul_ps(v, w)
+                    } else {
+                        _mm256_mul_ps(w, v)
+                    }
+                }
+            };
+            let r = _mm256_and_ps(_mm256_castsi256_ps(sel), v);
+            _mm256_storeu_ps(out.as_mut_ptr().add(c0), r);
+        }
+        c0 += 8;
+    }
+    let rest = Selected {
+        s: &s[c0..],
+        ix: &ix[c0..],
+        ..sel
+    };
+    pixel_scalar(&mut out[c0..], rest);
+}
