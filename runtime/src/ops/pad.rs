@@ -110,13 +110,14 @@ pub(crate) fn native(
         let mut idx = [0usize; MAX_RANK];
         // Only edges, none cropped (a slice's gradient: the block put back among zeros):
         // the input's rows are contiguous runs of the result, copied whole.
-        let plain = (0..r).all(|d| {
-            interior[d] == 0 && low[d] >= 0 && low[d] as usize + xd[d] <= od[d]
-        });
+        let plain =
+            (0..r).all(|d| interior[d] == 0 && low[d] >= 0 && low[d] as usize + xd[d] <= od[d]);
         if plain && r > 0 {
             let row = xd[r - 1];
             for src in a.chunks_exact(row) {
-                let off: usize = (0..r).map(|d| (low[d] as usize + idx[d]) * os[d] as usize).sum();
+                let off: usize = (0..r)
+                    .map(|d| (low[d] as usize + idx[d]) * os[d] as usize)
+                    .sum();
                 o[off..off + row].copy_from_slice(src);
                 let mut d = r - 1;
                 while d > 0 {

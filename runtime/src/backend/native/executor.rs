@@ -438,6 +438,9 @@ fn run_loop(
     let Frame { arena, loops, .. } = frame;
     let lf = &mut loops[looped];
     for (k, (&l, &v)) in ins.iter().zip(in_nodes).enumerate() {
+        if lp.unread[k] {
+            continue;
+        }
         let src = data_of(l, params, arena, &plan.consts, plan.nodes[v].ty.numel());
         copy_into(
             "while init",
