@@ -20,11 +20,11 @@ const ROUND_BITS: i32 = 0x4B40_0000;
 pub(crate) fn exp(x: f32) -> f32 {
     // x = n·ln 2 + r, |r| ≤ ln2/2, and e^x = 2^n · e^r. Below -104 the result rounds to 0,
     // above 89 it overflows: clamped there, the scaling below produces exactly those.
-    // (`max` / `min` turn a NaN into -104: it is put back at the end.)
-    let xc = x.max(-104.0).min(89.0);
+    // (A NaN stays one through the arithmetic below, wrapping, and is put back at the end.)
+    let xc = x.clamp(-104.0, 89.0);
     let big = xc * std::f32::consts::LOG2_E + ROUND;
     let k = big - ROUND;
-    let n = big.to_bits() as i32 - ROUND_BITS;
+    let n = (big.to_bits() as i32).wrapping_sub(ROUND_BITS);
     // ln 2 in two parts, the first with few enough bits that k·LN2_HI is exact.
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
@@ -39,9 +39,9 @@ pub(crate) fn exp(x: f32) -> f32 {
     // 2^n in two factors, each a normal float for every n in -150..=128: the first product
     // is exact, the second rounds once (into the subnormals, or to inf).
     let n1 = n >> 1;
-    let n2 = n - n1;
-    let s1 = f32::from_bits(((n1 + 127) << 23) as u32);
-    let s2 = f32::from_bits(((n2 + 127) << 23) as u32);
+    let n2 = n.wrapping_sub(n1);
+    let s1 = f32::from_bits((n1.wrapping_add(127) << 23) as u32);
+    let s2 = f32::from_bits((n2.wrapping_add(127) << 23) as u32);
     let e = y * s1 * s2;
     if x.is_nan() {
         x
@@ -58,10 +58,10 @@ pub(crate) fn tanh(x: f32) -> f32 {
     // Near 0, an odd polynomial (a itself for the tiniest: a·a underflows to 0).
     let z = a * a;
     let mut p = -5.704_988_7e-3;
-    p = p * z + 2.063_908_9e-2;
+    p = p * z + 2.063_909e-2;
     p = p * z - 5.373_971_6e-2;
     p = p * z + 0.133_314_42;
-    p = p * z - 0.333_332_82;
+    p = p * z - 0.333_332_8;
     let small = p * z * a + a;
     // Elsewhere 1 - 2/(e^{2a} + 1): 1 for large a (e^{2a} = inf included).
     let large = 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
