@@ -215,10 +215,11 @@ def run_jax(args):
                       "devices": str(jax.devices())})
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
+def arguments(doc, frameworks):
+    """The command line both peer scripts take (peers_rnn.py's too)."""
+    ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--framework", choices=FRAMEWORKS, required=True)
+    ap.add_argument("--framework", choices=frameworks, required=True)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--train-size", type=int, default=5000)
     ap.add_argument("--epochs", type=int, default=4)
@@ -226,17 +227,27 @@ def main():
     args = ap.parse_args()
     if args.batch < 1 or args.epochs < 1:
         ap.error("--batch and --epochs must be >= 1")
+    return args
+
+
+def report(r, args, workload):
+    """Prints the RESULT line strata-bench reads, with the run's configuration."""
+    r.update(framework=args.framework, workload=workload, batch=args.batch,
+             samples=args.train_size, epochs=args.epochs, peak_rss_mib=peak_rss_mib(),
+             cpus=len(os.sched_getaffinity(0)))
+    sys.stdout.flush()
+    print("RESULT " + json.dumps(r), flush=True)
+
+
+def main():
+    args = arguments(__doc__, FRAMEWORKS)
     if args.framework == "keras-tf":
         r = run_keras("tensorflow", args)
     elif args.framework == "keras-jax":
         r = run_keras("jax", args)
     else:
         r = run_jax(args)
-    r.update(framework=args.framework, workload="cnn", batch=args.batch,
-             samples=args.train_size, epochs=args.epochs, peak_rss_mib=peak_rss_mib(),
-             cpus=len(os.sched_getaffinity(0)))
-    sys.stdout.flush()
-    print("RESULT " + json.dumps(r), flush=True)
+    report(r, args, "cnn")
 
 
 if __name__ == "__main__":

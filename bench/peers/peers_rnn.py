@@ -18,11 +18,6 @@ Keras picks the LSTM's implementation itself: on the CPU, TensorFlow runs its wh
 and JAX a `lax.scan`, both jit-compiled by Keras' defaults (cuDNN only on a GPU). Thread
 pools are the frameworks' defaults, every core the process may run on.
 """
-import argparse
-import json
-import os
-import sys
-
 import peers_cnn
 
 FRAMEWORKS = ["keras-tf", "keras-jax"]
@@ -38,24 +33,10 @@ def row_reader(keras):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--framework", choices=FRAMEWORKS, required=True)
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--train-size", type=int, default=5000)
-    ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--data", default=os.environ.get("STRATA_FASHION_MNIST",
-                                                     peers_cnn.DEFAULT_DATA))
-    args = ap.parse_args()
-    if args.batch < 1 or args.epochs < 1:
-        ap.error("--batch and --epochs must be >= 1")
+    args = peers_cnn.arguments(__doc__, FRAMEWORKS)
     backend = "tensorflow" if args.framework == "keras-tf" else "jax"
     r = peers_cnn.run_keras(backend, args, build=row_reader, shape=(28, 28))
-    r.update(framework=args.framework, workload="rnn", batch=args.batch,
-             samples=args.train_size, epochs=args.epochs, peak_rss_mib=peers_cnn.peak_rss_mib(),
-             cpus=len(os.sched_getaffinity(0)))
-    sys.stdout.flush()
-    print("RESULT " + json.dumps(r), flush=True)
+    peers_cnn.report(r, args, "rnn")
 
 
 if __name__ == "__main__":

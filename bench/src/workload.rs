@@ -333,17 +333,13 @@ pub(crate) fn backend_for(cfg: &Config) -> Result<(Shared, Option<Arc<PjrtBacken
     }
 }
 
-/// The tutorial's model, compiled as the tutorial compiles it.
-pub(crate) fn tutorial_model(
+/// `m` compiled as the tutorial compiles its MLP (Adam, sparse categorical cross-entropy,
+/// accuracy), on `backend`, `spe` steps per execution.
+fn compiled<A: strata::nn::Architecture>(
+    mut m: strata::Model<A>,
     backend: Shared,
     spe: usize,
-) -> Result<strata::Model<impl strata::nn::Architecture>> {
-    let mut m = model![
-        Input(784),
-        Dense(128, relu),
-        Dense(64, relu),
-        Dense(10, softmax)
-    ];
+) -> Result<strata::Model<A>> {
     m.compile(
         Adam::default(),
         SparseCategoricalCrossentropy::default(),
@@ -354,13 +350,27 @@ pub(crate) fn tutorial_model(
     Ok(m)
 }
 
+/// The tutorial's model, compiled as the tutorial compiles it.
+pub(crate) fn tutorial_model(
+    backend: Shared,
+    spe: usize,
+) -> Result<strata::Model<impl strata::nn::Architecture>> {
+    let m = model![
+        Input(784),
+        Dense(128, relu),
+        Dense(64, relu),
+        Dense(10, softmax)
+    ];
+    compiled(m, backend, spe)
+}
+
 /// Keras' "simple MNIST convnet" (keras.io/examples/vision/mnist_convnet), compiled as the
 /// tutorial compiles its MLP.
 pub(crate) fn cnn_model(
     backend: Shared,
     spe: usize,
 ) -> Result<strata::Model<impl strata::nn::Architecture>> {
-    let mut m = model![
+    let m = model![
         Input((28, 28, 1)),
         Conv2D(32, 3, activation = relu),
         MaxPooling2D(2),
@@ -370,14 +380,7 @@ pub(crate) fn cnn_model(
         Dropout(0.5),
         Dense(10, softmax)
     ];
-    m.compile(
-        Adam::default(),
-        SparseCategoricalCrossentropy::default(),
-        [Accuracy],
-    )?;
-    m.set_steps_per_execution(spe)?;
-    m.set_backend(backend);
-    Ok(m)
+    compiled(m, backend, spe)
 }
 
 /// The LSTM of `examples/lstm_fashion_mnist.rs`, compiled as the tutorial compiles its MLP.
@@ -385,15 +388,8 @@ pub(crate) fn rnn_model(
     backend: Shared,
     spe: usize,
 ) -> Result<strata::Model<impl strata::nn::Architecture>> {
-    let mut m = model![Input((28, 28)), LSTM(128), Dense(10, softmax)];
-    m.compile(
-        Adam::default(),
-        SparseCategoricalCrossentropy::default(),
-        [Accuracy],
-    )?;
-    m.set_steps_per_execution(spe)?;
-    m.set_backend(backend);
-    Ok(m)
+    let m = model![Input((28, 28)), LSTM(128), Dense(10, softmax)];
+    compiled(m, backend, spe)
 }
 
 /// The first `n` training images of the MNIST-format directory `dir` (Fashion-MNIST) as

@@ -83,6 +83,17 @@ pub(crate) fn vjp(
     Ok(vec![Some(dx), Some(dv)])
 }
 
+/// Steps the row-major multi-index `idx` over `dims` to the next element.
+fn next_index(idx: &mut [usize], dims: &[usize]) {
+    for (i, &n) in idx.iter_mut().zip(dims).rev() {
+        *i += 1;
+        if *i < n {
+            return;
+        }
+        *i = 0;
+    }
+}
+
 pub(crate) fn native(
     x: In<'_>,
     value: Data<'_>,
@@ -119,15 +130,7 @@ pub(crate) fn native(
                     .map(|d| (low[d] as usize + idx[d]) * os[d] as usize)
                     .sum();
                 o[off..off + row].copy_from_slice(src);
-                let mut d = r - 1;
-                while d > 0 {
-                    d -= 1;
-                    idx[d] += 1;
-                    if idx[d] < xd[d] {
-                        break;
-                    }
-                    idx[d] = 0;
-                }
+                next_index(&mut idx[..r - 1], &xd[..r - 1]);
             }
             return Ok(());
         }
@@ -146,15 +149,7 @@ pub(crate) fn native(
             if inside {
                 o[off as usize] = e;
             }
-            let mut d = r;
-            while d > 0 {
-                d -= 1;
-                idx[d] += 1;
-                if idx[d] < xd[d] {
-                    break;
-                }
-                idx[d] = 0;
-            }
+            next_index(&mut idx[..r], xd);
         }
         Ok(())
     }
