@@ -50,13 +50,14 @@ def read_idx(path):
     return data.reshape(dims)
 
 
-def load_data(data_dir, n):
+def load_data(data_dir, n, shape=(28, 28, 1)):
+    """The first n training images in [0, 1], each of `shape`, and their labels."""
     import numpy as np
     x = read_idx(os.path.join(data_dir, "train-images-idx3-ubyte"))
     y = read_idx(os.path.join(data_dir, "train-labels-idx1-ubyte"))
     if not 1 <= n <= x.shape[0]:
         raise SystemExit("--train-size must be in 1..%d, got %d" % (x.shape[0], n))
-    x = (x[:n].astype(np.float32) / 255.0).reshape(n, 28, 28, 1)
+    x = (x[:n].astype(np.float32) / 255.0).reshape((n,) + tuple(shape))
     return x, y[:n].astype(np.int32)
 
 
@@ -66,15 +67,30 @@ def peak_rss_mib():
 
 
 # --------------------------------------------------------------------------- Keras 3
-def run_keras(backend, args):
+def convnet(keras):
+    from keras import layers
+    return [
+        keras.Input(shape=(28, 28, 1)),
+        layers.Conv2D(32, kernel_size=(3, 3), activation="relu"),
+        layers.MaxPooling2D(pool_size=(2, 2)),
+        layers.Conv2D(64, kernel_size=(3, 3), activation="relu"),
+        layers.MaxPooling2D(pool_size=(2, 2)),
+        layers.Flatten(),
+        layers.Dropout(0.5),
+        layers.Dense(10, activation="softmax"),
+    ]
+
+
+def run_keras(backend, args, build=convnet, shape=(28, 28, 1)):
+    """Keras 3 on `backend` fitting the Sequential of `build(keras)`'s layers on images of
+    `shape` (peers_rnn.py runs its LSTM through here too)."""
     os.environ["KERAS_BACKEND"] = backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     t0 = time.perf_counter()
     import keras
-    from keras import layers
     import_s = time.perf_counter() - t0
     t = time.perf_counter()
-    x, y = load_data(args.data, args.train_size)
+    x, y = load_data(args.data, args.train_size, shape)
     data_s = time.perf_counter() - t
     keras.utils.set_random_seed(0)
 
@@ -90,16 +106,7 @@ def run_keras(backend, args):
             self.times.append(time.perf_counter() - self._t)
 
     t1 = time.perf_counter()
-    model = keras.Sequential([
-        keras.Input(shape=(28, 28, 1)),
-        layers.Conv2D(32, kernel_size=(3, 3), activation="relu"),
-        layers.MaxPooling2D(pool_size=(2, 2)),
-        layers.Conv2D(64, kernel_size=(3, 3), activation="relu"),
-        layers.MaxPooling2D(pool_size=(2, 2)),
-        layers.Flatten(),
-        layers.Dropout(0.5),
-        layers.Dense(10, activation="softmax"),
-    ])
+    model = keras.Sequential(build(keras))
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     setup_s = time.perf_counter() - t1
     timer = EpochTimer()
@@ -208,10 +215,11 @@ def run_jax(args):
                       "devices": str(jax.devices())})
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
+def arguments(doc, frameworks):
+    """The command line both peer scripts take (peers_rnn.py's too)."""
+    ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--framework", choices=FRAMEWORKS, required=True)
+    ap.add_argument("--framework", choices=frameworks, required=True)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--train-size", type=int, default=5000)
     ap.add_argument("--epochs", type=int, default=4)
@@ -219,17 +227,27 @@ def main():
     args = ap.parse_args()
     if args.batch < 1 or args.epochs < 1:
         ap.error("--batch and --epochs must be >= 1")
+    return args
+
+
+def report(r, args, workload):
+    """Prints the RESULT line strata-bench reads, with the run's configuration."""
+    r.update(framework=args.framework, workload=workload, batch=args.batch,
+             samples=args.train_size, epochs=args.epochs, peak_rss_mib=peak_rss_mib(),
+             cpus=len(os.sched_getaffinity(0)))
+    sys.stdout.flush()
+    print("RESULT " + json.dumps(r), flush=True)
+
+
+def main():
+    args = arguments(__doc__, FRAMEWORKS)
     if args.framework == "keras-tf":
         r = run_keras("tensorflow", args)
     elif args.framework == "keras-jax":
         r = run_keras("jax", args)
     else:
         r = run_jax(args)
-    r.update(framework=args.framework, workload="cnn", batch=args.batch,
-             samples=args.train_size, epochs=args.epochs, peak_rss_mib=peak_rss_mib(),
-             cpus=len(os.sched_getaffinity(0)))
-    sys.stdout.flush()
-    print("RESULT " + json.dumps(r), flush=True)
+    report(r, args, "cnn")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 //! `strata-bench`: the benchmark harness of the seed workload (the TPU tutorial's MLP,
 //! 784-128-64-10, Adam, sparse categorical cross-entropy, 10,000 random samples, 5 epochs)
-//! and of the `cnn` workload (Keras' simple MNIST convnet on Fashion-MNIST) on Strata's
-//! backends, beside the Python peers in the same run.
+//! and of the `cnn` and `rnn` workloads (Keras' simple MNIST convnet, and an LSTM reading
+//! each image row by row, on Fashion-MNIST) on Strata's backends, beside the Python peers
+//! in the same run.
 //!
 //!     cargo run --release -p strata-bench -- seed --json target/bench/seed.json
 //!     cargo run --release -p strata-bench -- cnn --json target/bench/cnn.json
+//!     cargo run --release -p strata-bench -- rnn --json target/bench/rnn.json
 //!
 //! Not a test: it asserts nothing about time. See the README's Performance section.
 
@@ -36,6 +38,10 @@ usage: strata-bench seed [options]     the seed workload on each backend, beside
        strata-bench cnn-one --backend B [--batch N] [--train-size N] [--epochs E] [--data DIR]
                             [--cache-dir DIR]
                                        one convnet configuration, one process (what `cnn` spawns)
+       strata-bench rnn [options]      the LSTM on Fashion-MNIST on each backend, beside the peers
+       strata-bench rnn-one --backend B [--batch N] [--train-size N] [--epochs E] [--data DIR]
+                            [--cache-dir DIR]
+                                       one LSTM configuration, one process (what `rnn` spawns)
        strata-bench soak [--minutes M] [--backend B] [--batch N] [--sample-seconds S]
                          [--max-growth PCT] [--json PATH]
                                        trains the tutorial model for M minutes (default 60),
@@ -77,7 +83,12 @@ MaxPooling2D(2) Flatten Dropout(0.5) Dense(10,softmax), Adam, on the first N Fas
   --conv auto|none            the convolution line: each of the step's convolutions timed alone (default auto)
   --data DIR                  the MNIST-format data, for Strata and the peers (default /usr/share/datasets/fashion-mnist)
   --timeout SECONDS           per child process (default 600)
-  --quick                     one repeat, 1024 images, 2 epochs, no peers, a short convolution line";
+  --baseline PATH             another strata-bench binary, as seed's --baseline
+  --quick                     one repeat, 1024 images, 2 epochs, no peers, a short convolution line
+
+rnn options (examples/lstm_fashion_mnist.rs: each image read row by row, 28 steps of 28 pixels,
+LSTM(128) Dense(10,softmax), Adam): as cnn's, without --conv; the peers are
+bench/peers/peers_rnn.py's keras-tf,keras-jax (default).";
 
 /// Options of `seed`.
 pub struct Opts {
@@ -130,8 +141,10 @@ fn auto_none(flag: &str, s: &str) -> Result<bool, String> {
     }
 }
 
-/// Options of `cnn`.
+/// Options of `cnn` and `rnn`.
 pub struct CnnOpts {
+    /// Which network: the convnet or the LSTM.
+    pub net: workload::Net,
     pub json: Option<PathBuf>,
     pub backends: Vec<String>,
     pub batch: usize,
@@ -147,6 +160,8 @@ pub struct CnnOpts {
     pub quick: bool,
     /// The MNIST-format directory (Debian's Fashion-MNIST by default).
     pub data: PathBuf,
+    /// Another strata-bench binary whose runs join the round-robin (see `Opts::baseline`).
+    pub baseline: Option<PathBuf>,
 }
 
 fn peers_mode(value: &str) -> Result<String, String> {
@@ -168,8 +183,15 @@ fn train_size(flag: &str, value: &str) -> Result<usize, String> {
     }
 }
 
-fn parse_cnn(args: &[String]) -> Result<CnnOpts, String> {
+/// The command line of `cnn` or `rnn` (`net`): the same flags, but `--conv` (the
+/// convolution line) is the convnet's alone, and each has its own peers.
+fn parse_mnist(args: &[String], net: workload::Net) -> Result<CnnOpts, String> {
+    let known = match net {
+        workload::Net::Cnn => peers::CNN_FRAMEWORKS,
+        workload::Net::Rnn => peers::RNN_FRAMEWORKS,
+    };
     let mut o = CnnOpts {
+        net,
         json: None,
         backends: list("native,xla-cpu"),
         batch: 128,
@@ -179,11 +201,12 @@ fn parse_cnn(args: &[String]) -> Result<CnnOpts, String> {
         peers: "auto".into(),
         peers_script: None,
         peers_python: None,
-        peer_frameworks: list(peers::CNN_FRAMEWORKS),
-        conv: true,
+        peer_frameworks: list(known),
+        conv: net == workload::Net::Cnn,
         timeout: Duration::from_secs(600),
         quick: false,
         data: strata::data::FASHION_MNIST_DIR.into(),
+        baseline: None,
     };
     let (mut repeats, mut peers, mut size, mut epochs) = (None, None, None, None);
     let mut it = args.iter();
@@ -219,19 +242,13 @@ fn parse_cnn(args: &[String]) -> Result<CnnOpts, String> {
             "--peers-python" => o.peers_python = Some(value()?.into()),
             "--peer-frameworks" => {
                 o.peer_frameworks = list(value()?);
-                if let Some(bad) = o
-                    .peer_frameworks
-                    .iter()
-                    .find(|f| !list(peers::CNN_FRAMEWORKS).contains(f))
-                {
-                    return Err(format!(
-                        "--peer-frameworks: `{bad}` is not one of {}",
-                        peers::CNN_FRAMEWORKS
-                    ));
+                if let Some(bad) = o.peer_frameworks.iter().find(|f| !list(known).contains(f)) {
+                    return Err(format!("--peer-frameworks: `{bad}` is not one of {known}"));
                 }
             }
-            "--conv" => o.conv = auto_none(flag, value()?)?,
+            "--conv" if net == workload::Net::Cnn => o.conv = auto_none(flag, value()?)?,
             "--data" => o.data = value()?.into(),
+            "--baseline" => o.baseline = Some(value()?.into()),
             "--timeout" => o.timeout = Duration::from_secs(number(flag, value()?)? as u64),
             _ => return Err(format!("unknown option `{flag}`")),
         }
@@ -317,9 +334,11 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
     Ok(o)
 }
 
-/// The command line of `one` (the seed workload; `--batch` required) or `cnn-one` (the
-/// convnet; batch 128, 5000 images and 4 epochs unless given).
-fn parse_one(args: &[String], cnn: bool) -> Result<workload::Config, String> {
+/// The command line of `one` (the seed workload, `net` none; `--batch` required) or
+/// `cnn-one` / `rnn-one` (a network on Fashion-MNIST; batch 128, 5000 images and 4 epochs
+/// unless given).
+fn parse_one(args: &[String], net: Option<workload::Net>) -> Result<workload::Config, String> {
+    let cnn = net.is_some();
     let (mut backend, mut batch, mut cache_dir, mut spe) = (None, None, None, 1);
     let mut epochs = if cnn { 4 } else { workload::EPOCHS };
     let mut size = 5000;
@@ -353,18 +372,18 @@ fn parse_one(args: &[String], cnn: bool) -> Result<workload::Config, String> {
         cache_dir,
         steps_per_execution: spe,
         epochs,
-        workload: if cnn {
-            workload::Workload::Cnn {
+        workload: match net {
+            Some(net) => workload::Workload::Mnist {
+                net,
                 train_size: size,
                 data,
-            }
-        } else {
-            workload::Workload::Seed
+            },
+            None => workload::Workload::Seed,
         },
     })
 }
 
-/// `one` / `cnn-one`: measure one configuration in this process and print `RESULT {json}`.
+/// `one` / `cnn-one` / `rnn-one`: measure one configuration in this process and print `RESULT {json}`.
 fn one(cfg: &workload::Config) -> Result<(), String> {
     let v = workload::run(cfg).map_err(|e| format!("{e}"))?;
     println!("RESULT {v}");
@@ -407,6 +426,15 @@ pub fn git_rev() -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The network of a `cnn*` or `rnn*` command.
+fn net_of(cmd: &str) -> workload::Net {
+    if cmd.starts_with("rnn") {
+        workload::Net::Rnn
+    } else {
+        workload::Net::Cnn
+    }
+}
+
 /// Why the program stopped: a mistake on the command line (answered with the usage) or
 /// a failure while measuring (answered with the error alone).
 enum Stop {
@@ -421,13 +449,13 @@ fn main() -> ExitCode {
         Some("seed") => parse_seed(rest)
             .map_err(Stop::Usage)
             .and_then(|o| report::seed(&o).map_err(Stop::Failed)),
-        Some("one") => parse_one(rest, false)
+        Some("one") => parse_one(rest, None)
             .map_err(Stop::Usage)
             .and_then(|c| one(&c).map_err(Stop::Failed)),
-        Some("cnn") => parse_cnn(rest)
+        Some(cmd @ ("cnn" | "rnn")) => parse_mnist(rest, net_of(cmd))
             .map_err(Stop::Usage)
             .and_then(|o| report::cnn(&o).map_err(Stop::Failed)),
-        Some("cnn-one") => parse_one(rest, true)
+        Some(cmd @ ("cnn-one" | "rnn-one")) => parse_one(rest, Some(net_of(cmd)))
             .map_err(Stop::Usage)
             .and_then(|c| one(&c).map_err(Stop::Failed)),
         Some("gemm") => gemm_only(rest).map_err(Stop::Failed),
@@ -462,6 +490,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use workload::Net;
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
@@ -510,7 +539,7 @@ mod tests {
 
     #[test]
     fn cnn_defaults_are_the_issues() {
-        let o = parse_cnn(&[]).unwrap();
+        let o = parse_mnist(&[], Net::Cnn).unwrap();
         assert_eq!(o.backends, ["native", "xla-cpu"]);
         assert_eq!(
             (o.batch, o.train_size, o.epochs, o.repeats),
@@ -523,21 +552,26 @@ mod tests {
 
     #[test]
     fn cnn_quick_changes_defaults_but_explicit_flags_win() {
-        let o = parse_cnn(&args("--quick")).unwrap();
+        let o = parse_mnist(&args("--quick"), Net::Cnn).unwrap();
         assert_eq!((o.repeats, o.peers.as_str()), (1, "none"));
         assert_eq!((o.train_size, o.epochs), (1024, 2));
-        let o = parse_cnn(&args(
-            "--train-size 512 --quick --epochs 3 --peers require --peer-frameworks jax",
-        ))
+        let o = parse_mnist(
+            &args("--train-size 512 --quick --epochs 3 --peers require --peer-frameworks jax"),
+            Net::Cnn,
+        )
         .unwrap();
         assert_eq!(
             (o.train_size, o.epochs, o.peers.as_str()),
             (512, 3, "require")
         );
         assert_eq!(o.peer_frameworks, ["jax"]);
-        let o = parse_cnn(&args("--train-size 60000 --backends xla-cpu --conv none")).unwrap();
+        let o = parse_mnist(
+            &args("--train-size 60000 --backends xla-cpu --conv none"),
+            Net::Cnn,
+        )
+        .unwrap();
         assert_eq!((o.train_size, o.backends.len(), o.conv), (60000, 1, false));
-        let o = parse_cnn(&args("--data /tmp/fmnist")).unwrap();
+        let o = parse_mnist(&args("--data /tmp/fmnist"), Net::Cnn).unwrap();
         assert_eq!(o.data, std::path::Path::new("/tmp/fmnist"));
     }
 
@@ -557,33 +591,99 @@ mod tests {
             "--backends ,",
             "--json",
         ] {
-            assert!(parse_cnn(&args(bad)).is_err(), "{bad}");
+            assert!(parse_mnist(&args(bad), Net::Cnn).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn one_and_cnn_one_parse_their_own_flags() {
-        let c = parse_one(&args("--backend native --train-size 512"), true).unwrap();
+        let c = parse_one(&args("--backend native --train-size 512"), Some(Net::Cnn)).unwrap();
         assert_eq!(
             c.workload,
-            workload::Workload::Cnn {
+            workload::Workload::Mnist {
+                net: Net::Cnn,
                 train_size: 512,
                 data: strata::data::FASHION_MNIST_DIR.into()
             }
         );
         assert_eq!((c.batch, c.epochs), (128, 4));
-        let c = parse_one(&args("--backend native --batch 32"), false).unwrap();
+        let c = parse_one(&args("--backend native --batch 32"), None).unwrap();
         assert_eq!((c.workload, c.epochs), (workload::Workload::Seed, 5));
-        for (bad, cnn) in [
-            ("--backend native --train-size 512", false),
-            ("--backend native --data /tmp", false),
-            ("--backend native", false),
-            ("--batch 32", true),
-            ("--backend gpu9", true),
-            ("--backend native --train-size 0", true),
-            ("--backend", true),
+        for (bad, net) in [
+            ("--backend native --train-size 512", None),
+            ("--backend native --data /tmp", None),
+            ("--backend native", None),
+            ("--batch 32", Some(Net::Cnn)),
+            ("--backend gpu9", Some(Net::Cnn)),
+            ("--backend native --train-size 0", Some(Net::Cnn)),
+            ("--backend", Some(Net::Cnn)),
+            ("--backend native --train-size 60001", Some(Net::Rnn)),
+            ("--backend native --conv none", Some(Net::Rnn)),
         ] {
-            assert!(parse_one(&args(bad), cnn).is_err(), "{bad}");
+            assert!(parse_one(&args(bad), net).is_err(), "{bad}");
+        }
+        let c = parse_one(
+            &args("--backend xla-cpu --train-size 10000 --epochs 3"),
+            Some(Net::Rnn),
+        )
+        .unwrap();
+        assert_eq!(
+            c.workload,
+            workload::Workload::Mnist {
+                net: Net::Rnn,
+                train_size: 10000,
+                data: strata::data::FASHION_MNIST_DIR.into()
+            }
+        );
+        assert_eq!(
+            (c.device.to_string(), c.batch, c.epochs),
+            ("xla-cpu".into(), 128, 3)
+        );
+    }
+
+    #[test]
+    fn rnn_defaults_are_the_issues() {
+        let o = parse_mnist(&[], Net::Rnn).unwrap();
+        assert_eq!(o.net, Net::Rnn);
+        assert_eq!(o.backends, ["native", "xla-cpu"]);
+        assert_eq!(
+            (o.batch, o.train_size, o.epochs, o.repeats),
+            (128, 5000, 4, 2)
+        );
+        assert_eq!(o.peers, "auto");
+        assert_eq!(o.peer_frameworks, ["keras-tf", "keras-jax"]);
+        assert!(!o.conv && !o.quick, "no convolution line for the LSTM");
+        let o = parse_mnist(&args("--quick"), Net::Rnn).unwrap();
+        assert_eq!((o.repeats, o.peers.as_str()), (1, "none"));
+        assert_eq!((o.train_size, o.epochs), (1024, 2));
+        let o = parse_mnist(
+            &args("--train-size 10000 --quick --repeats 3 --peer-frameworks keras-jax"),
+            Net::Rnn,
+        )
+        .unwrap();
+        assert_eq!((o.train_size, o.epochs, o.repeats), (10000, 2, 3));
+        assert_eq!(o.peer_frameworks, ["keras-jax"]);
+        let o = parse_mnist(&args("--baseline target/old-bench"), Net::Rnn).unwrap();
+        assert_eq!(
+            o.baseline.as_deref(),
+            Some(std::path::Path::new("target/old-bench"))
+        );
+    }
+
+    #[test]
+    fn bad_rnn_command_lines_are_errors_not_panics() {
+        for bad in [
+            "--conv none",
+            "--conv auto",
+            "--peer-frameworks jax",
+            "--train-size 0",
+            "--train-size 60001",
+            "--batch",
+            "--epochs 0",
+            "--baseline",
+            "--bogus",
+        ] {
+            assert!(parse_mnist(&args(bad), Net::Rnn).is_err(), "{bad}");
         }
     }
 }

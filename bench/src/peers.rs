@@ -1,10 +1,12 @@
 //! The peers, run in the same session as Strata so ratios compare like with like:
 //! `shared/bench/peers_seed.py` for the seed workload (Keras on TensorFlow, Keras on JAX, a
 //! JAX step loop, JAX `lax.scan`, optionally PyTorch) and `bench/peers/peers_cnn.py` for
-//! the convnet (Keras on TensorFlow, Keras on JAX, a JAX step loop), one process per
+//! the convnet (Keras on TensorFlow, Keras on JAX, a JAX step loop), `bench/peers/peers_rnn.py`
+//! for the LSTM (Keras on TensorFlow, Keras on JAX), one process per
 //! framework, configuration and repeat, each printing `RESULT {json}` as its last line.
 
 use crate::sys;
+use crate::workload::Net;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +18,9 @@ pub const DEFAULT_FRAMEWORKS: &str = "keras-tf,keras-jax,jax,jax-scan";
 
 /// The convnet's peers (`peers_cnn.py`).
 pub const CNN_FRAMEWORKS: &str = "keras-tf,keras-jax,jax";
+
+/// The LSTM's peers (`peers_rnn.py`).
+pub const RNN_FRAMEWORKS: &str = "keras-tf,keras-jax";
 
 /// Where the peers' Python and script are.
 pub struct Peers {
@@ -45,9 +50,12 @@ pub fn default_script(workspace: &Path) -> PathBuf {
         .join("peers_seed.py")
 }
 
-/// `bench/peers/peers_cnn.py` in the workspace.
-pub fn cnn_script(workspace: &Path) -> PathBuf {
-    workspace.join("bench").join("peers").join("peers_cnn.py")
+/// `bench/peers/peers_<net>.py` in the workspace (`peers_cnn.py`, `peers_rnn.py`).
+pub fn mnist_script(workspace: &Path, net: Net) -> PathBuf {
+    workspace
+        .join("bench")
+        .join("peers")
+        .join(format!("peers_{}.py", net.name()))
 }
 
 /// The peers to run, by `--peers auto|none|require`: none when asked for none, and when

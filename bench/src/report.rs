@@ -1,9 +1,9 @@
-//! `seed` and `cnn`: run every configuration and peer round-robin, then print the markdown
+//! `seed`, `cnn` and `rnn`: run every configuration and peer round-robin, then print the markdown
 //! table, the ratios to the best peer (and, for `seed`, the issue's targets), and write the
 //! JSON. The pieces both share (child runs, rows, ratios, the header, the JSON file) are
 //! defined once here.
 
-use crate::workload::{steps_per_epoch, SAMPLES};
+use crate::workload::{steps_per_epoch, Net, SAMPLES};
 use crate::{conv, gemm, peers, sys, workspace, CnnOpts, Opts};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -466,17 +466,7 @@ pub fn seed(o: &Opts) -> Result<(), String> {
         skipped.push(what);
     };
 
-    // Every Strata binary this run measures, with the suffix its rows carry.
-    let mut binaries = vec![(
-        std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?,
-        "",
-    )];
-    if let Some(b) = &o.baseline {
-        if !b.is_file() {
-            return Err(format!("--baseline: {} is not a file", b.display()));
-        }
-        binaries.push((b.clone(), BASELINE));
-    }
+    let binaries = binaries(o.baseline.as_deref())?;
 
     let mut devices = Vec::new();
     for b in &o.backends {
@@ -686,24 +676,7 @@ pub fn seed(o: &Opts) -> Result<(), String> {
         );
     }
     let versus = versus_baseline(&rows);
-    if !versus.is_empty() {
-        out.push_str(
-            "| this build / baseline (same run) | steady epoch min | steady epoch median | × best peer, this / baseline |\n|---|---|---|---|\n",
-        );
-        for v in &versus {
-            let _ = writeln!(
-                out,
-                "| {} batch {} | {} | {} | {} / {} |",
-                v["backend"].as_str().unwrap_or("?"),
-                v["batch"],
-                f(v, "ratio_min", 3),
-                f(v, "ratio_median", 3),
-                f(v, "to_best_peer", 2),
-                f(v, "baseline_to_best_peer", 2),
-            );
-        }
-        out.push('\n');
-    }
+    out.push_str(&versus_table(&versus));
     if !targets.is_empty() {
         out.push_str("| target (issues 7, 15) | measured | met |\n|---|---|---|\n");
         for t in &targets {
@@ -762,6 +735,46 @@ pub fn seed(o: &Opts) -> Result<(), String> {
 
 /// The suffix of the rows measured with the `--baseline` binary.
 const BASELINE: &str = " (baseline)";
+
+/// Every Strata binary a run measures (this program, then the `--baseline` one), with the
+/// suffix its rows carry.
+fn binaries(baseline: Option<&Path>) -> Result<Vec<(std::path::PathBuf, &'static str)>, String> {
+    let mut binaries = vec![(
+        std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?,
+        "",
+    )];
+    if let Some(b) = baseline {
+        if !b.is_file() {
+            return Err(format!("--baseline: {} is not a file", b.display()));
+        }
+        binaries.push((b.to_path_buf(), BASELINE));
+    }
+    Ok(binaries)
+}
+
+/// The markdown of [`versus_baseline`]'s rows (nothing without a baseline).
+fn versus_table(versus: &[Value]) -> String {
+    if versus.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "| this build / baseline (same run) | steady epoch min | steady epoch median | × best peer, this / baseline |\n|---|---|---|---|\n",
+    );
+    for v in versus {
+        let _ = writeln!(
+            out,
+            "| {} batch {} | {} | {} | {} / {} |",
+            v["backend"].as_str().unwrap_or("?"),
+            v["batch"],
+            f(v, "ratio_min", 3),
+            f(v, "ratio_median", 3),
+            f(v, "to_best_peer", 2),
+            f(v, "baseline_to_best_peer", 2),
+        );
+    }
+    out.push('\n');
+    out
+}
 
 /// For each row with a baseline twin, this build's steady epoch over the baseline's (min
 /// and median), and both rows' ratios to the best peer.
@@ -925,11 +938,15 @@ fn targets(
     t
 }
 
-/// The `cnn` table: Strata's rows, then the peers'.
-pub fn cnn_table(ours: &[Value], peers: &[Value]) -> String {
-    let mut s = String::from(
+/// The `cnn` or `rnn` table: Strata's rows, then the peers'.
+pub fn cnn_table(net: Net, ours: &[Value], peers: &[Value]) -> String {
+    let products = match net {
+        Net::Cnn => "conv",
+        Net::Rnn => "matmul",
+    };
+    let mut s = format!(
         "| backend | batch | train size | runs | steady epoch s (min / med) | cold epoch s (epoch 1, compile incl.) \
-         | compile s | ms/step (med) | conv GFLOP/s over the step (med) | peak RSS MiB | train accuracy | × best peer (median steady) |\n\
+         | compile s | ms/step (med) | {products} GFLOP/s over the step (med) | peak RSS MiB | train accuracy | × best peer (median steady) |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in ours.iter().chain(peers) {
@@ -1010,20 +1027,22 @@ fn conv_table(rows: &[Value], gemm_rows: &[Value], native: Option<&Value>) -> St
     s
 }
 
-/// `cnn`: Keras' simple MNIST convnet on Fashion-MNIST on each backend, beside the peers of
-/// `bench/peers/peers_cnn.py`, round-robin, then the convolution line.
+/// `cnn` / `rnn`: Keras' simple MNIST convnet or the LSTM on Fashion-MNIST on each backend,
+/// beside the peers of `bench/peers/peers_cnn.py` or `peers_rnn.py`, round-robin, then (the
+/// convnet) the convolution line.
 pub fn cnn(o: &CnnOpts) -> Result<(), String> {
     let root = workspace();
     let started = std::time::Instant::now();
     let load_start = sys::loadavg();
     let machine = machine_line();
-    eprintln!("strata-bench cnn: {machine}");
+    let cmd = o.net.name();
+    eprintln!("strata-bench {cmd}: {machine}");
     let mut skipped: Vec<String> = Vec::new();
     let mut skip = |what: String| {
         eprintln!("skip: {what}");
         skipped.push(what);
     };
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let binaries = binaries(o.baseline.as_deref())?;
     let mut devices = Vec::new();
     for b in &o.backends {
         match available(b) {
@@ -1039,7 +1058,7 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
         o.peers_python.clone(),
         o.peers_script
             .clone()
-            .unwrap_or_else(|| peers::cnn_script(&root)),
+            .unwrap_or_else(|| peers::mnist_script(&root, o.net)),
         &mut skip,
     )?;
     let frameworks: &[String] = if peers.is_some() {
@@ -1068,23 +1087,27 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
     let mut theirs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut failures: Vec<String> = Vec::new();
     for rep in 0..o.repeats {
-        for d in &devices {
-            let mut args = vec!["cnn-one".to_string(), "--backend".into(), d.to_string()];
+        for (d, (exe, suffix)) in devices
+            .iter()
+            .flat_map(|d| binaries.iter().map(move |b| (d, b)))
+        {
+            let name = format!("{d}{suffix}");
+            let mut args = vec![format!("{cmd}-one"), "--backend".into(), d.to_string()];
             args.extend(config.iter().map(|s| s.to_string()));
-            match run_strata(&exe, &args, d, o.timeout) {
+            match run_strata(exe, &args, d, o.timeout) {
                 Ok(v) => {
                     eprintln!(
-                        "[rep {rep}] strata {d:<9} fit {:.2}s  epochs {}  compile {:.3}s  acc {}",
+                        "[rep {rep}] strata {name:<9} fit {:.2}s  epochs {}  compile {:.3}s  acc {}",
                         num(&v, "fit_s").unwrap_or(f64::NAN),
                         epochs_line(&v),
                         num(&v, "compile_s").unwrap_or(f64::NAN),
                         f(&v, "accuracy", 3),
                     );
-                    ours.entry(d.to_string()).or_default().push(v);
+                    ours.entry(name).or_default().push(v);
                 }
                 Err(e) => {
-                    eprintln!("[rep {rep}] strata {d} FAILED: {e}");
-                    failures.push(format!("strata {d}: {e}"));
+                    eprintln!("[rep {rep}] strata {name} FAILED: {e}");
+                    failures.push(format!("strata {name}: {e}"));
                 }
             }
         }
@@ -1110,7 +1133,7 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
     }
 
     // Rows, then ratios of the median steady epochs to the best peer's.
-    let flop = conv::step_flop(1);
+    let flop = o.net.flop_per_example();
     let row = |name: &str, runs: &[Value]| {
         let mut r = summarize(name, o.batch, o.train_size, flop, runs);
         r["samples"] = o.train_size.into();
@@ -1124,9 +1147,13 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
     let key = "steady_epoch_s_median";
     let best = best_peers(&peer_rows, &[o.batch], key);
     let mut rows = Vec::new();
-    for d in &devices {
-        if let Some(runs) = ours.get(&d.to_string()) {
-            let mut r = row(&d.to_string(), runs);
+    for (d, (_, suffix)) in devices
+        .iter()
+        .flat_map(|d| binaries.iter().map(move |b| (d, b)))
+    {
+        let name = format!("{d}{suffix}");
+        if let Some(runs) = ours.get(&name) {
+            let mut r = row(&name, runs);
             add_ratios(&mut r, &best, &peer_rows, key, true);
             rows.push(r);
         }
@@ -1144,14 +1171,28 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
     };
 
     let mut out = header(&machine, started);
-    out.push_str(&cnn_table(&rows, &peer_rows));
-    let _ = writeln!(
-        out,
-        "\nconv GFLOP/s over the step: the step's convolution FLOPs ({:.2} GFLOP at batch {}: both forwards, \
-         conv2's input gradient, both kernel gradients, 2·MACs each) over the median steady step.\n",
-        conv::step_flop(o.batch) * 1e-9,
-        o.batch
-    );
+    out.push_str(&cnn_table(o.net, &rows, &peer_rows));
+    let versus = versus_baseline(&rows);
+    if !versus.is_empty() {
+        out.push('\n');
+        out.push_str(&versus_table(&versus));
+    }
+    let step_gflop = flop * o.batch as f64 * 1e-9;
+    let _ = match o.net {
+        Net::Cnn => writeln!(
+            out,
+            "\nconv GFLOP/s over the step: the step's convolution FLOPs ({step_gflop:.2} GFLOP at batch {}: both \
+             forwards, conv2's input gradient, both kernel gradients, 2·MACs each) over the median steady step.\n",
+            o.batch
+        ),
+        Net::Rnn => writeln!(
+            out,
+            "\nmatmul GFLOP/s over the step: the step's product FLOPs ({step_gflop:.2} GFLOP at batch {}: the \
+             LSTM's input and recurrent products over 28 steps and the dense layer's, forward and both \
+             gradients, 2·MACs each) over the median steady step.\n",
+            o.batch
+        ),
+    };
     if !conv_rows.is_empty() {
         out.push_str(&conv_table(
             &conv_rows,
@@ -1175,14 +1216,20 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
             "git_rev": crate::git_rev(),
             "machine": machine_json(load_start),
             "workload": {
-                "model": "Conv2D(32,3,relu) MaxPool(2) Conv2D(64,3,relu) MaxPool(2) Flatten Dropout(0.5) Dense(10,softmax)",
+                "name": cmd,
+                "model": match o.net {
+                    Net::Cnn => "Conv2D(32,3,relu) MaxPool(2) Conv2D(64,3,relu) MaxPool(2) Flatten Dropout(0.5) Dense(10,softmax)",
+                    Net::Rnn => "Input((28,28)) LSTM(128) Dense(10,softmax): each image's 28 rows as 28 steps",
+                },
                 "data": format!("{}: the first train_size training images", o.data.display()),
                 "optimizer": "adam", "loss": "sparse_categorical_crossentropy",
                 "batch": o.batch, "train_size": o.train_size, "epochs": o.epochs,
-                "conv_flop_per_step": conv::step_flop(o.batch),
+                "flop_per_step": flop * o.batch as f64,
             },
             "results": rows,
             "peers": peer_rows,
+            "versus_baseline": versus,
+            "baseline": o.baseline.as_ref().map(|b| b.display().to_string()),
             "conv": conv_rows,
             "gemm": gemm_rows,
             "skipped": skipped,

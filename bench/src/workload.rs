@@ -1,5 +1,6 @@
 //! One measured configuration, run in its own process (`strata-bench one ...` for the
-//! seed workload, `strata-bench cnn-one ...` for the convnet): the workload's model and
+//! seed workload, `strata-bench cnn-one ...` for the convnet, `strata-bench rnn-one ...`
+//! for the LSTM): the workload's model and
 //! data, a cold `fit` through the public API, and what each epoch cost. The process
 //! boundary makes peak RSS, thread pools and the allocator's state belong to this
 //! configuration alone, as each peer runs in its own process too.
@@ -35,16 +36,56 @@ pub fn steps_per_epoch(samples: usize, batch: usize) -> usize {
     samples.div_ceil(batch)
 }
 
-/// What is trained: the seed tutorial's MLP on random data, or Keras' "simple MNIST
-/// convnet" on the first `train_size` images of Fashion-MNIST.
+/// What is trained: the seed tutorial's MLP on random data, or a network on the first
+/// `train_size` images of Fashion-MNIST.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Workload {
     Seed,
     /// `data`: an MNIST-format directory (Debian's Fashion-MNIST by default).
-    Cnn {
+    Mnist {
+        net: Net,
         train_size: usize,
         data: PathBuf,
     },
+}
+
+/// The networks trained on Fashion-MNIST.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Net {
+    /// Keras' "simple MNIST convnet", each image `(28, 28, 1)`.
+    Cnn,
+    /// `LSTM(128)` then `Dense(10, softmax)`, each image read row by row: 28 steps of 28
+    /// pixels (`examples/lstm_fashion_mnist.rs`).
+    Rnn,
+}
+
+impl Net {
+    /// The command's name (`cnn`, `rnn`), also the workload's in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Net::Cnn => "cnn",
+            Net::Rnn => "rnn",
+        }
+    }
+
+    /// Training FLOPs per example of the products that dominate the step (2·MACs each):
+    /// the convolutions' (see `conv::step_flop`), or the LSTM's input and recurrent
+    /// products, forward and both gradients (3× the forward's 28 × 2·(28 + 128)·512),
+    /// with the dense layer's.
+    pub fn flop_per_example(self) -> f64 {
+        match self {
+            Net::Cnn => crate::conv::step_flop(1),
+            Net::Rnn => 3.0 * (28.0 * 2.0 * (28.0 + 128.0) * 512.0 + 2.0 * 128.0 * 10.0),
+        }
+    }
+
+    /// One example's shape.
+    pub fn image_dims(self) -> &'static [usize] {
+        match self {
+            Net::Cnn => &[28, 28, 1],
+            Net::Rnn => &[28, 28],
+        }
+    }
 }
 
 /// A backend as `Model::set_backend` takes it.
@@ -292,17 +333,13 @@ pub(crate) fn backend_for(cfg: &Config) -> Result<(Shared, Option<Arc<PjrtBacken
     }
 }
 
-/// The tutorial's model, compiled as the tutorial compiles it.
-pub(crate) fn tutorial_model(
+/// `m` compiled as the tutorial compiles its MLP (Adam, sparse categorical cross-entropy,
+/// accuracy), on `backend`, `spe` steps per execution.
+fn compiled<A: strata::nn::Architecture>(
+    mut m: strata::Model<A>,
     backend: Shared,
     spe: usize,
-) -> Result<strata::Model<impl strata::nn::Architecture>> {
-    let mut m = model![
-        Input(784),
-        Dense(128, relu),
-        Dense(64, relu),
-        Dense(10, softmax)
-    ];
+) -> Result<strata::Model<A>> {
     m.compile(
         Adam::default(),
         SparseCategoricalCrossentropy::default(),
@@ -313,13 +350,27 @@ pub(crate) fn tutorial_model(
     Ok(m)
 }
 
+/// The tutorial's model, compiled as the tutorial compiles it.
+pub(crate) fn tutorial_model(
+    backend: Shared,
+    spe: usize,
+) -> Result<strata::Model<impl strata::nn::Architecture>> {
+    let m = model![
+        Input(784),
+        Dense(128, relu),
+        Dense(64, relu),
+        Dense(10, softmax)
+    ];
+    compiled(m, backend, spe)
+}
+
 /// Keras' "simple MNIST convnet" (keras.io/examples/vision/mnist_convnet), compiled as the
 /// tutorial compiles its MLP.
 pub(crate) fn cnn_model(
     backend: Shared,
     spe: usize,
 ) -> Result<strata::Model<impl strata::nn::Architecture>> {
-    let mut m = model![
+    let m = model![
         Input((28, 28, 1)),
         Conv2D(32, 3, activation = relu),
         MaxPooling2D(2),
@@ -329,19 +380,26 @@ pub(crate) fn cnn_model(
         Dropout(0.5),
         Dense(10, softmax)
     ];
-    m.compile(
-        Adam::default(),
-        SparseCategoricalCrossentropy::default(),
-        [Accuracy],
-    )?;
-    m.set_steps_per_execution(spe)?;
-    m.set_backend(backend);
-    Ok(m)
+    compiled(m, backend, spe)
+}
+
+/// The LSTM of `examples/lstm_fashion_mnist.rs`, compiled as the tutorial compiles its MLP.
+pub(crate) fn rnn_model(
+    backend: Shared,
+    spe: usize,
+) -> Result<strata::Model<impl strata::nn::Architecture>> {
+    let m = model![Input((28, 28)), LSTM(128), Dense(10, softmax)];
+    compiled(m, backend, spe)
 }
 
 /// The first `n` training images of the MNIST-format directory `dir` (Fashion-MNIST) as
-/// `(n, 28, 28, 1)` in [0, 1], and their labels.
-pub fn fashion_mnist(dir: &std::path::Path, n: usize) -> Result<(ArrayD<f32>, ArrayD<i32>)> {
+/// `(n, ..dims)` in [0, 1] (`dims` holds 784 pixels: `[28, 28, 1]`, `[28, 28]`), and their
+/// labels.
+pub fn fashion_mnist(
+    dir: &std::path::Path,
+    n: usize,
+    dims: &[usize],
+) -> Result<(ArrayD<f32>, ArrayD<i32>)> {
     // The test split is dropped at once and the images are reshaped in place when all are
     // used: the peak RSS the workload reports is then the fit's, not this loader's copies.
     let strata::data::Mnist {
@@ -350,22 +408,21 @@ pub fn fashion_mnist(dir: &std::path::Path, n: usize) -> Result<(ArrayD<f32>, Ar
     let have = x_train.shape()[0];
     if n == 0 || n > have {
         return Err(strata::Error::InvalidArgument {
-            what: "cnn workload".into(),
+            what: "fashion-mnist workload".into(),
             message: format!("train size must be in 1..={have}, got {n}"),
         });
     }
     let bad = |e: ndarray::ShapeError| strata::Error::InvalidArgument {
-        what: "cnn workload".into(),
+        what: "fashion-mnist workload".into(),
         message: format!("images: {e}"),
     };
+    let shape: Vec<usize> = std::iter::once(n).chain(dims.iter().copied()).collect();
     let x = if n == have {
-        x_train
-            .into_shape_with_order(IxDyn(&[n, 28, 28, 1]))
-            .map_err(bad)?
+        x_train.into_shape_with_order(IxDyn(&shape)).map_err(bad)?
     } else {
         x_train
             .slice_axis(Axis(0), (0..n).into())
-            .to_shape(IxDyn(&[n, 28, 28, 1]))
+            .to_shape(IxDyn(&shape))
             .map_err(bad)?
             .to_owned()
     };
@@ -397,10 +454,17 @@ pub fn run(cfg: &Config) -> Result<Value> {
             let data_s = t.elapsed().as_secs_f64();
             measure(cfg, x, y, data_s, |b| tutorial_model(b, spe))
         }
-        Workload::Cnn { train_size, data } => {
-            let (x, y) = fashion_mnist(data, *train_size)?;
+        Workload::Mnist {
+            net,
+            train_size,
+            data,
+        } => {
+            let (x, y) = fashion_mnist(data, *train_size, net.image_dims())?;
             let data_s = t.elapsed().as_secs_f64();
-            measure(cfg, x, y, data_s, |b| cnn_model(b, spe))
+            match net {
+                Net::Cnn => measure(cfg, x, y, data_s, |b| cnn_model(b, spe)),
+                Net::Rnn => measure(cfg, x, y, data_s, |b| rnn_model(b, spe)),
+            }
         }
     }
 }
@@ -498,7 +562,7 @@ fn measure<A: strata::nn::Architecture>(
         "backend": cfg.device.to_string(),
         "workload": match cfg.workload {
             Workload::Seed => "seed",
-            Workload::Cnn { .. } => "cnn",
+            Workload::Mnist { net, .. } => net.name(),
         },
         "samples": samples,
         "batch": cfg.batch,

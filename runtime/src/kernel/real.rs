@@ -5,6 +5,11 @@ use crate::kernel::data::Elem;
 /// f32 and f64: the types arithmetic kernels run on.
 pub(crate) trait Real: num_traits::Float + Elem + std::iter::Sum {
     fn erf(self) -> Self;
+    /// `e^x`, `tanh x` and `1 / (1 + e^-x)` as the kernels compute them: for f32 without
+    /// a libm call, so that a loop over them vectorises (see `fastmath`), for f64 libm's.
+    fn exp_k(self) -> Self;
+    fn tanh_k(self) -> Self;
+    fn logistic_k(self) -> Self;
     /// Runs `f` with this thread's scratch registers for fused kernels (grown as needed,
     /// kept for the thread's life, so steady-state kernels allocate nothing).
     fn with_regs<R>(f: impl FnOnce(&mut Vec<Self>) -> R) -> R;
@@ -34,6 +39,18 @@ impl Real for f32 {
     fn erf(self) -> f32 {
         libm::erff(self)
     }
+    #[inline(always)]
+    fn exp_k(self) -> f32 {
+        super::fastmath::exp(self)
+    }
+    #[inline(always)]
+    fn tanh_k(self) -> f32 {
+        super::fastmath::tanh(self)
+    }
+    #[inline(always)]
+    fn logistic_k(self) -> f32 {
+        super::fastmath::logistic(self)
+    }
     fn with_regs<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
         REGS_F32.with(|r| f(&mut r.borrow_mut()))
     }
@@ -42,6 +59,19 @@ impl Real for f32 {
 impl Real for f64 {
     fn erf(self) -> f64 {
         libm::erf(self)
+    }
+    #[inline(always)]
+    fn exp_k(self) -> f64 {
+        self.exp()
+    }
+    #[inline(always)]
+    fn tanh_k(self) -> f64 {
+        self.tanh()
+    }
+    /// exp(-x) overflowing to inf for very negative x gives exactly 0, as it should.
+    #[inline(always)]
+    fn logistic_k(self) -> f64 {
+        1.0 / (1.0 + (-self).exp())
     }
     fn with_regs<R>(f: impl FnOnce(&mut Vec<f64>) -> R) -> R {
         REGS_F64.with(|r| f(&mut r.borrow_mut()))

@@ -121,13 +121,12 @@ pub(crate) fn apply_real<T: Real>(op: UnaryOp, x: &[T], out: &mut [T]) {
                 v // ±0 and NaN pass through
             }
         }),
-        UnaryOp::Exp => each!(|v: T| v.exp()),
+        UnaryOp::Exp => each!(|v: T| v.exp_k()),
         UnaryOp::Expm1 => each!(|v: T| v.exp_m1()),
         UnaryOp::Log => each!(|v: T| v.ln()),
         UnaryOp::Log1p => each!(|v: T| v.ln_1p()),
-        UnaryOp::Tanh => each!(|v: T| v.tanh()),
-        // exp(-x) overflowing to inf for very negative x gives exactly 0, as it should.
-        UnaryOp::Logistic => each!(|v: T| one / (one + (-v).exp())),
+        UnaryOp::Tanh => each!(|v: T| v.tanh_k()),
+        UnaryOp::Logistic => each!(|v: T| v.logistic_k()),
         UnaryOp::Sqrt => each!(|v: T| v.sqrt()),
         UnaryOp::Rsqrt => each!(|v: T| one / v.sqrt()),
         UnaryOp::Floor => each!(|v: T| v.floor()),

@@ -19,27 +19,48 @@ pub(crate) struct NativeExecutable {
     profile: Option<Vec<std::time::Duration>>,
 }
 
+/// A profile's rows, the most expensive step first: `p[i]` is the time in step `i` of
+/// `plan`, and `whole` what the shares are of.
+fn profile_rows(plan: &Plan, p: &[std::time::Duration], whole: std::time::Duration) -> String {
+    let mut rows: Vec<(usize, std::time::Duration)> = p.iter().copied().enumerate().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1));
+    let lines = plan.describe();
+    let lines: Vec<&str> = lines.lines().skip(1).collect();
+    let mut out = String::new();
+    for (i, d) in rows.iter().take(25) {
+        out += &format!(
+            "  {:6.2}% {:9.3} ms {}\n",
+            100.0 * d.as_secs_f64() / whole.as_secs_f64().max(1e-12),
+            d.as_secs_f64() * 1e3,
+            lines.get(*i).unwrap_or(&"")
+        );
+    }
+    out
+}
+
 impl Drop for NativeExecutable {
     fn drop(&mut self) {
         if let Some(p) = &self.profile {
             let total: std::time::Duration = p.iter().sum();
-            let mut rows: Vec<(usize, std::time::Duration)> =
-                p.iter().copied().enumerate().collect();
-            rows.sort_by_key(|r| std::cmp::Reverse(r.1));
             let mut out = format!(
                 "native profile: {:.3} ms in {} steps\n",
                 total.as_secs_f64() * 1e3,
                 p.len()
             );
-            let lines = self.plan.describe();
-            let lines: Vec<&str> = lines.lines().skip(1).collect();
-            for (i, d) in rows.iter().take(25) {
-                out += &format!(
-                    "  {:6.2}% {:9.3} ms {}\n",
-                    100.0 * d.as_secs_f64() / total.as_secs_f64().max(1e-12),
-                    d.as_secs_f64() * 1e3,
-                    lines.get(*i).unwrap_or(&"")
-                );
+            out += &profile_rows(&self.plan, p, total);
+            // Inside each top-level loop: its body's steps, as shares of the whole profile
+            // (the loop's own row less its body's is the condition, the entry and exit
+            // copies and the gathering of results).
+            for (l, (lp, lf)) in self.plan.loops.iter().zip(&self.frame.loops).enumerate() {
+                if let Some(body) = &lf.profile {
+                    let in_body: std::time::Duration = body.iter().sum();
+                    out += &format!(
+                        "loop {l} body: {:.3} ms in {} steps\n",
+                        in_body.as_secs_f64() * 1e3,
+                        body.len()
+                    );
+                    out += &profile_rows(&lp.body, body, total);
+                }
             }
             eprint!("{out}");
         }
@@ -52,14 +73,20 @@ impl NativeExecutable {
         if std::env::var_os("STRATA_NATIVE_PLAN").is_some() {
             eprintln!("{}", plan.describe());
         }
-        let frame = Frame::new(&plan, g.name())?;
+        let mut frame = Frame::new(&plan, g.name())?;
+        let profile = std::env::var_os("STRATA_NATIVE_PROFILE").map(|_| Vec::new());
+        if profile.is_some() {
+            for (lp, lf) in plan.loops.iter().zip(&mut frame.loops) {
+                lf.profile = Some(vec![Default::default(); lp.body.steps.len()]);
+            }
+        }
         Ok(NativeExecutable {
             plan,
             frame,
             ctx: KernelCtx::default(),
             param_types: g.param_types(),
             output_types: g.output_types(),
-            profile: std::env::var_os("STRATA_NATIVE_PROFILE").map(|_| Vec::new()),
+            profile,
         })
     }
 
@@ -100,6 +127,8 @@ struct LoopFrame {
     body: Frame,
     carried: Vec<Buffer>,
     next: Vec<Buffer>,
+    /// Time in each of the body's steps, with `STRATA_NATIVE_PROFILE` (top-level loops).
+    profile: Option<Vec<std::time::Duration>>,
     /// Body runs since compilation, for tests that a loop runs once per execution.
     #[cfg(test)]
     iterations: usize,
@@ -144,6 +173,7 @@ impl Frame {
                     body: Frame::new(&lp.body, &format!("{inner}/body"))?,
                     carried: buffers(false)?,
                     next: buffers(true)?,
+                    profile: None,
                     #[cfg(test)]
                     iterations: 0,
                 })
@@ -408,6 +438,9 @@ fn run_loop(
     let Frame { arena, loops, .. } = frame;
     let lf = &mut loops[looped];
     for (k, (&l, &v)) in ins.iter().zip(in_nodes).enumerate() {
+        if lp.unread[k] {
+            continue;
+        }
         let src = data_of(l, params, arena, &plan.consts, plan.nodes[v].ty.numel());
         copy_into(
             "while init",
@@ -447,8 +480,14 @@ fn run_loop(
                 &mut lf.body.arena[slot],
             );
         }
-        let ran = run_steps(&lp.body, &mut lf.body, &lf.carried, ctx, None)
-            .and_then(|()| gather(lp, &mut lf.body.arena, &lf.carried, &mut lf.next));
+        let ran = run_steps(
+            &lp.body,
+            &mut lf.body,
+            &lf.carried,
+            ctx,
+            lf.profile.as_mut(),
+        )
+        .and_then(|()| gather(lp, &mut lf.body.arena, &lf.carried, &mut lf.next));
         for &(p, slot) in &lp.body.homes {
             std::mem::swap(
                 lf.carried[p].native_storage_mut()?,

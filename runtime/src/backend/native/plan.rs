@@ -129,15 +129,67 @@ pub(crate) struct LoopPlan {
     /// changes it in place. Nothing is copied or exchanged for it, and it needs no second
     /// buffer.
     pub kept: Vec<bool>,
+    /// Per carried value: whether nothing reads it (see [`unread`]), so it needs no
+    /// initial value either.
+    pub unread: Vec<bool>,
+}
+
+/// The carried values of a loop that nothing reads: not among the loop's results the graph
+/// uses (`used`), not read by the condition, and in the body feeding nothing but their own
+/// next value. A scan stacks its carried values for reverse mode (the residuals), which
+/// only a loop differentiated again reads, and a backward scan carries the stacked
+/// cotangents of its weights, which nothing reads.
+fn unread(cond: &Graph, body: &Graph, used: &[bool]) -> Vec<bool> {
+    // Whether parameter `k` of `g` reaches any output but (with `own`) output `k`.
+    let reaches = |g: &Graph, k: usize, own: bool| -> bool {
+        let Some(&p) = g.params().get(k) else {
+            return true;
+        };
+        let mut hit = vec![false; g.nodes().len()];
+        hit[p.index()] = true;
+        for (i, nd) in g.nodes().iter().enumerate().skip(p.index() + 1) {
+            hit[i] = nd.op.operands().iter().any(|v| hit[v.index()]);
+        }
+        g.outputs()
+            .iter()
+            .enumerate()
+            .any(|(j, o)| hit[o.index()] && !(own && j == k))
+    };
+    used.iter()
+        .enumerate()
+        .map(|(k, &u)| !u && !reaches(cond, k, false) && !reaches(body, k, true))
+        .collect()
 }
 
 impl LoopPlan {
-    fn new(cond: &Graph, body: &Graph, carried: Vec<crate::ir::TensorType>) -> LoopPlan {
+    /// `used`: per carried value, whether the graph reads the loop's final value of it.
+    fn new(
+        cond: &Graph,
+        body: &Graph,
+        carried: Vec<crate::ir::TensorType>,
+        used: &[bool],
+    ) -> LoopPlan {
+        let unread = unread(cond, body, used);
         let cond = plan(cond, &CompileOptions::default());
         let in_place = CompileOptions {
             updates: (0..carried.len()).map(|k| (k, k)).collect(),
         };
-        let body = plan(body, &in_place);
+        // The body returns an unread value as it came: its update is dead, and the value is
+        // kept in its buffer.
+        let mut pruned = body.clone();
+        let outputs: Vec<Value> = pruned
+            .outputs()
+            .iter()
+            .enumerate()
+            .map(|(k, &o)| match pruned.params().get(k) {
+                Some(&p) if unread[k] => p,
+                _ => o,
+            })
+            .collect();
+        let body = match pruned.set_outputs(outputs) {
+            Ok(()) => plan(&pruned, &in_place),
+            Err(_) => plan(body, &in_place),
+        };
         let slot_of = |o: &OutputPlan| match o {
             OutputPlan::Return {
                 loc: Loc::Slot(s), ..
@@ -178,6 +230,7 @@ impl LoopPlan {
             carried,
             swap,
             kept,
+            unread,
         }
     }
 }
@@ -632,8 +685,14 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                         (result, slot)
                     })
                     .collect();
-                let carried = init.iter().map(|v| nodes[v.index()].ty.clone()).collect();
-                loops.push(LoopPlan::new(cond.graph(), body.graph(), carried));
+                let carried: Vec<_> = init.iter().map(|v| nodes[v.index()].ty.clone()).collect();
+                let mut used = vec![false; carried.len()];
+                for &(k, _) in &outs {
+                    if let Some(u) = used.get_mut(k) {
+                        *u = true;
+                    }
+                }
+                loops.push(LoopPlan::new(cond.graph(), body.graph(), carried, &used));
                 Step::Loop {
                     node: *i,
                     looped: loops.len() - 1,
