@@ -155,6 +155,7 @@ pub use strata_macros::model;
 /// nothing it needs. Not public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use std::convert::Into;
     pub use std::default::Default;
     pub use std::option::Option::{self, None, Some};
     pub use std::result::Result::{Err, Ok};

@@ -1940,7 +1940,8 @@ fn recurrent_input_dropout_masks_features_alike_at_every_step_in_training_only()
 
 /// The recurrent layers train through the scan's reverse mode: each one's gradient with
 /// respect to its input and every weight matches central differences, with sequences
-/// returned or not, read backwards, and (GRU) either placement of the reset gate.
+/// returned or not, read backwards, and (GRU) either placement of the reset gate; and so
+/// do the wrappers (Bidirectional, TimeDistributed) around them and around Dense.
 #[test]
 fn recurrent_layers_are_differentiable_through_their_scan() {
     use strata_runtime::autodiff::gradcheck::GradCheck;
@@ -1979,6 +1980,52 @@ fn recurrent_layers_are_differentiable_through_their_scan() {
                 return_sequences: true,
                 ..GRU::new("gru", 2)
             }),
+            false,
+        ),
+        // The wrappers: both copies' weights, the backward sequence put back in order,
+        // every way of joining the two; a layer folded over the steps.
+        (
+            Box::new(Bidirectional::new(
+                "bidirectional",
+                LSTM {
+                    return_sequences: true,
+                    ..LSTM::new("lstm", 2)
+                },
+            )),
+            false,
+        ),
+        (
+            Box::new(Bidirectional {
+                merge_mode: MergeMode::Sum,
+                ..Bidirectional::new("bidirectional", GRU::new("gru", 2))
+            }),
+            false,
+        ),
+        (
+            Box::new(Bidirectional {
+                merge_mode: MergeMode::Mul,
+                ..Bidirectional::new(
+                    "bidirectional",
+                    SimpleRNN {
+                        return_sequences: true,
+                        ..SimpleRNN::new("simple_rnn", 2)
+                    },
+                )
+            }),
+            false,
+        ),
+        (
+            Box::new(Bidirectional {
+                merge_mode: MergeMode::Ave,
+                ..Bidirectional::new("bidirectional", LSTM::new("lstm", 2))
+            }),
+            false,
+        ),
+        (
+            Box::new(TimeDistributed::new(
+                "time_distributed",
+                Dense::new("dense", 2, Activation::Tanh),
+            )),
             false,
         ),
     ];
