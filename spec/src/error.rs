@@ -127,7 +127,7 @@ impl ShapeError {
                 )
             }
             ShapeError::NotTimeSteps => {
-                "an input of rank 2 or more (timesteps, ...), to apply its layer at every step"
+                "an input of rank 2 or more (timesteps, ...) to apply its layer at every step"
                     .into()
             }
             ShapeError::Step(e) => format!("{} at every timestep", e.need()),

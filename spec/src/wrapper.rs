@@ -149,7 +149,7 @@ pub(crate) fn bidirectional_checks(a: &Args) -> Vec<ArgError> {
         errors.push(ArgError {
             arg: "backward_layer",
             message: "`backward_layer` is not supported yet: the backward copy is `layer` \
-                      with `go_backwards` flipped; leave it out"
+                      reading backwards (`go_backwards = true`); leave it out"
                 .into(),
         });
     }
