@@ -745,7 +745,11 @@ fn wrappers_shapes_and_parameter_counts_as_keras() {
     let mut bi = model![Input((5, 3)), Bidirectional(LSTM(4))];
     assert_eq!(declared_output(&bi), Some(&[8][..]));
     agrees(&mut bi);
-    assert!(bi.summary().contains("Total params: 256"), "{}", bi.summary());
+    assert!(
+        bi.summary().contains("Total params: 256"),
+        "{}",
+        bi.summary()
+    );
     let names: Vec<String> = bi.weights().into_iter().map(|(n, _)| n).collect();
     assert_eq!(
         names[..4],
@@ -762,11 +766,19 @@ fn wrappers_shapes_and_parameter_counts_as_keras() {
     ];
     assert_eq!(declared_output(&sum), Some(&[5, 4][..]));
     agrees(&mut sum);
-    assert!(sum.summary().contains("Total params: 216"), "{}", sum.summary());
+    assert!(
+        sum.summary().contains("Total params: 216"),
+        "{}",
+        sum.summary()
+    );
     let mut td = model![Input((5, 3)), TimeDistributed(Dense(8, relu))];
     assert_eq!(declared_output(&td), Some(&[5, 8][..]));
     agrees(&mut td);
-    assert!(td.summary().contains("Total params: 32"), "{}", td.summary());
+    assert!(
+        td.summary().contains("Total params: 32"),
+        "{}",
+        td.summary()
+    );
     // A layer over images at every step: (4, 6, 6, 1) → (4, 4, 4, 2), 3·3·1·2 + 2 = 20; a
     // layer without arguments written bare.
     let mut frames = model![
@@ -788,7 +800,10 @@ fn wrappers_shapes_and_parameter_counts_as_keras() {
     };
     assert_eq!(declared_output(&g), Some(&[5, 2][..]));
     agrees(&mut g);
-    assert_eq!(g.params()[3].name, "bidirectional/backward_enc/lstm_cell/kernel");
+    assert_eq!(
+        g.params()[3].name,
+        "bidirectional/backward_enc/lstm_cell/kernel"
+    );
     let y = run(&g, filled(&[2, 5, 3], 0.5), false);
     assert_eq!(y[0].dims(), [2, 5, 2]);
 }

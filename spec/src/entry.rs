@@ -1,10 +1,10 @@
 //! What an entry of the catalogue holds: its names, its arguments, and its rules.
 
 use crate::choice::{initializer_named, Choice};
-use std::borrow::Cow;
 use crate::error::{ArgError, MergeError, ShapeError};
 use crate::shape::Shape;
 use crate::value::{Args, Kind, Val};
+use std::borrow::Cow;
 
 /// An argument's default.
 #[derive(Clone, Copy, Debug)]

@@ -43,5 +43,5 @@ pub use entry::{
 pub use error::{ArgError, MergeError, ShapeError};
 pub use layers::{layer, layer_names, LAYERS};
 pub use shape::{dims_text, product, NoSuchAxis, Shape};
-pub use wrapper::Wrapped;
 pub use value::{check_inferred, check_not_batch, check_size, check_sizes_item, Args, Kind, Val};
+pub use wrapper::Wrapped;

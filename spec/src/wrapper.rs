@@ -188,9 +188,7 @@ pub(crate) fn time_distributed(a: &Args, x: &Shape) -> Result<Shape, ShapeError>
     let Some(w) = wrapped(a) else {
         return Ok(Shape::unknown());
     };
-    let y = w
-        .output(&step)
-        .map_err(|e| ShapeError::Step(Box::new(e)))?;
+    let y = w.output(&step).map_err(|e| ShapeError::Step(Box::new(e)))?;
     if y.open {
         return Ok(y);
     }

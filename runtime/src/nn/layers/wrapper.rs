@@ -164,6 +164,10 @@ impl Layer for Bidirectional {
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        // The wrapped layer and the input, by the catalogue's rules (a layer built by hand
+        // that reads backwards already is refused here, as in `model!`).
+        let dims = cx.g.try_ty("bidirectional", x)?.dims().to_vec();
+        self.output_shape(dims.get(1..).unwrap_or(&[]))?;
         if params.len() % 2 != 0 {
             return Err(bad_config(
                 self,
@@ -281,6 +285,10 @@ impl Layer for TimeDistributed {
     }
 
     fn onnx(&self, cx: &mut OnnxForward<'_>, _: OnnxValue, _: &[OnnxValue]) -> Result<OnnxValue> {
-        Err(no_onnx(cx, "TimeDistributed has no ONNX mapping yet"))
+        Err(no_onnx(
+            cx,
+            "TimeDistributed is not exportable to ONNX yet (its layer folded over the steps \
+             is not mapped)",
+        ))
     }
 }
