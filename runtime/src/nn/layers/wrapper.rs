@@ -168,7 +168,7 @@ impl Layer for Bidirectional {
         // that reads backwards already is refused here, as in `model!`).
         let dims = cx.g.try_ty("bidirectional", x)?.dims().to_vec();
         self.output_shape(dims.get(1..).unwrap_or(&[]))?;
-        if params.len() % 2 != 0 {
+        if !params.len().is_multiple_of(2) {
             return Err(bad_config(
                 self,
                 format!(
