@@ -124,7 +124,11 @@ pub mod prelude {
 /// `SeparableConv2D` (`SeparableConvolution2D`), `Conv2DTranspose` (`Convolution2DTranspose`)
 /// and `GroupNormalization`; the recurrent layers over `(timesteps, features)`: `SimpleRNN`,
 /// `LSTM` and `GRU` (`(units,)` out, or `(timesteps, units)` with `return_sequences`;
-/// `return_state` and `recurrent_dropout` not supported yet); in a graph model (the `let`
+/// `return_state` and `recurrent_dropout` not supported yet); the wrappers, a layer as
+/// their first argument: `Bidirectional(LSTM(8))` (a recurrent layer run both ways, joined
+/// by `merge_mode` concat, sum, mul or ave; its weights `forward_lstm/...` and
+/// `backward_lstm/...`) and `TimeDistributed(Dense(8))` (any one-input layer at every step
+/// of the leading axis, `(timesteps, ...)`); in a graph model (the `let`
 /// form), the layers of several inputs: the merges `Add`, `Subtract`, `Multiply`,
 /// `Average`, `Maximum`, `Minimum` and `Concatenate`, `Dot` and `Attention` on a list
 /// (`Dot(axes = -1)([a, b])`, `Attention()([query, value])`, as Keras takes them), and
@@ -155,6 +159,7 @@ pub use strata_macros::model;
 /// nothing it needs. Not public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use std::convert::Into;
     pub use std::default::Default;
     pub use std::option::Option::{self, None, Some};
     pub use std::result::Result::{Err, Ok};

@@ -133,3 +133,28 @@ fn what_the_macro_cannot_know_is_checked_at_build() {
     assert_eq!(m.output_shape(), Some(&[2][..]));
     assert_eq!(m.params()[0].dims, [8, 2]);
 }
+
+/// The wrappers train end to end: a sequence tagger, one Dense at every step of a
+/// bidirectional LSTM's sequence, learns a target that needs both directions (each step's
+/// target is the sum of the features before and after it).
+#[test]
+fn a_model_of_wrappers_trains() {
+    let mut m = model![
+        Input((6, 2)),
+        Bidirectional(LSTM(8, return_sequences = true)),
+        TimeDistributed(Dense(1)),
+    ];
+    let x = strata::random::normal(&[64, 6, 2], 0.0, 1.0, 3).unwrap();
+    let y = ndarray::Array3::from_shape_fn((64, 6, 1), |(b, t, _)| {
+        let before = if t > 0 { x[[b, t - 1, 0]] } else { 0.0 };
+        let after = if t < 5 { x[[b, t + 1, 1]] } else { 0.0 };
+        before + after
+    });
+    m.compile(strata::optim::Adam::new(0.02), MeanSquaredError, ())
+        .unwrap();
+    let h = m
+        .fit(&x, &y, Fit::epochs(20).batch_size(16).verbose(0))
+        .unwrap();
+    let loss = h.get("loss").unwrap();
+    assert!(loss.last().unwrap() < &(0.5 * loss[0]), "{loss:?}");
+}

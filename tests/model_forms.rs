@@ -736,3 +736,74 @@ fn recurrent_layers_shapes_and_parameter_counts_as_keras() {
     let y = run(&m, filled(&[2, 7, 2], 0.5), false);
     assert_eq!(y[0].dims(), [2, 1]);
 }
+
+#[test]
+fn wrappers_shapes_and_parameter_counts_as_keras() {
+    // Keras 3.15.1's counts: Bidirectional(LSTM(4)) on (5, 3) is two LSTMs, 2·128 = 256,
+    // its outputs concatenated (8,); Bidirectional(GRU(4), sum) 2·108 = 216; TimeDistributed
+    // holds its layer's weights once, Dense(8) on steps of 3 features 3·8 + 8 = 32.
+    let mut bi = model![Input((5, 3)), Bidirectional(LSTM(4))];
+    assert_eq!(declared_output(&bi), Some(&[8][..]));
+    agrees(&mut bi);
+    assert!(
+        bi.summary().contains("Total params: 256"),
+        "{}",
+        bi.summary()
+    );
+    let names: Vec<String> = bi.weights().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names[..4],
+        [
+            "bidirectional/forward_lstm/lstm_cell/kernel",
+            "bidirectional/forward_lstm/lstm_cell/recurrent_kernel",
+            "bidirectional/forward_lstm/lstm_cell/bias",
+            "bidirectional/backward_lstm/lstm_cell/kernel",
+        ]
+    );
+    let mut sum = model![
+        Input((5, 3)),
+        Bidirectional(GRU(4, return_sequences = true), merge_mode = sum),
+    ];
+    assert_eq!(declared_output(&sum), Some(&[5, 4][..]));
+    agrees(&mut sum);
+    assert!(
+        sum.summary().contains("Total params: 216"),
+        "{}",
+        sum.summary()
+    );
+    let mut td = model![Input((5, 3)), TimeDistributed(Dense(8, relu))];
+    assert_eq!(declared_output(&td), Some(&[5, 8][..]));
+    agrees(&mut td);
+    assert!(
+        td.summary().contains("Total params: 32"),
+        "{}",
+        td.summary()
+    );
+    // A layer over images at every step: (4, 6, 6, 1) → (4, 4, 4, 2), 3·3·1·2 + 2 = 20; a
+    // layer without arguments written bare.
+    let mut frames = model![
+        Input((4, 6, 6, 1)),
+        TimeDistributed(Conv2D(2, 3)),
+        TimeDistributed(Flatten),
+        Bidirectional(SimpleRNN(3, return_sequences = true), "ave"),
+    ];
+    assert_eq!(declared_output(&frames), Some(&[4, 3][..]));
+    agrees(&mut frames);
+    let y = run(&frames, filled(&[2, 4, 6, 6, 1], 0.5), false);
+    assert_eq!(y[0].dims(), [2, 4, 3]);
+
+    // The graph form, and a named wrapped layer naming the copies.
+    let mut g = model! {
+        let x = Input((5, 3));
+        let h = Bidirectional(LSTM(4, return_sequences = true, name = "enc"), merge_mode = mul)(x);
+        TimeDistributed(Dense(2))(h)
+    };
+    assert_eq!(declared_output(&g), Some(&[5, 2][..]));
+    agrees(&mut g);
+    assert_eq!(
+        g.params()[3].name,
+        "bidirectional/backward_enc/lstm_cell/kernel"
+    );
+    let y = run(&g, filled(&[2, 5, 3], 0.5), false);
+    assert_eq!(y[0].dims(), [2, 5, 2]);
+}

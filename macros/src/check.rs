@@ -3,14 +3,17 @@
 //! invocation are collected, each spanned on the user's token; a mistake makes the shapes
 //! after it unknown rather than wrong, so it causes no further errors.
 
-use crate::parse::{ArgSyntax, LayerSyntax, ModelSyntax, Value};
+use crate::parse::{ArgSyntax, LayerSyntax, ModelSyntax, Value, ValueKind};
 use crate::suggest::did_you_mean;
 use crate::value::accept;
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use std::collections::HashMap;
-use strata_spec::{self as spec, ArgDef, ArgDefault, Args, LayerDef, Param, Shape, Val, COMMON};
-use syn::Attribute;
+use strata_spec::{
+    self as spec, ArgDef, ArgDefault, Args, Kind, LayerDef, Param, Shape, Val, COMMON,
+};
+use syn::spanned::Spanned;
+use syn::{Attribute, Ident};
 
 /// A model that passed every check: what `expand.rs` writes out.
 pub struct Model {
@@ -396,6 +399,13 @@ pub(crate) fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Optio
             continue;
         }
         r.given.push((arg_def.name, a));
+        if arg_def.kind == Kind::Layer {
+            match wrapped(&a.value, arg_def.name, errors) {
+                Some(v) => r.args.insert(arg_def.name, v),
+                None => r.ok = false,
+            }
+            continue;
+        }
         match accept(arg_def.kind, &a.value, arg_def.name) {
             Ok(v) => r.args.insert(arg_def.name, v),
             Err(e) if a.keyword.is_none() => {
@@ -463,6 +473,68 @@ pub(crate) fn resolve<'s>(syntax: &'s LayerSyntax, errors: &mut Errors) -> Optio
         }
     }
     Some(r)
+}
+
+/// A wrapper's layer (`Bidirectional(LSTM(8))`, or `TimeDistributed(Flatten)` without
+/// arguments), resolved against its own entry and checked by its own rules, its mistakes
+/// spanned on its own tokens; `None` when it has any (they are reported).
+fn wrapped(value: &Value, arg: &str, errors: &mut Errors) -> Option<Val> {
+    let bare;
+    let syntax = match &value.kind {
+        ValueKind::Layer(l) => &**l,
+        ValueKind::Name(n) if spec::layer(n).is_some() => {
+            bare = LayerSyntax {
+                docs: Vec::new(),
+                name: Ident::new(n, value.tokens.span()),
+                args: Vec::new(),
+                complete: true,
+                tokens: value.tokens.clone(),
+                custom: None,
+            };
+            &bare
+        }
+        _ => {
+            // The catalogue's classes start with a capital; suggest one for a near miss.
+            let written = value.tokens.to_string();
+            let hint = match did_you_mean(&written, &spec::layer_names()) {
+                Some(s) => format!("; did you mean `{s}`?"),
+                None => String::new(),
+            };
+            errors.at(
+                value,
+                format!("`{arg}` must be a layer, such as `LSTM(8)`, found `{written}`{hint}"),
+            );
+            return None;
+        }
+    };
+    let r = resolve(syntax, errors)?;
+    let mut ok = r.ok;
+    for (name, given) in &r.given {
+        if matches!(*name, "input_shape" | "trainable") {
+            errors.at(
+                &given.tokens,
+                format!("`{name}` belongs on the wrapper, not on the layer it wraps"),
+            );
+            ok = false;
+        }
+    }
+    if !ok {
+        return None;
+    }
+    let mut valid = true;
+    for e in (r.def.validate)(&r.args) {
+        errors.at(
+            r.tokens(Some(e.arg)),
+            format!("{} (in `{arg}`): {}", r.def.class, e.message),
+        );
+        valid = false;
+    }
+    valid.then(|| {
+        Val::Layer(Box::new(spec::Wrapped {
+            def: r.def,
+            args: r.args,
+        }))
+    })
 }
 
 /// The default of `d`, read by the same code as a user's value.

@@ -9,7 +9,7 @@ use crate::check::{Graph, Layer, Model, Node};
 use crate::parse::Form;
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote, ToTokens};
-use strata_spec::{dims_text, product, Shape, Val};
+use strata_spec::{dims_text, product, Args, LayerDef, Shape, Val};
 
 pub fn expand(form: &Form, model: &Model) -> TokenStream {
     let (ty, attrs, vis, name) = match form {
@@ -279,17 +279,22 @@ fn init(l: &Layer) -> TokenStream {
             #f: ::strata::__private::Arc::new({ #expr })
         };
     }
-    let runtime = format_ident!("{}", l.def.runtime);
-    let name = &l.name;
-    let args = l.def.args.iter().filter(|a| a.field).filter_map(|a| {
-        let v = value(l.args.get(a.name)?);
+    let layer = construct(l.def, &l.name, &l.args);
+    quote!(#f: #layer)
+}
+
+/// `::strata::nn::Dense { name: ..., units: 128, ... }`, a layer's struct.
+fn construct(def: &LayerDef, name: &str, args: &Args) -> TokenStream {
+    let runtime = format_ident!("{}", def.runtime);
+    let fields = def.args.iter().filter(|a| a.field).filter_map(|a| {
+        let v = value(args.get(a.name)?);
         let field = format_ident!("{}", a.name);
         Some(quote!(#field: #v))
     });
     quote! {
-        #f: ::strata::nn::#runtime {
+        ::strata::nn::#runtime {
             name: ::strata::__private::String::from(#name),
-            #(#args,)*
+            #(#fields,)*
         }
     }
 }
@@ -365,6 +370,15 @@ fn value(v: &Val) -> TokenStream {
         Val::ScoreMode(c) => {
             let v = format_ident!("{}", c.variant);
             quote!(::strata::nn::ScoreMode::#v)
+        }
+        Val::MergeMode(c) => {
+            let v = format_ident!("{}", c.variant);
+            quote!(::strata::nn::MergeMode::#v)
+        }
+        // The wrapper's field takes the wrapped layer's struct by `From`.
+        Val::Layer(w) => {
+            let layer = construct(w.def, w.name(), &w.args);
+            quote!(::strata::__private::Into::into(#layer))
         }
         Val::AxisPair([a, b]) => {
             let (a, b) = (int(*a), int(*b));

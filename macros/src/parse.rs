@@ -67,6 +67,8 @@ pub enum ValueKind {
     Name(String),
     /// `(28, 28, 1)` or `[28, 28, 1]`.
     Tuple(Vec<Value>),
+    /// `LSTM(8)`: a layer call, the argument of a wrapper (`Bidirectional(LSTM(8))`).
+    Layer(Box<LayerSyntax>),
 }
 
 /// Parses a whole invocation; every syntax error found comes back, the layers that did
@@ -267,6 +269,19 @@ impl Parse for Value {
         let mut trees = 1;
         let kind = if s.peek(LitBool) {
             ValueKind::Bool(s.parse::<LitBool>()?.value)
+        } else if s.peek(Ident) && s.peek2(syn::token::Paren) {
+            let name: Ident = s.parse()?;
+            let call: TokenTree = s.parse()?;
+            trees = 2;
+            let (layer, errors) = parse_layer.parse2(quote::quote!(#name #call))?;
+            // One error for the argument, covering each of the wrapped layer's.
+            if let Some(e) = errors.into_iter().reduce(|mut all, e| {
+                all.combine(e);
+                all
+            }) {
+                return Err(e);
+            }
+            ValueKind::Layer(Box::new(layer))
         } else if s.peek(Ident) {
             ValueKind::Name(s.parse::<Ident>()?.to_string())
         } else if s.peek(LitStr) {

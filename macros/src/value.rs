@@ -7,7 +7,7 @@ use crate::suggest::did_you_mean;
 use std::fmt;
 use strata_spec::{
     check_inferred, check_not_batch, check_size, check_sizes_item, Choice, Kind, Val, ACTIVATIONS,
-    DATA_FORMATS, INITIALIZERS, INTERPOLATIONS, PADDINGS, SCORE_MODES,
+    DATA_FORMATS, INITIALIZERS, INTERPOLATIONS, MERGE_MODES, PADDINGS, SCORE_MODES,
 };
 
 fn err(value: &Value, message: impl fmt::Display) -> syn::Error {
@@ -25,6 +25,7 @@ fn written(value: &Value) -> String {
             let parts: Vec<String> = items.iter().map(written).collect();
             format!("({})", parts.join(", "))
         }
+        ValueKind::Layer(l) => l.tokens.to_string(),
     }
 }
 
@@ -38,6 +39,7 @@ fn is_choice(name: &str) -> bool {
         DATA_FORMATS,
         INTERPOLATIONS,
         SCORE_MODES,
+        MERGE_MODES,
     ]
     .iter()
     .any(|t| t.iter().any(|c| c.name == name))
@@ -316,6 +318,26 @@ pub fn accept(kind: Kind, value: &Value, arg: &str) -> syn::Result<Val> {
             Kind::Axis => Val::Axis(int(value, arg, "an axis")?),
             Kind::AxisPair => Val::AxisPair(axis_pair(value, arg)?),
             Kind::ScoreMode => Val::ScoreMode(choice(value, arg, "score mode", SCORE_MODES)?),
+            Kind::MergeMode if is_none => {
+                return Err(err(
+                    value,
+                    format!(
+                        "`{arg} = None` (the two outputs apart) is not supported yet: a layer \
+                         call has one output; choose concat, sum, mul or ave"
+                    ),
+                ))
+            }
+            Kind::MergeMode => Val::MergeMode(choice(value, arg, "merge mode", MERGE_MODES)?),
+            // Read by `check.rs`, which resolves the wrapped layer against its own entry.
+            Kind::Layer => {
+                return Err(err(
+                    value,
+                    format!(
+                        "`{arg}` must be a layer, such as `LSTM(8)`, found `{}`",
+                        written(value)
+                    ),
+                ))
+            }
             Kind::Shape => Val::Shape(
                 sizes(value, arg, false)?
                     .into_iter()

@@ -1,4 +1,5 @@
-//! `SimpleRNN`, `LSTM` and `GRU` against Keras 3 (`tests/reference/recurrent_layers.json`,
+//! `SimpleRNN`, `LSTM` and `GRU`, and the wrappers `Bidirectional` and `TimeDistributed`,
+//! against Keras 3 (`tests/reference/recurrent_layers.json`,
 //! written by `scripts/keras-reference/recurrent_layers.py`): the same arguments, the same
 //! weights in Keras' order, paths and layouts, the same parameter count, and the same
 //! outputs, on the native backend and on XLA CPU.
@@ -35,8 +36,46 @@ fn tensor(j: &Json) -> Tensor {
     Tensor::from_vec(&dims, data).unwrap()
 }
 
-/// The Strata layer for a Keras class and its arguments (Keras' defaults otherwise).
+/// The Strata layer for a Keras class and its arguments (Keras' defaults otherwise); a
+/// wrapper's `layer` is `{"class", "args"}`.
 fn layer(class: &str, a: &Json) -> Box<dyn Layer> {
+    let inner = &a["layer"];
+    let inner_class = inner["class"].as_str().unwrap_or("");
+    match class {
+        "Bidirectional" => Box::new(Bidirectional {
+            merge_mode: a
+                .get("merge_mode")
+                .and_then(Json::as_str)
+                .map_or(MergeMode::Concat, |m| MergeMode::from_name(m).unwrap()),
+            ..Bidirectional::new("bidirectional", recurrent(inner_class, &inner["args"]))
+        }),
+        "TimeDistributed" => {
+            let a = &inner["args"];
+            let activation = a
+                .get("activation")
+                .and_then(Json::as_str)
+                .map_or(Activation::Linear, |n| Activation::from_name(n).unwrap());
+            let size = |k: &str| a[k].as_u64().unwrap() as usize;
+            let stepped: Stepped = match inner_class {
+                "Dense" => Dense::new("dense", size("units"), activation).into(),
+                "Conv2D" => {
+                    let k = size("kernel_size");
+                    Conv2D::new("conv2d", size("filters"), [k, k], activation).into()
+                }
+                other => panic!("no wrapped layer for {other}"),
+            };
+            Box::new(TimeDistributed::new("time_distributed", stepped))
+        }
+        _ => match recurrent(class, a) {
+            Recurrent::SimpleRNN(l) => Box::new(l),
+            Recurrent::LSTM(l) => Box::new(l),
+            Recurrent::GRU(l) => Box::new(l),
+        },
+    }
+}
+
+/// The recurrent layer for a Keras class and its arguments.
+fn recurrent(class: &str, a: &Json) -> Recurrent {
     let units = a["units"].as_u64().unwrap() as usize;
     let flag = |k: &str, d: bool| a.get(k).and_then(Json::as_bool).unwrap_or(d);
     let act = |k: &str, d: Activation| {
@@ -52,14 +91,14 @@ fn layer(class: &str, a: &Json) -> Box<dyn Layer> {
         flag("go_backwards", false),
     );
     match class {
-        "SimpleRNN" => Box::new(SimpleRNN {
+        "SimpleRNN" => Recurrent::SimpleRNN(SimpleRNN {
             activation,
             use_bias,
             return_sequences,
             go_backwards,
             ..SimpleRNN::new("simple_rnn", units)
         }),
-        "LSTM" => Box::new(LSTM {
+        "LSTM" => Recurrent::LSTM(LSTM {
             activation,
             recurrent_activation,
             use_bias,
@@ -67,7 +106,7 @@ fn layer(class: &str, a: &Json) -> Box<dyn Layer> {
             go_backwards,
             ..LSTM::new("lstm", units)
         }),
-        "GRU" => Box::new(GRU {
+        "GRU" => Recurrent::GRU(GRU {
             activation,
             recurrent_activation,
             use_bias,

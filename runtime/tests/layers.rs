@@ -1885,6 +1885,55 @@ fn recurrent_layers_refuse_what_they_cannot_take() {
 }
 
 #[test]
+fn wrappers_refuse_what_they_cannot_take() {
+    // What `model!` refuses at compile time, a layer built by hand refuses when built.
+    let backwards = Bidirectional::new(
+        "bidirectional",
+        GRU {
+            go_backwards: true,
+            ..GRU::new("gru", 2)
+        },
+    );
+    let e = backwards.output_shape(&[3, 4]).unwrap_err().to_string();
+    assert!(
+        e.contains("bidirectional (Bidirectional)") && e.contains("`go_backwards = false`"),
+        "{e}"
+    );
+    let bi = Bidirectional::new("bidirectional", LSTM::new("lstm", 2));
+    let e = bi.output_shape(&[5]).unwrap_err().to_string();
+    assert!(e.contains("(steps, channels)"), "{e}");
+    assert_eq!(bi.output_shape(&[3, 4]).unwrap(), [4]);
+    let td = TimeDistributed::new(
+        "time_distributed",
+        Conv2D::new("conv2d", 2, [3, 3], Activation::Linear),
+    );
+    let e = td.output_shape(&[5]).unwrap_err().to_string();
+    assert!(e.contains("(timesteps, ...) (rank >= 2)"), "{e}");
+    let e = td.output_shape(&[4, 6]).unwrap_err().to_string();
+    assert!(e.contains("each step (height, width, channels)"), "{e}");
+    assert_eq!(td.output_shape(&[4, 6, 6, 1]).unwrap(), [4, 4, 4, 2]);
+    let bad = LSTM {
+        units: 0,
+        ..LSTM::new("lstm", 2)
+    };
+    let e = Bidirectional::new("bidirectional", bad)
+        .output_shape(&[3, 4])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`units` must be at least 1"), "{e}");
+    // The forward pass checks too: a typed error, no graph; a wrong number of weights is
+    // one as well.
+    let mut g = Graph::new("layer");
+    let x = g.parameter(TensorType::new(DType::F32, [1, 5]));
+    let mut cx = Forward::new(&mut g, false, None);
+    assert!(bi.forward(&mut cx, x, &[]).is_err());
+    assert!(td.forward(&mut cx, x, &[]).is_err());
+    let x = cx.g.parameter(TensorType::new(DType::F32, [1, 3, 4]));
+    let w = cx.g.parameter(TensorType::new(DType::F32, [4, 8]));
+    assert!(bi.forward(&mut cx, x, &[w]).is_err());
+}
+
+#[test]
 fn orthogonal_initializer_is_orthogonal() {
     let mut rng = strata_runtime::random::Rng::new(3);
     for dims in [[4usize, 4], [3, 6], [6, 3]] {
@@ -1940,7 +1989,8 @@ fn recurrent_input_dropout_masks_features_alike_at_every_step_in_training_only()
 
 /// The recurrent layers train through the scan's reverse mode: each one's gradient with
 /// respect to its input and every weight matches central differences, with sequences
-/// returned or not, read backwards, and (GRU) either placement of the reset gate.
+/// returned or not, read backwards, and (GRU) either placement of the reset gate; and so
+/// do the wrappers (Bidirectional, TimeDistributed) around them and around Dense.
 #[test]
 fn recurrent_layers_are_differentiable_through_their_scan() {
     use strata_runtime::autodiff::gradcheck::GradCheck;
@@ -1979,6 +2029,52 @@ fn recurrent_layers_are_differentiable_through_their_scan() {
                 return_sequences: true,
                 ..GRU::new("gru", 2)
             }),
+            false,
+        ),
+        // The wrappers: both copies' weights, the backward sequence put back in order,
+        // every way of joining the two; a layer folded over the steps.
+        (
+            Box::new(Bidirectional::new(
+                "bidirectional",
+                LSTM {
+                    return_sequences: true,
+                    ..LSTM::new("lstm", 2)
+                },
+            )),
+            false,
+        ),
+        (
+            Box::new(Bidirectional {
+                merge_mode: MergeMode::Sum,
+                ..Bidirectional::new("bidirectional", GRU::new("gru", 2))
+            }),
+            false,
+        ),
+        (
+            Box::new(Bidirectional {
+                merge_mode: MergeMode::Mul,
+                ..Bidirectional::new(
+                    "bidirectional",
+                    SimpleRNN {
+                        return_sequences: true,
+                        ..SimpleRNN::new("simple_rnn", 2)
+                    },
+                )
+            }),
+            false,
+        ),
+        (
+            Box::new(Bidirectional {
+                merge_mode: MergeMode::Ave,
+                ..Bidirectional::new("bidirectional", LSTM::new("lstm", 2))
+            }),
+            false,
+        ),
+        (
+            Box::new(TimeDistributed::new(
+                "time_distributed",
+                Dense::new("dense", 2, Activation::Tanh),
+            )),
             false,
         ),
     ];

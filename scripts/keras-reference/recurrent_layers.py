@@ -1,4 +1,5 @@
-"""Keras 3 reference values for the recurrent layers: `SimpleRNN`, `LSTM` and `GRU`.
+"""Keras 3 reference values for the recurrent layers: `SimpleRNN`, `LSTM` and `GRU`, and the
+wrappers `Bidirectional` (of each) and `TimeDistributed` (of `Dense` and `Conv2D`).
 
 Run as `.strata/python/bin/python scripts/keras-reference/recurrent_layers.py [OUT]`;
 writes `runtime/tests/reference/recurrent_layers.json`, which
@@ -57,8 +58,7 @@ CASES = [
 ]
 
 
-def case(cls, kwargs, shape):
-    layer = getattr(keras.layers, cls)(**kwargs)
+def measured(layer, cls, kwargs, shape):
     x = rng.normal(size=shape).astype(np.float32)
     layer(x)  # builds it
     weights = [(0.5 * rng.normal(size=w.shape)).astype(np.float32) for w in layer.weights]
@@ -75,7 +75,43 @@ def case(cls, kwargs, shape):
     }
 
 
-out = {"keras": keras.__version__, "cases": [case(*c) for c in CASES]}
+def case(cls, kwargs, shape):
+    return measured(getattr(keras.layers, cls)(**kwargs), cls, kwargs, shape)
+
+
+# The wrappers, after the cases above so that their random draws stay the same:
+# (wrapper, its arguments, (wrapped class, its arguments), input shape with the batch axis).
+# The wrapped layer is named as Keras names a model's first of its class, so the paths read
+# `forward_lstm/lstm_cell/kernel`, `dense/kernel` whatever ran before.
+WRAPPED = [
+    ("Bidirectional", dict(), ("LSTM", dict(units=3)), (2, 4, 5)),
+    ("Bidirectional", dict(merge_mode="sum"),
+     ("GRU", dict(units=3, return_sequences=True)), (2, 4, 5)),
+    ("Bidirectional", dict(merge_mode="mul"),
+     ("SimpleRNN", dict(units=2, return_sequences=True)), (3, 5, 2)),
+    ("Bidirectional", dict(merge_mode="ave"),
+     ("LSTM", dict(units=2, return_sequences=True)), (2, 3, 4)),
+    ("Bidirectional", dict(),
+     ("GRU", dict(units=2, reset_after=False)), (3, 5, 2)),
+    ("TimeDistributed", dict(), ("Dense", dict(units=4, activation="relu")), (2, 3, 5)),
+    ("TimeDistributed", dict(), ("Dense", dict(units=3)), (2, 4, 3, 5)),
+    ("TimeDistributed", dict(), ("Conv2D", dict(filters=2, kernel_size=3)), (2, 3, 6, 6, 2)),
+]
+BASE_NAMES = {"SimpleRNN": "simple_rnn", "LSTM": "lstm", "GRU": "gru", "Dense": "dense",
+              "Conv2D": "conv2d"}
+
+
+def wrapped_case(cls, kwargs, inner, shape):
+    inner_cls, inner_args = inner
+    layer = getattr(keras.layers, inner_cls)(**inner_args, name=BASE_NAMES[inner_cls])
+    wrapper = getattr(keras.layers, cls)(layer, **kwargs)
+    args = dict(kwargs, layer={"class": inner_cls, "args": inner_args})
+    return measured(wrapper, cls, args, shape)
+
+
+out = {
+    "keras": keras.__version__,
+    "cases": [case(*c) for c in CASES] + [wrapped_case(*c) for c in WRAPPED],
+}
 with open(OUT, "w") as f:
     json.dump(out, f, indent=1)
-    f.write("\n")

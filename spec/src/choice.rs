@@ -75,3 +75,12 @@ pub static INTERPOLATIONS: &[Choice] =
 /// `strata::nn::ScoreMode`: how Attention scores a query against a key (the dot product,
 /// or the sum of `tanh(query + key)`).
 pub static SCORE_MODES: &[Choice] = &[choice("dot", "Dot"), choice("concat", "Concat")];
+
+/// `strata::nn::MergeMode`: how Bidirectional joins its forward and backward outputs
+/// (Keras' `None`, the two outputs apart, is not supported yet).
+pub static MERGE_MODES: &[Choice] = &[
+    choice("concat", "Concat"),
+    choice("sum", "Sum"),
+    choice("mul", "Mul"),
+    choice("ave", "Ave"),
+];

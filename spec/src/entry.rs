@@ -4,6 +4,7 @@ use crate::choice::{initializer_named, Choice};
 use crate::error::{ArgError, MergeError, ShapeError};
 use crate::shape::Shape;
 use crate::value::{Args, Kind, Val};
+use std::borrow::Cow;
 
 /// An argument's default.
 #[derive(Clone, Copy, Debug)]
@@ -95,8 +96,9 @@ pub static COMMON: &[ArgDef] = &[
 /// One weight or state tensor, as the runtime layer creates it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {
-    /// Its name within the layer: `kernel` (the weight is `dense_1/kernel`).
-    pub suffix: &'static str,
+    /// Its name within the layer: `kernel` (the weight is `dense_1/kernel`); a wrapper's
+    /// weights are its wrapped layer's, under that layer's name (`forward_lstm/...`).
+    pub suffix: Cow<'static, str>,
     pub dims: Vec<Option<usize>>,
     /// The argument holding its initializer, or, for a weight Keras always starts the
     /// same way (Attention's `scale`: `ones`), that initializer's name.
@@ -126,7 +128,7 @@ pub(crate) fn param(
     fans: [Option<usize>; 2],
 ) -> Param {
     Param {
-        suffix,
+        suffix: Cow::Borrowed(suffix),
         dims,
         init_arg,
         fans,

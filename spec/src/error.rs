@@ -39,6 +39,10 @@ pub enum ShapeError {
     Permute { rank: usize },
     /// A PReLU `shared_axes` entry (1-based, without the batch) the input does not have.
     SharedAxis { axis: usize },
+    /// TimeDistributed takes `(timesteps, ...)`: a leading axis and at least one more.
+    NotTimeSteps,
+    /// TimeDistributed's wrapped layer cannot take one step of the input.
+    Step(Box<ShapeError>),
 }
 
 impl ShapeError {
@@ -48,7 +52,9 @@ impl ShapeError {
             ShapeError::NoAxis
             | ShapeError::NotImage
             | ShapeError::NotVector
-            | ShapeError::NotSequence => None,
+            | ShapeError::NotSequence
+            | ShapeError::NotTimeSteps => None,
+            ShapeError::Step(_) => Some("layer"),
             ShapeError::Crop { .. } => Some("cropping"),
             ShapeError::Permute { .. } => Some("dims"),
             ShapeError::SharedAxis { .. } => Some("shared_axes"),
@@ -120,6 +126,11 @@ impl ShapeError {
                     "an input with axis {axis} for `shared_axes` (counting the batch axis as 0)"
                 )
             }
+            ShapeError::NotTimeSteps => {
+                "an input of rank 2 or more (timesteps, ...) to apply its layer at every step"
+                    .into()
+            }
+            ShapeError::Step(e) => format!("{} at every timestep", e.need()),
         }
     }
 
@@ -167,6 +178,8 @@ impl ShapeError {
             ),
             ShapeError::Permute { rank } => format!("rank {rank}, as many axes as `dims`"),
             ShapeError::SharedAxis { axis } => format!("rank >= {axis} for shared axis {axis}"),
+            ShapeError::NotTimeSteps => "(timesteps, ...) (rank >= 2)".into(),
+            ShapeError::Step(e) => format!("(timesteps, ...), each step {}", e.expected()),
         }
     }
 }

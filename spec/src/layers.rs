@@ -5,7 +5,7 @@ use crate::attention::{
 };
 use crate::entry::{
     arg, keyword, no_checks, no_list_params, no_params, param, required, same_shape, ArgDef,
-    LayerDef, Param, Rule, DATA_FORMAT,
+    ArgDefault, LayerDef, Param, Rule, DATA_FORMAT,
 };
 use crate::error::{ArgError, ShapeError};
 use crate::merge::{concatenate, elementwise};
@@ -22,6 +22,10 @@ use crate::rules::{
 };
 use crate::shape::Shape;
 use crate::value::{Args, Kind};
+use crate::wrapper::{
+    bidirectional, bidirectional_checks, bidirectional_params, time_distributed,
+    time_distributed_checks, time_distributed_params,
+};
 
 static POOLING_ARGS: &[ArgDef] = &[
     arg("pool_size", Kind::Pair, "2"),
@@ -789,6 +793,40 @@ pub static LAYERS: &[LayerDef] = &[
         shape: Rule::One(recurrent),
         params: gru_params,
         validate: recurrent_checks,
+        takes_ids: false,
+    },
+    // The wrappers: a layer of the catalogue as their argument.
+    LayerDef {
+        class: "Bidirectional",
+        aliases: &[],
+        base_name: "bidirectional",
+        runtime: "Bidirectional",
+        args: &[
+            required("layer", Kind::Layer),
+            arg("merge_mode", Kind::MergeMode, "concat"),
+            // Refused by `bidirectional_checks`: Keras' own backward copy only.
+            ArgDef {
+                name: "backward_layer",
+                kind: Kind::Layer,
+                default: ArgDefault::Absent,
+                positional: false,
+                field: false,
+            },
+        ],
+        shape: Rule::One(bidirectional),
+        params: bidirectional_params,
+        validate: bidirectional_checks,
+        takes_ids: false,
+    },
+    LayerDef {
+        class: "TimeDistributed",
+        aliases: &[],
+        base_name: "time_distributed",
+        runtime: "TimeDistributed",
+        args: &[required("layer", Kind::Layer)],
+        shape: Rule::One(time_distributed),
+        params: time_distributed_params,
+        validate: time_distributed_checks,
         takes_ids: false,
     },
 ];

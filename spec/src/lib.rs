@@ -30,10 +30,11 @@ mod recurrent;
 mod rules;
 mod shape;
 mod value;
+mod wrapper;
 
 pub use choice::{
     initializer_named, Choice, ACTIVATIONS, DATA_FORMATS, INITIALIZERS, INTERNAL_INITIALIZERS,
-    INTERPOLATIONS, PADDINGS, SCORE_MODES,
+    INTERPOLATIONS, MERGE_MODES, PADDINGS, SCORE_MODES,
 };
 pub use entry::{
     ArgDef, ArgDefault, CallError, LayerDef, ListParamRule, ListRule, Param, ParamRule, Rule,
@@ -43,3 +44,4 @@ pub use error::{ArgError, MergeError, ShapeError};
 pub use layers::{layer, layer_names, LAYERS};
 pub use shape::{dims_text, product, NoSuchAxis, Shape};
 pub use value::{check_inferred, check_not_batch, check_size, check_sizes_item, Args, Kind, Val};
+pub use wrapper::Wrapped;

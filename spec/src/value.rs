@@ -3,6 +3,7 @@
 //! the ranges are checked here, for the macro's literals and the runtime's fields alike.
 
 use crate::choice::Choice;
+use crate::wrapper::Wrapped;
 use std::fmt;
 
 /// The type of a layer argument.
@@ -63,6 +64,10 @@ pub enum Kind {
     AxisPair,
     /// How Attention scores a query against a key: `dot`, `concat`.
     ScoreMode,
+    /// A layer of the catalogue, written as a call (`LSTM(8)`): what a wrapper wraps.
+    Layer,
+    /// How Bidirectional joins its two outputs: `concat`, `sum`, `mul`, `ave`.
+    MergeMode,
 }
 
 /// A checked argument value.
@@ -90,6 +95,8 @@ pub enum Val {
     Dims(Vec<usize>),
     AxisPair([i64; 2]),
     ScoreMode(&'static Choice),
+    Layer(Box<Wrapped>),
+    MergeMode(&'static Choice),
 }
 
 /// A size argument (or one size of a pair or shape) must be at least 1.
@@ -167,6 +174,11 @@ impl Kind {
                 check_inferred(arg, dims)
             }
             Val::AxisPair(axes) => axes.iter().try_for_each(|&a| check_not_batch(arg, a)),
+            // The wrapped layer's own arguments, by its own entry.
+            Val::Layer(w) => w
+                .def
+                .check_args(&w.args)
+                .map_err(|e| format!("`{arg}` {}: {}", w.def.class, e.message)),
             _ => Ok(()),
         }
     }
@@ -202,7 +214,8 @@ impl fmt::Display for Val {
                 tuple(f, d.iter().map(|d| d.to_string()).collect())
             }
             Val::Margins([[t, b], [l, r]]) => write!(f, "(({t}, {b}), ({l}, {r}))"),
-            Val::Interpolation(c) | Val::ScoreMode(c) => f.write_str(c.name),
+            Val::Interpolation(c) | Val::ScoreMode(c) | Val::MergeMode(c) => f.write_str(c.name),
+            Val::Layer(w) => write!(f, "{w}"),
             Val::AxisPair([a, b]) => write!(f, "({a}, {b})"),
         }
     }
@@ -210,7 +223,7 @@ impl fmt::Display for Val {
 
 /// The arguments of one layer, by name: at compile time every argument of its entry,
 /// given or defaulted; at build time what the runtime struct's fields hold.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Args(Vec<(&'static str, Val)>);
 
 impl Args {
@@ -308,6 +321,7 @@ impl Args {
         match self.get(name) {
             Some(
                 Val::ScoreMode(c)
+                | Val::MergeMode(c)
                 | Val::Activation(c)
                 | Val::Initializer(c)
                 | Val::Padding(c)

@@ -3,12 +3,12 @@
 //! the parameters and the input type, by the rules `model!` checks at compile time.
 
 use super::layer::{bad_config, bad_input, Layer, ParamSpec};
-use super::{Activation, Initializer, Interpolation, Padding, ScoreMode};
+use super::{Activation, Initializer, Interpolation, MergeMode, Padding, ScoreMode};
 use crate::ir::DType;
 use crate::Result;
 use strata_spec::{
     Args, CallError, Choice, LayerDef, MergeError, Shape, Val, ACTIVATIONS, INITIALIZERS,
-    INTERPOLATIONS, PADDINGS, SCORE_MODES,
+    INTERPOLATIONS, MERGE_MODES, PADDINGS, SCORE_MODES,
 };
 
 /// The arguments `list` names, for [`Layer::args`].
@@ -50,6 +50,10 @@ pub(crate) fn interpolation(i: Interpolation) -> Val {
 
 pub(crate) fn score_mode(m: ScoreMode) -> Val {
     named(SCORE_MODES, m.name(), Val::ScoreMode)
+}
+
+pub(crate) fn merge_mode(m: MergeMode) -> Val {
+    named(MERGE_MODES, m.name(), Val::MergeMode)
 }
 
 /// A runtime axis (`isize`) as the catalogue's `i64`.
@@ -286,6 +290,11 @@ mod tests {
             Box::new(SimpleRNN::new("simple_rnn", 2)),
             Box::new(LSTM::new("lstm", 2)),
             Box::new(GRU::new("gru", 2)),
+            Box::new(Bidirectional::new("bidirectional", LSTM::new("lstm", 2))),
+            Box::new(TimeDistributed::new(
+                "time_distributed",
+                Dense::new("dense", 2, Activation::Relu),
+            )),
         ]
     }
 
@@ -343,6 +352,8 @@ mod tests {
                             | (strata_spec::Kind::Dims, Val::Dims(_))
                             | (strata_spec::Kind::AxisPair, Val::AxisPair(_))
                             | (strata_spec::Kind::ScoreMode, Val::ScoreMode(_))
+                            | (strata_spec::Kind::MergeMode, Val::MergeMode(_))
+                            | (strata_spec::Kind::Layer, Val::Layer(_))
                     );
                     assert!(fits, "{}.{}: {v:?} for {:?}", def.class, a.name, a.kind);
                 }
@@ -367,7 +378,7 @@ mod tests {
         // The name, and the variant the macro's expansion writes for it.
         let same = |v: Val, name: &str, variant: String| {
             matches!(v, Val::Activation(c) | Val::Initializer(c) | Val::Padding(c)
-                | Val::Interpolation(c) | Val::ScoreMode(c)
+                | Val::Interpolation(c) | Val::ScoreMode(c) | Val::MergeMode(c)
                 if c.name == name && c.variant == variant)
         };
         for a in Activation::ALL {
@@ -384,6 +395,10 @@ mod tests {
         }
         for m in ScoreMode::ALL {
             let v = score_mode(m);
+            assert!(same(v, m.name(), format!("{m:?}")), "{m:?}");
+        }
+        for m in MergeMode::ALL {
+            let v = merge_mode(m);
             assert!(same(v, m.name(), format!("{m:?}")), "{m:?}");
         }
     }

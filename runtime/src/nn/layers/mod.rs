@@ -27,6 +27,7 @@ mod recurrent;
 mod reshape;
 mod separable_conv2d;
 mod spatial;
+mod wrapper;
 // Issue 14: shape and activation layers.
 mod permute;
 mod relu;
@@ -64,6 +65,7 @@ pub use recurrent::{SimpleRNN, GRU, LSTM};
 pub use reshape::Reshape;
 pub use separable_conv2d::SeparableConv2D;
 pub use spatial::Padding;
+pub use wrapper::{Bidirectional, MergeMode, Recurrent, Stepped, TimeDistributed};
 // Issue 14: shape and activation layers.
 pub use permute::{Permute, RepeatVector};
 pub use relu::{LeakyReLU, PReLU, ReLU};

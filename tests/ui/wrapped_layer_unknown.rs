@@ -1,0 +1,6 @@
+use strata::model;
+
+fn main() {
+    let model = model![Input((4, 28)), TimeDistributed(Dens(8))];
+    println!("{}", model.summary());
+}
