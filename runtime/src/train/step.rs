@@ -4,6 +4,7 @@
 
 use super::compile::{Layout, TrainState};
 use super::distribute::{self, Dist};
+use super::staging::with_rows;
 use crate::autodiff;
 use crate::backend::CompileOptions;
 use crate::ir::{BinaryOp, Comparison, DType, Graph, TensorType, UnaryOp, Value};
@@ -321,7 +322,7 @@ pub(crate) fn train_graph<A: Architecture>(
     let go = g.compare(Comparison::Ne, healthy, zero)?;
     let health = [go, entry(&mut g, 1)?, entry(&mut g, 2)?];
     let lr = if k == 1 { g.reshape(lr, [])? } else { lr };
-    let one_row = |t: &TensorType| with_leading(t, batch);
+    let one_row = |t: &TensorType| with_rows(t, batch);
     let batches = [
         (x, one_row(x_ty)),
         (y, one_row(y_ty)),
@@ -376,13 +377,6 @@ pub(crate) fn train_graph<A: Architecture>(
     g.set_outputs(outputs)?;
     let updates = (0..layout.len()).map(|i| (i, i)).collect();
     Ok((g, CompileOptions { updates }))
-}
-
-/// `t` with a leading axis of `n` in place of its first.
-fn with_leading(t: &TensorType, n: usize) -> TensorType {
-    let mut d = t.dims().to_vec();
-    d[0] = n;
-    TensorType::new(t.dtype, d)
 }
 
 /// Runs `body` once per batch of `k` (the calls of `steps_per_execution`): `batches`
@@ -624,8 +618,8 @@ pub(crate) fn eval_graph<A: Architecture>(
     let batch = per_batch("evaluate", x_ty, k)?;
     let sw = g.parameter(TensorType::new(DType::F32, [k * batch]));
     let batches = [
-        (x, with_leading(x_ty, batch)),
-        (y, with_leading(y_ty, batch)),
+        (x, with_rows(x_ty, batch)),
+        (y, with_rows(y_ty, batch)),
         (sw, TensorType::new(DType::F32, [batch])),
     ];
     let (cur, _) = over_batches(
@@ -691,7 +685,7 @@ pub(crate) fn predict_graph<A: Architecture>(
         k,
         "predict_step_body",
         &state,
-        &[(x, with_leading(x_ty, batch))],
+        &[(x, with_rows(x_ty, batch))],
         |g, state, rows| {
             let mut cx = Forward::new(g, false, None);
             Ok(vec![model.forward(&mut cx, rows[0], &state[..n])?])
