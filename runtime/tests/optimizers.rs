@@ -42,6 +42,7 @@ fn run(opt: &dyn Optimizer, steps: usize) -> Vec<f64> {
         lr,
         t,
         globals: new_globals.clone(),
+        guard: None,
     };
     let grads = strata_runtime::optim::clip_gradients(&mut g, opt.config(), &[gr]).unwrap();
     let wd = strata_runtime::optim::apply_weight_decay(&mut g, opt.config(), w, lr).unwrap();

@@ -77,6 +77,7 @@ impl Optimizer for Adadelta {
         let eps = self.epsilon as f64;
         let g2 = g.mul(grad, grad)?;
         let acc_g = decay(g, slots[0], g2, self.rho)?;
+        let acc_g = s.settle(g, acc_g, slots[0])?;
         let num = g.add_scalar(slots[1], eps)?;
         let num = g.sqrt(num)?;
         let num = g.mul(num, grad)?;

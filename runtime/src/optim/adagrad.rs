@@ -62,6 +62,7 @@ impl Optimizer for Adagrad {
     ) -> Result<(Value, Vec<Value>)> {
         let g2 = g.mul(grad, grad)?;
         let acc = g.add(slots[0], g2)?;
+        let acc = s.settle(g, acc, slots[0])?;
         let d = g.add_scalar(acc, self.epsilon as f64)?;
         let d = g.sqrt(d)?;
         let inc = g.mul(grad, s.lr)?;

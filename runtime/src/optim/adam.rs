@@ -130,11 +130,14 @@ fn adam_update(
     let alpha = g.mul(s.lr, f)?;
 
     let m = ema(g, slots[0], grad, b1)?;
+    let m = s.settle(g, m, slots[0])?;
     let g2 = g.mul(grad, grad)?;
     let v = ema(g, slots[1], g2, b2)?;
+    let v = s.settle(g, v, slots[1])?;
     let mut new_slots = vec![m, v];
     let denom_v = if amsgrad {
         let vh = g.max(slots[2], v)?;
+        let vh = s.settle(g, vh, slots[2])?;
         new_slots.push(vh);
         vh
     } else {
@@ -247,9 +250,11 @@ impl Optimizer for Adamax {
         slots: &[Value],
     ) -> Result<(Value, Vec<Value>)> {
         let m = ema(g, slots[0], grad, self.beta_1)?;
+        let m = s.settle(g, m, slots[0])?;
         let bu = g.mul_scalar(slots[1], self.beta_2 as f64)?;
         let ag = g.abs(grad)?;
         let u = g.max(bu, ag)?;
+        let u = s.settle(g, u, slots[1])?;
         let c1 = one_minus_pow(g, self.beta_1, s.t)?;
         let ue = g.add_scalar(u, self.epsilon as f64)?;
         let den = g.mul(ue, c1)?;
@@ -335,8 +340,10 @@ impl Optimizer for Nadam {
         let prod_t = s.globals[0];
         let prod_t1 = g.mul(prod_t, u_t1)?;
         let m = ema(g, slots[0], grad, self.beta_1)?;
+        let m = s.settle(g, m, slots[0])?;
         let g2 = g.mul(grad, grad)?;
         let v = ema(g, slots[1], g2, self.beta_2)?;
+        let v = s.settle(g, v, slots[1])?;
         // m̂ = μₜ₊₁ m / (1 - Πₜ₊₁) + (1 - μₜ) g / (1 - Πₜ)
         let one = g.scalar(1.0, DType::F32);
         let a = g.sub(one, prod_t1)?;

@@ -133,13 +133,15 @@ impl Optimizer for Ftrl {
         let grad_to_use = g.add(grad, shrink)?;
         let g2 = g.mul(grad, grad)?;
         let new_accum = g.add(accum, g2)?;
+        let new_accum = s.settle(g, new_accum, accum)?;
         let p_new = g.pow(new_accum, power)?;
         let p_old = g.pow(accum, power)?;
         let sigma = g.sub(p_new, p_old)?;
         let sigma = g.div(sigma, lr)?;
         let sigma = g.mul(sigma, w)?;
         let inc = g.sub(grad_to_use, sigma)?;
-        let linear = g.add(linear, inc)?;
+        let linear_new = g.add(linear, inc)?;
+        let linear = s.settle(g, linear_new, linear)?;
         let quadratic = g.div(p_new, lr)?;
         let l2x2 = g.mul_scalar(l2, 2.0)?;
         let quadratic = g.add(quadratic, l2x2)?;

@@ -12,13 +12,13 @@ use crate::Tensor;
 /// matches the generic interpreter bit for bit.
 ///
 /// One optimizer update of an `n`-element parameter, built as `train::step` builds
-/// it (weight decay, the update, the guard `select(ok, new, old)`); parameters: w, g, each slot, lr, t, ok. With `in_place`
+/// it (weight decay, the update, the state settled under the guard `ok`); parameters: w, g, each slot, lr, t, ok. With `in_place`
 /// the outputs update w and the slots in place, as in the train step.
 fn update_graph(
     opt: &dyn Optimizer,
     n: usize,
     in_place: bool,
-    guard: bool,
+    guard: Guard,
 ) -> (Graph, CompileOptions) {
     let mut g = Graph::new("update");
     let ty = TensorType::new(DType::F32, [n]);
@@ -36,20 +36,24 @@ fn update_graph(
         lr,
         t,
         globals: vec![],
+        guard: (guard == Guard::Settled).then_some(ok),
     };
     // As the train step does: weight decay first, then the update.
     let decayed = apply_weight_decay(&mut g, opt.config(), w, lr).unwrap();
     let (new_w, new_slots) = opt.update(&mut g, &step, decayed, grad, &slots).unwrap();
     let mut outs = vec![new_w];
     outs.extend(new_slots);
-    if guard {
-        let old = std::iter::once(w).chain(slots.iter().copied());
-        outs = outs
-            .iter()
-            .zip(old)
-            .map(|(&new, old)| g.select(ok, new, old).unwrap())
-            .collect();
-    }
+    // Settling what the update settled already changes nothing; with `raw` the update
+    // reads its new moments unsettled and only its results are guarded.
+    let old = std::iter::once(w).chain(slots.iter().copied());
+    outs = outs
+        .iter()
+        .zip(old)
+        .map(|(&new, old)| match guard {
+            Guard::Raw => g.select(ok, new, old).unwrap(),
+            Guard::None | Guard::Settled => step.settle(&mut g, new, old).unwrap(),
+        })
+        .collect();
     let k = outs.len();
     g.set_outputs(outs).unwrap();
     // Output 0 updates parameter 0 (w); slot i (output i) updates parameter i + 1.
@@ -61,6 +65,16 @@ fn update_graph(
         vec![]
     };
     (g, CompileOptions { updates })
+}
+
+/// How an update is guarded by the train step's checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Guard {
+    None,
+    /// As the train step builds it: the update reads its moments settled.
+    Settled,
+    /// The update's results guarded after it.
+    Raw,
 }
 
 /// Deterministic values in a range that makes every term of the update matter.
@@ -105,18 +119,26 @@ fn the_single_pass_matches_the_interpreter_bit_for_bit() {
     // Sizes: below the parallel split, not a multiple of the vector width, and split
     // across the crew (the first layer's 784·128).
     for n in [37, 1000, 100_352 + 5] {
-        for (in_place, guard) in [(false, true), (true, true), (true, false)] {
-            for ok in [true, false].into_iter().filter(|&ok| guard || ok) {
+        for (in_place, guard) in [
+            (false, Guard::Settled),
+            (true, Guard::Settled),
+            (true, Guard::Raw),
+            (true, Guard::None),
+        ] {
+            for ok in [true, false]
+                .into_iter()
+                .filter(|&ok| guard != Guard::None || ok)
+            {
                 let (g, opts) = update_graph(&Adam::default(), n, in_place, guard);
                 let (mut fast, recognised) = compile_fused_adam(&g, &opts, true);
-                assert_eq!(recognised, 1, "n={n} in_place={in_place}");
+                assert_eq!(recognised, 1, "n={n} in_place={in_place} {guard:?}");
                 let (mut slow, _) = compile_fused_adam(&g, &opts, false);
                 let (a, b) = (run(fast.as_mut(), n, ok), run(slow.as_mut(), n, ok));
                 for (k, (x, y)) in a.iter().zip(&b).enumerate() {
                     let same = x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
                     assert!(
                         same,
-                        "output {k} differs (n={n} in_place={in_place} ok={ok})"
+                        "output {k} differs (n={n} in_place={in_place} {guard:?} ok={ok})"
                     );
                 }
                 if !ok {
@@ -136,10 +158,39 @@ fn other_updates_stay_on_the_generic_path() {
         Box::new(AdamW::default()),
         Box::new(Adam::default().epsilon(1e-3)), // still Adam: recognised
     ] {
-        let (g, opts) = update_graph(opt.as_ref(), 1000, true, true);
+        let (g, opts) = update_graph(opt.as_ref(), 1000, true, Guard::Settled);
         let (_, recognised) = compile_fused_adam(&g, &opts, true);
         // AdamW's decay joins the group, so the group is more than Adam's update.
         let want = usize::from(opt.name() == "adam" && opt.slots().len() == 2);
         assert_eq!(recognised, want, "{opt:?}");
+    }
+}
+
+/// As the train step builds it, the weight's rule reads the moments settled: each raw
+/// moment has one reader, the select that settles it. A second reader (the weight's rule)
+/// is what makes a fusing compiler recompute the moment from the old slot, which it then
+/// has to copy aside every step before updating the slot in place.
+#[test]
+fn the_weight_reads_the_settled_moments() {
+    use crate::ir::Op;
+    for opt in [
+        Box::new(Adam::default()) as Box<dyn Optimizer>,
+        Box::new(Adam::default().amsgrad(true)),
+        Box::new(AdamW::default()),
+    ] {
+        let (g, _) = update_graph(opt.as_ref(), 8, true, Guard::Settled);
+        let readers = |v: crate::ir::Value| {
+            g.nodes()
+                .iter()
+                .filter(|n| n.op.operands().contains(&v))
+                .count()
+        };
+        for &out in &g.outputs()[1..] {
+            let Op::Select { on_true, .. } = g.node(out).op else {
+                panic!("{}: slot output {out:?} is not settled", opt.name());
+            };
+            assert_eq!(readers(on_true), 1, "{}: raw moment {on_true:?}", opt.name());
+            assert!(readers(out) >= 1, "{}: the rule reads {out:?}", opt.name());
+        }
     }
 }

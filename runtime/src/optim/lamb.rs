@@ -77,8 +77,10 @@ impl Optimizer for Lamb {
         slots: &[Value],
     ) -> Result<(Value, Vec<Value>)> {
         let m = ema(g, slots[0], grad, self.beta_1)?;
+        let m = s.settle(g, m, slots[0])?;
         let g2 = g.mul(grad, grad)?;
         let v = ema(g, slots[1], g2, self.beta_2)?;
+        let v = s.settle(g, v, slots[1])?;
         let c1 = one_minus_pow(g, self.beta_1, s.t)?;
         let c2 = one_minus_pow(g, self.beta_2, s.t)?;
         let m_hat = g.div(m, c1)?;

@@ -181,6 +181,42 @@ pub struct Step {
     pub t: Value,
     /// The optimizer's global state after [`Optimizer::update_globals`].
     pub globals: Vec<Value>,
+    /// The predicate under which this step changes the state (bool scalar; none: always).
+    /// The train step's checks (finite loss, gradients and learning rate; with gradient
+    /// accumulation, whether this step updates) are known before the update runs.
+    pub guard: Option<Value>,
+}
+
+impl Step {
+    /// `new` as this step commits it: `select(guard, new, old)`. The train step settles
+    /// every piece of state this way; an update whose rule reads a new slot (Adam's weight
+    /// reads m and v) should read it settled, so that the slot is computed once and the
+    /// rule reads it where it is written. Read raw, a compiler fusing elementwise work
+    /// (XLA) recomputes the slot inside the weight's update from the old slot, which the
+    /// slot's own in-place update then has to copy aside first, every step. Settling
+    /// twice gives the same value.
+    pub fn settle(&self, g: &mut Graph, new: Value, old: Value) -> Result<Value> {
+        settle(g, self.guard, new, old)
+    }
+}
+
+/// [`Step::settle`] for state the update does not own (globals, the weights themselves).
+pub(crate) fn settle(g: &mut Graph, guard: Option<Value>, new: Value, old: Value) -> Result<Value> {
+    let Some(guard) = guard else {
+        return Ok(new);
+    };
+    if new == old || is_settled(g, guard, new, old) {
+        return Ok(new);
+    }
+    g.select(guard, new, old)
+}
+
+/// Whether `v` already is `select(guard, _, old)`.
+pub(crate) fn is_settled(g: &Graph, guard: Value, v: Value, old: Value) -> bool {
+    matches!(
+        g.node(v).op,
+        crate::ir::Op::Select { pred, on_false, .. } if pred == guard && on_false == old
+    )
 }
 
 /// An optimizer's rule.

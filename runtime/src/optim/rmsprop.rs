@@ -80,6 +80,7 @@ impl Optimizer for RMSprop {
         let g2 = g.mul(grad, grad)?;
         let g2 = g.mul_scalar(g2, one_minus(self.rho))?;
         let v = g.add(rv, g2)?;
+        let v = s.settle(g, v, slots[0])?;
         let mut new = vec![v];
         let mom_index = 1;
         let avg_index = if self.momentum > 0.0 { 2 } else { 1 };
@@ -89,6 +90,7 @@ impl Optimizer for RMSprop {
             let ra = g.mul_scalar(slots[avg_index], rho)?;
             let ga = g.mul_scalar(grad, one_minus(self.rho))?;
             let a = g.add(ra, ga)?;
+            let a = s.settle(g, a, slots[avg_index])?;
             let a2 = g.mul(a, a)?;
             denom = g.sub(v, a2)?;
             avg_new = Some(a);
@@ -100,6 +102,7 @@ impl Optimizer for RMSprop {
         let w = if self.momentum > 0.0 {
             let mm = g.mul_scalar(slots[mom_index], self.momentum as f64)?;
             let m = g.add(mm, inc)?;
+            let m = s.settle(g, m, slots[mom_index])?;
             new.push(m);
             g.sub(w, m)?
         } else {

@@ -73,6 +73,7 @@ impl Optimizer for SGD {
         }
         let mm = g.mul_scalar(slots[0], self.momentum as f64)?;
         let m = g.sub(mm, step)?;
+        let m = s.settle(g, m, slots[0])?;
         let w = if self.nesterov {
             let a = g.mul_scalar(m, self.momentum as f64)?;
             let a = g.sub(a, step)?;

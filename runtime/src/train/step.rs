@@ -11,7 +11,7 @@ use crate::ir::{BinaryOp, Comparison, DType, Graph, TensorType, UnaryOp, Value};
 use crate::metrics::Metric;
 use crate::nn::{Architecture, Forward};
 use crate::optim::{
-    accumulate_gradients, apply_ema, apply_weight_decay, clip_gradients, Accumulated, Step,
+    accumulate_gradients, apply_ema, apply_weight_decay, clip_gradients, settle, Accumulated, Step,
 };
 use crate::Model;
 use crate::{Error, NonFiniteCause, Result};
@@ -500,11 +500,22 @@ fn train_step<A: Architecture>(
         None => (None, grads),
     };
     let grads = clip_gradients(g, cfg, &grads)?;
-    // With accumulation, the optimizer's state moves on update steps only.
-    let on_update = |g: &mut Graph, updated: Value, old: Value| match due {
-        Some(due) => g.select(due, updated, old),
-        None => Ok(updated),
+    // The checks known before the update guard it: a step whose loss, gradients or
+    // learning rate are not finite changes nothing, and the update stays one pass
+    // that writes the state in place.
+    let loss_ok = is_finite(g, loss)?;
+    let lr_ok = is_finite(g, lr)?;
+    let inputs_ok = g.binary(BinaryOp::And, loss_ok, grads_ok)?;
+    let inputs_ok = g.binary(BinaryOp::And, inputs_ok, lr_ok)?;
+    let commit = g.binary(BinaryOp::And, ok, inputs_ok)?;
+    // With accumulation, the optimizer's state moves on update steps only. The weights,
+    // slots and globals are settled under this guard as they are computed (see
+    // `Step::settle`); the rest of the state under `commit` at the end.
+    let guard = match due {
+        Some(due) => g.binary(BinaryOp::And, commit, due)?,
+        None => commit,
     };
+    let mut settled = vec![false; cur.len()];
     let next = g.add_scalar(it, 1.0)?;
     // What the optimizer's rule, its globals and the EMA count: the steps, or with
     // accumulation the updates so far (Keras' `iterations`), so that bias corrections
@@ -519,9 +530,15 @@ fn train_step<A: Architecture>(
     let tf = g.convert(counted, DType::F32)?;
     let globals = opt.update_globals(g, tf, &cur[layout.globals.clone()])?;
     for (i, &v) in layout.globals.clone().zip(&globals) {
-        new[i] = on_update(g, v, cur[i])?;
+        new[i] = settle(g, Some(guard), v, cur[i])?;
+        settled[i] = true;
     }
-    let s = Step { lr, t: tf, globals };
+    let s = Step {
+        lr,
+        t: tf,
+        globals,
+        guard: Some(guard),
+    };
     for (j, &pi) in layout.trainable.iter().enumerate() {
         let w = apply_weight_decay(g, cfg, params[pi], lr)?;
         let sr = layout.update_slots_of(j);
@@ -537,11 +554,17 @@ fn train_step<A: Architecture>(
             ));
         }
         for (i, &v) in sr.zip(&slots) {
-            new[i] = on_update(g, v, cur[i])?;
+            new[i] = s.settle(g, v, cur[i])?;
+            settled[i] = true;
         }
-        w = on_update(g, w, params[pi])?;
+        w = s.settle(g, w, params[pi])?;
+        settled[layout.params.start + pi] = true;
         if let Some(e) = layout.ema_of(j) {
             let (ew, avg) = apply_ema(g, cfg, updates_before, w, cur[e])?;
+            // An overwrite by the average is guarded with the rest of the state.
+            if ew != w {
+                settled[layout.params.start + pi] = false;
+            }
             w = ew;
             new[e] = avg;
         }
@@ -561,19 +584,14 @@ fn train_step<A: Architecture>(
             ));
         }
         new[layout.params.start + i] = value;
+        settled[layout.params.start + i] = false;
     }
     new[layout.iterations] = next;
 
-    // The checks known before the update guard it: a step whose loss, gradients or
-    // learning rate are not finite changes nothing, and the update stays one pass
-    // that writes the state in place.
-    let loss_ok = is_finite(g, loss)?;
-    let lr_ok = is_finite(g, lr)?;
-    let inputs_ok = g.binary(BinaryOp::And, loss_ok, grads_ok)?;
-    let inputs_ok = g.binary(BinaryOp::And, inputs_ok, lr_ok)?;
-    let commit = g.binary(BinaryOp::And, ok, inputs_ok)?;
     for i in 0..cur.len() {
-        if new[i] != cur[i] {
+        if settled[i] {
+            cur[i] = new[i];
+        } else if new[i] != cur[i] {
             cur[i] = g.select(commit, new[i], cur[i])?;
         }
     }

@@ -105,6 +105,32 @@ impl Matcher<'_> {
         (ok_shape && self.nodes[node].ty.dtype == dtype).then_some(i)
     }
 
+    /// A moment as the weight's rule reads it: the new moment itself, or settled
+    /// (`select(ok, new, old)` under the update's guard: the moment's output itself, see
+    /// `optim::Step::settle`). Returns the new moment and, if settled, the old one.
+    fn settled(
+        &mut self,
+        o: Operand,
+        ok: Option<usize>,
+        t: DType,
+    ) -> Option<(Operand, Option<usize>)> {
+        let Operand::Member(node) = o else {
+            return Some((o, None));
+        };
+        let Op::Select {
+            pred,
+            on_true,
+            on_false,
+        } = self.nodes[node].op
+        else {
+            return Some((o, None));
+        };
+        (self.input(self.operand(pred)?, true, DType::Bool)? == ok?).then_some(())?;
+        self.member(o)?;
+        let old = self.input(self.operand(on_false)?, false, t)?;
+        Some((self.operand(on_true)?, Some(old)))
+    }
+
     /// `x + (y - x)·s` with `x` an input read in full: returns `(x, y, s)`.
     fn ema(&mut self, o: Operand, t: DType) -> Option<(usize, Operand, usize)> {
         let (d, x) = self.mixed(o, BinaryOp::Add)?;
@@ -173,7 +199,7 @@ fn match_from(
         let old = cx.input(cx.operand(on_false)?, false, t)?;
         Some((Some(ok), cx.operand(on_true)?, old))
     };
-    // w' = w - (m' / (√v' + ε))·α
+    // w' = w - (m' / (√v' + ε))·α, m' and v' raw or settled
     let (ok, new_w, old_w) = guarded(cx, out_node(out_w))?;
     let (w, r) = cx.binary(new_w, BinaryOp::Sub)?;
     let w = cx.input(w, false, t)?;
@@ -189,10 +215,13 @@ fn match_from(
         } => cx.operand(x)?,
         _ => return None,
     };
+    let (m1, m_old) = cx.settled(m1, ok, t)?;
+    let (v1, v_old) = cx.settled(v1, ok, t)?;
     // m' = m + (g - m)(1 - β₁), v' = v + (g·g - v)(1 - β₂)
     let (m, g, s1) = cx.ema(m1, t)?;
     let g = cx.input(g, false, t)?;
     let (v, g2, s2) = cx.ema(v1, t)?;
+    (m_old.unwrap_or(m) == m && v_old.unwrap_or(v) == v).then_some(())?;
     let (ga, gb) = cx.binary(g2, BinaryOp::Mul)?;
     (ga == Operand::Input(g) && gb == Operand::Input(g)).then_some(())?;
     if ok.is_some() && old_w != w {
