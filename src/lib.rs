@@ -124,7 +124,7 @@ pub mod prelude {
 /// `SeparableConv2D` (`SeparableConvolution2D`), `Conv2DTranspose` (`Convolution2DTranspose`)
 /// and `GroupNormalization`; the recurrent layers over `(timesteps, features)`: `SimpleRNN`,
 /// `LSTM` and `GRU` (`(units,)` out, or `(timesteps, units)` with `return_sequences`;
-/// `return_state` and `recurrent_dropout` not supported yet); the wrappers, a layer as
+/// `dropout` and `recurrent_dropout` as Keras; `return_state` not supported yet); the wrappers, a layer as
 /// their first argument: `Bidirectional(LSTM(8))` (a recurrent layer run both ways, joined
 /// by `merge_mode` concat, sum, mul or ave; its weights `forward_lstm/...` and
 /// `backward_lstm/...`) and `TimeDistributed(Dense(8))` (any one-input layer at every step

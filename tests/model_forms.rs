@@ -721,7 +721,13 @@ fn recurrent_layers_shapes_and_parameter_counts_as_keras() {
             false,
             return_sequences = true
         ),
-        GRU(2, relu, recurrent_initializer = glorot_uniform),
+        GRU(
+            2,
+            relu,
+            recurrent_initializer = glorot_uniform,
+            dropout = 0.1,
+            recurrent_dropout = 0.2
+        ),
         Dense(1),
     ];
     assert_eq!(declared_output(&m), Some(&[1][..]));

@@ -1859,14 +1859,11 @@ fn recurrent_layers_refuse_what_they_cannot_take() {
     let e = state.output_shape(&[3, 4]).unwrap_err().to_string();
     assert!(e.contains("`return_state` is not supported yet"), "{e}");
     let dropout = SimpleRNN {
-        recurrent_dropout: 0.5,
+        recurrent_dropout: 1.5,
         ..SimpleRNN::new("simple_rnn", 2)
     };
     let e = dropout.output_shape(&[3, 4]).unwrap_err().to_string();
-    assert!(
-        e.contains("`recurrent_dropout` is not supported yet"),
-        "{e}"
-    );
+    assert!(e.contains("recurrent_dropout"), "{e}");
     // The forward pass checks too: a typed error, no graph.
     let mut g = Graph::new("layer");
     let x = g.parameter(TensorType::new(DType::F32, [1, 5]));
@@ -1987,6 +1984,105 @@ fn recurrent_input_dropout_masks_features_alike_at_every_step_in_training_only()
     assert!(y.contains(&0.0) && y.contains(&2.0), "{y:?}");
 }
 
+#[test]
+fn recurrent_dropout_masks_the_state_alike_at_every_step_in_training_only() {
+    // No input product, the identity as recurrent kernel, a bias of one: h₁ = 1 and
+    // hₜ₊₁ = m ⊙ hₜ + 1, so each unit's mask m shows in h₂ - 1 and stays for h₃.
+    let rnn = SimpleRNN {
+        activation: Activation::Linear,
+        return_sequences: true,
+        recurrent_dropout: 0.5,
+        ..SimpleRNN::new("simple_rnn", 8)
+    };
+    let mut eye = vec![0.0; 64];
+    for i in 0..8 {
+        eye[i * 9] = 1.0;
+    }
+    let params = || vec![t(&[2, 8], &[0.0; 16]), t(&[8, 8], &eye), t(&[8], &[1.0; 8])];
+    let x = t(&[16, 3, 2], &[1.0; 96]);
+    let plain: Vec<f32> = (0..16)
+        .flat_map(|_| [[1.0; 8], [2.0; 8], [3.0; 8]])
+        .flatten()
+        .collect();
+    assert_close(&infer(&rnn, x.clone(), params()), &t(&[16, 3, 8], &plain));
+    let y = run(&rnn, true, x, params())
+        .remove(0)
+        .to_vec::<f32>()
+        .unwrap();
+    let mut dropped = 0;
+    for b in 0..16 {
+        for u in 0..8 {
+            let at = |s: usize| y[(b * 3 + s) * 8 + u];
+            assert_eq!(at(0), 1.0, "{y:?}");
+            let m = at(1) - 1.0;
+            assert!(
+                m == 0.0 || m == 2.0,
+                "a kept unit is scaled by 1 / (1 - rate): {y:?}"
+            );
+            assert_eq!(at(2), m * at(1) + 1.0, "one mask for every step");
+            dropped += usize::from(m == 0.0);
+        }
+    }
+    assert!(
+        (24..=104).contains(&dropped),
+        "{dropped} of 128 dropped at rate 0.5"
+    );
+}
+
+#[test]
+fn recurrent_dropout_draws_one_state_mask_per_gate() {
+    // An LSTM whose gates all read the same state: with the same mask for every gate,
+    // equal recurrent blocks would give equal gate inputs; per-gate masks differ.
+    let lstm = LSTM {
+        activation: Activation::Linear,
+        recurrent_activation: Activation::Linear,
+        return_sequences: true,
+        recurrent_dropout: 0.5,
+        use_bias: false,
+        ..LSTM::new("lstm", 4)
+    };
+    // Kernel: every gate's input product is 1; recurrent kernel: the identity per gate.
+    let kernel = vec![1.0; 16];
+    let mut rec = vec![0.0; 64];
+    for i in 0..4 {
+        for gate in 0..4 {
+            rec[i * 16 + gate * 4 + i] = 1.0;
+        }
+    }
+    let x = t(&[8, 2, 1], &[1.0; 16]);
+    let plain = infer(
+        &lstm,
+        x.clone(),
+        vec![t(&[1, 16], &kernel), t(&[4, 16], &rec)],
+    );
+    let y = run(
+        &lstm,
+        true,
+        x,
+        vec![t(&[1, 16], &kernel), t(&[4, 16], &rec)],
+    )
+    .remove(0)
+    .to_vec::<f32>()
+    .unwrap();
+    // Step one has h₀ = 0: no mask shows. Step two: c₂ = (1 + m_f h₁) c₁ + (1 + m_i h₁)(1 + m_c h₁),
+    // h₂ = (1 + m_o h₁) c₂ with h₁ = 1, c₁ = 1: the masks matter, and differ between gates
+    // somewhere among 32 units.
+    let plain = plain.to_vec::<f32>().unwrap();
+    assert_eq!(&y[..4], &plain[..4], "the first step reads h₀ = 0");
+    let with_one_mask = |m: f32| {
+        let c2 = 1.0 + m + (1.0 + m) * (1.0 + m);
+        (1.0 + m) * c2
+    };
+    let per_gate = (0..8)
+        .flat_map(|b| (0..4).map(move |u| (b, u)))
+        .filter(|&(b, u)| {
+            let h2 = y[(b * 2 + 1) * 4 + u];
+            h2 != with_one_mask(0.0) && h2 != with_one_mask(2.0)
+        })
+        .count();
+    assert!(per_gate > 0, "{y:?}");
+}
+
 /// The recurrent layers train through the scan's reverse mode: each one's gradient with
 /// respect to its input and every weight matches central differences, with sequences
 /// returned or not, read backwards, and (GRU) either placement of the reset gate; and so
@@ -2019,6 +2115,39 @@ fn recurrent_layers_are_differentiable_through_their_scan() {
             Box::new(LSTM {
                 dropout: 0.3,
                 ..LSTM::new("lstm", 2)
+            }),
+            true,
+        ),
+        (
+            Box::new(LSTM {
+                dropout: 0.3,
+                recurrent_dropout: 0.4,
+                return_sequences: true,
+                ..LSTM::new("lstm", 2)
+            }),
+            true,
+        ),
+        (
+            Box::new(SimpleRNN {
+                recurrent_dropout: 0.4,
+                ..SimpleRNN::new("simple_rnn", 3)
+            }),
+            true,
+        ),
+        (
+            Box::new(GRU {
+                recurrent_dropout: 0.4,
+                ..GRU::new("gru", 2)
+            }),
+            true,
+        ),
+        (
+            Box::new(GRU {
+                reset_after: false,
+                use_bias: false,
+                dropout: 0.2,
+                recurrent_dropout: 0.4,
+                ..GRU::new("gru", 2)
             }),
             true,
         ),

@@ -5,7 +5,7 @@
 use crate::entry::{arg, keyword, param, required, ArgDef, Param};
 use crate::error::{ArgError, ShapeError};
 use crate::shape::Shape;
-use crate::value::{Args, Kind, Val};
+use crate::value::{Args, Kind};
 
 /// `(timesteps, features)` → `(units,)`, or `(timesteps, units)` with `return_sequences`.
 pub(crate) fn recurrent(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
@@ -103,11 +103,6 @@ pub(crate) fn recurrent_checks(a: &Args) -> Vec<ArgError> {
             "return_state",
             "a layer call has one output; leave it false",
         );
-    }
-    // Keras masks the state per gate then (its `implementation = 1`); `dropout` alone is
-    // one mask over the input's features, which the layers apply.
-    if matches!(a.get("recurrent_dropout"), Some(Val::Float(r)) if *r != 0.0) {
-        not_yet(&mut errors, "recurrent_dropout", "leave it 0.0");
     }
     // Keras starts the forget gate's bias at one and the rest from `bias_initializer`;
     // here the rest starts at zero (or, with `ones`, at one throughout).

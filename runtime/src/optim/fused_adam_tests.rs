@@ -189,7 +189,12 @@ fn the_weight_reads_the_settled_moments() {
             let Op::Select { on_true, .. } = g.node(out).op else {
                 panic!("{}: slot output {out:?} is not settled", opt.name());
             };
-            assert_eq!(readers(on_true), 1, "{}: raw moment {on_true:?}", opt.name());
+            assert_eq!(
+                readers(on_true),
+                1,
+                "{}: raw moment {on_true:?}",
+                opt.name()
+            );
             assert!(readers(out) >= 1, "{}: the rule reads {out:?}", opt.name());
         }
     }

@@ -26,10 +26,10 @@ macro_rules! recurrent_layer {
             pub recurrent_initializer: Initializer,
             pub bias_initializer: Initializer,
             /// The fraction of input features dropped in training, one mask for every step
-            /// (as Keras).
+            /// (as Keras; with `recurrent_dropout`, one mask per gate).
             pub dropout: f64,
-            /// Not supported yet: must be 0.0 (a compile error in `model!`; Keras masks the
-            /// state per gate then).
+            /// The fraction of the state's units dropped in training before each step's
+            /// recurrent product: one mask per gate, the same at every step (Keras').
             pub recurrent_dropout: f64,
             /// The output at every step `(timesteps, units)`, not only the last `(units,)`.
             pub return_sequences: bool,
@@ -80,6 +80,7 @@ macro_rules! recurrent_layer {
                 Options {
                     units: self.units,
                     dropout: self.dropout,
+                    recurrent_dropout: self.recurrent_dropout,
                     use_bias: self.use_bias,
                     return_sequences: self.return_sequences,
                     go_backwards: self.go_backwards,
@@ -120,6 +121,7 @@ recurrent_layer!(
 struct Options {
     units: usize,
     dropout: f64,
+    recurrent_dropout: f64,
     use_bias: bool,
     return_sequences: bool,
     go_backwards: bool,
@@ -189,26 +191,65 @@ fn row(g: &mut Graph, x: Value, i: usize) -> Result<Value> {
     g.reshape(r, vec![width])
 }
 
-/// `x` (`[batch, timesteps, features]`) with a fraction `rate` of each example's features
-/// zeroed at every step alike, the rest scaled by `1 / (1 - rate)`: Keras' input dropout
-/// mask, drawn once per call from the step's input.
-fn dropped(cx: &mut Forward<'_>, x: Value, rate: f64) -> Result<Value> {
-    let dims = cx.g.try_ty("recurrent", x)?.dims().to_vec();
-    let u = cx.random_uniform(TensorType::new(DType::F32, vec![dims[0], dims[2]]))?;
+/// A dropout mask of `dims` in `dtype`: each element zero with probability `rate`, else
+/// `1 / (1 - rate)`, drawn once per call (Keras' masks, reused at every step).
+fn keep_mask(cx: &mut Forward<'_>, dims: Vec<usize>, rate: f64, dtype: DType) -> Result<Value> {
+    let u = cx.random_uniform(TensorType::new(DType::F32, dims))?;
     let g = &mut *cx.g;
     let threshold = g.full_like(rate, u)?;
     let keep = g.compare(Comparison::Ge, u, threshold)?;
     let scale = g.full_like(1.0 / (1.0 - rate), u)?;
     let zero = g.zeros_like(u)?;
     let mask = g.select(keep, scale, zero)?;
-    let mask = g.broadcast_in_dim(mask, dims, &[0, 2])?;
-    let dtype = g.ty(x).dtype;
-    let mask = if dtype == DType::F32 {
-        mask
+    if dtype == DType::F32 {
+        Ok(mask)
     } else {
-        g.convert(mask, dtype)?
+        g.convert(mask, dtype)
+    }
+}
+
+/// `x` (`[batch, timesteps, features]`) with a fraction `rate` of each example's features
+/// zeroed at every step alike, the rest scaled by `1 / (1 - rate)`: Keras' input dropout
+/// mask, drawn once per call from the step's input.
+fn dropped(cx: &mut Forward<'_>, x: Value, rate: f64) -> Result<Value> {
+    let ty = cx.g.try_ty("recurrent", x)?.clone();
+    let dims = ty.dims().to_vec();
+    let mask = keep_mask(cx, vec![dims[0], dims[2]], rate, ty.dtype)?;
+    let mask = cx.g.broadcast_in_dim(mask, dims, &[0, 2])?;
+    cx.g.mul(x, mask)
+}
+
+/// Mask `j` (`[batch, units]`) of the `[gates, batch, units]` masks.
+fn gate_mask(g: &mut Graph, masks: Value, j: usize) -> Result<Value> {
+    let dims = g.try_ty("recurrent", masks)?.dims().to_vec();
+    let m = g.slice(masks, &[j, 0, 0], &[j + 1, dims[1], dims[2]], &[1, 1, 1])?;
+    g.reshape(m, dims[1..].to_vec())
+}
+
+/// The recurrent product `h · w` of gates `first..first + n` (`w`'s `n` blocks of
+/// `units` columns); with recurrent dropout, each gate's block multiplies the state under
+/// that gate's own mask.
+fn recurrent_product(
+    g: &mut Graph,
+    h: Value,
+    w: Value,
+    masks: Option<Value>,
+    (first, n, units): (usize, usize, usize),
+) -> Result<Value> {
+    let Some(masks) = masks else {
+        return product(g, h, w);
     };
-    g.mul(x, mask)
+    let mut parts = Vec::with_capacity(n);
+    for j in 0..n {
+        let m = gate_mask(g, masks, first + j)?;
+        let hm = g.mul(h, m)?;
+        let wj = block(g, w, j, units)?;
+        parts.push(product(g, hm, wj)?);
+    }
+    if parts.len() == 1 {
+        return Ok(parts[0]);
+    }
+    g.concatenate(&parts, 1)
 }
 
 /// The layer's computation of `x` (`[batch, timesteps, features]`).
@@ -232,10 +273,28 @@ fn run(
         (k, r, None)
     };
     let (batch, u) = (dims[0], o.units);
-    let x = if cx.training && o.dropout > 0.0 {
+    // With recurrent dropout Keras computes each gate apart (its `implementation = 1`):
+    // one state mask per gate, and one input mask per gate too.
+    let per_gate = cx.training && o.recurrent_dropout > 0.0;
+    let gates = cell.gates();
+    let input_masked = cx.training && o.dropout > 0.0;
+    // Each gate's input, when the gates see differently dropped inputs.
+    let mut gate_inputs = Vec::new();
+    let x = if input_masked && per_gate && gates > 1 {
+        for _ in 0..gates {
+            gate_inputs.push(dropped(cx, x, o.dropout)?);
+        }
+        x
+    } else if input_masked {
         dropped(cx, x, o.dropout)?
     } else {
         x
+    };
+    let masks = if per_gate {
+        let dims = vec![gates, batch, u];
+        Some(keep_mask(cx, dims, o.recurrent_dropout, ty.dtype)?)
+    } else {
+        None
     };
     let g = &mut *cx.g;
 
@@ -251,8 +310,18 @@ fn run(
         (b, _) => (b, None),
     };
     // Time-major: `[timesteps, batch, k·units]`.
-    let xt = g.transpose(x, &[1, 0, 2])?;
-    let mut xs = product(g, xt, kernel)?;
+    let mut xs = if gate_inputs.is_empty() {
+        let xt = g.transpose(x, &[1, 0, 2])?;
+        product(g, xt, kernel)?
+    } else {
+        let mut parts = Vec::with_capacity(gates);
+        for (j, &xj) in gate_inputs.iter().enumerate() {
+            let xt = g.transpose(xj, &[1, 0, 2])?;
+            let kj = block(g, kernel, j, u)?;
+            parts.push(product(g, xt, kj)?);
+        }
+        g.concatenate(&parts, 2)?
+    };
     if let Some(b) = input_bias {
         xs = g.add(xs, b)?;
     }
@@ -282,7 +351,10 @@ fn run(
     } else {
         init.push(recurrent_kernel);
     }
+    let recurrent_bias_at = recurrent_bias.map(|_| init.len());
     init.extend(recurrent_bias);
+    let masks_at = masks.map(|_| init.len());
+    init.extend(masks);
 
     let mut step = Graph::new("recurrent_step");
     let carried: Vec<Value> = init
@@ -292,10 +364,11 @@ fn run(
     let row_ty = TensorType::new(ty.dtype, vec![batch, cell.gates() * u]);
     let x_t = step.parameter(row_ty);
     let h = carried[0];
+    let masks = masks_at.map(|i| carried[i]);
     let s = &mut step;
     let mut next: Vec<Value> = match cell {
         Cell::Simple { activation } => {
-            let r = product(s, h, carried[1])?;
+            let r = recurrent_product(s, h, carried[1], masks, (0, 1, u))?;
             let z = s.add(x_t, r)?;
             vec![activation.apply(s, z)?]
         }
@@ -304,7 +377,7 @@ fn run(
             recurrent,
         } => {
             let c = carried[1];
-            let r = product(s, h, carried[2])?;
+            let r = recurrent_product(s, h, carried[2], masks, (0, 4, u))?;
             let z = s.add(x_t, r)?;
             let zi = block(s, z, 0, u)?;
             let i = recurrent.apply(s, zi)?;
@@ -331,9 +404,9 @@ fn run(
                 block(s, x_t, 2, u)?,
             );
             let (z, hh) = if reset_after {
-                let mut inner = product(s, h, carried[1])?;
-                if let Some(&rb) = carried.get(2) {
-                    inner = s.add(inner, rb)?;
+                let mut inner = recurrent_product(s, h, carried[1], masks, (0, 3, u))?;
+                if let Some(i) = recurrent_bias_at {
+                    inner = s.add(inner, carried[i])?;
                 }
                 let (r_z, r_r, r_h) = (
                     block(s, inner, 0, u)?,
@@ -348,13 +421,20 @@ fn run(
                 let sh = s.add(x_h, rh)?;
                 (z, activation.apply(s, sh)?)
             } else {
-                let inner = product(s, h, carried[1])?;
+                let inner = recurrent_product(s, h, carried[1], masks, (0, 2, u))?;
                 let (r_z, r_r) = (block(s, inner, 0, u)?, block(s, inner, 1, u)?);
                 let sz = s.add(x_z, r_z)?;
                 let z = recurrent.apply(s, sz)?;
                 let sr = s.add(x_r, r_r)?;
                 let r = recurrent.apply(s, sr)?;
-                let rh = s.mul(r, h)?;
+                let h_h = match masks {
+                    Some(m) => {
+                        let m = gate_mask(s, m, 2)?;
+                        s.mul(h, m)?
+                    }
+                    None => h,
+                };
+                let rh = s.mul(r, h_h)?;
                 let p = product(s, rh, carried[2])?;
                 let sh = s.add(x_h, p)?;
                 (z, activation.apply(s, sh)?)
