@@ -1,6 +1,7 @@
 //! Running a plan.
 
 use super::fuse::{self, FusedKernel};
+use super::loop_entry::Entry;
 use super::plan::{plan, Loc, LoopPlan, OutputPlan, Plan, PoolIndex, Step};
 use crate::backend::{check_args, Buffer, CompileOptions, Executable};
 use crate::ir::{DType, Graph, TensorType};
@@ -273,7 +274,11 @@ impl Executable for NativeExecutable {
 impl NativeExecutable {
     /// Runs every step and copies out what is returned (into `outputs`, reusing its
     /// buffers) or copied into parameters (before any swap replaces what the copies read).
-    fn run(&mut self, args: &[Buffer], outputs: &mut Vec<Buffer>) -> Result<Vec<(usize, Storage)>> {
+    fn run(
+        &mut self,
+        args: &mut [Buffer],
+        outputs: &mut Vec<Buffer>,
+    ) -> Result<Vec<(usize, Storage)>> {
         let params = args;
         let plan = &self.plan;
         if let Some(p) = &mut self.profile {
@@ -341,7 +346,7 @@ impl NativeExecutable {
 fn run_steps(
     plan: &Plan,
     frame: &mut Frame,
-    params: &[Buffer],
+    params: &mut [Buffer],
     ctx: &mut KernelCtx,
     mut profile: Option<&mut Vec<std::time::Duration>>,
 ) -> Result<()> {
@@ -384,8 +389,18 @@ fn run_steps(
                 ins,
                 in_nodes,
                 outs,
+                entry,
                 ..
-            } => run_loop(plan, frame, params, ctx, *looped, (ins, in_nodes), outs),
+            } => run_loop(
+                plan,
+                frame,
+                params,
+                ctx,
+                *looped,
+                (ins, in_nodes),
+                outs,
+                entry,
+            ),
             Step::Fused {
                 kernel,
                 ins,
@@ -421,24 +436,27 @@ fn copy_into(what: &str, src: Data<'_>, dst: DataMut<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Runs loop `looped` of `plan`: the carried buffers start as the values at `ins`, the
-/// condition and body run over them (each plan in its own frame, allocated at compile
-/// time, so an iteration allocates nothing) until the condition gives false, and each
-/// `(k, slot)` of `outs` gets the final carried value `k`.
+/// Runs loop `looped` of `plan`: the carried buffers start as the values at `ins` (as
+/// `entry` says: see `loop_entry`), the condition and body run over them (each plan in
+/// its own frame, allocated at compile time, so an iteration allocates nothing) until the
+/// condition gives false, and each `(k, slot)` of `outs` gets the final carried value `k`.
+#[allow(clippy::too_many_arguments)]
 fn run_loop(
     plan: &Plan,
     frame: &mut Frame,
-    params: &[Buffer],
+    params: &mut [Buffer],
     ctx: &mut KernelCtx,
     looped: usize,
     (ins, in_nodes): (&[Loc], &[usize]),
     outs: &[(usize, usize)],
+    entry: &[Entry],
 ) -> Result<()> {
     let lp = &plan.loops[looped];
     let Frame { arena, loops, .. } = frame;
     let lf = &mut loops[looped];
+    // Copies first: one of them may read a location whose storage then moves in.
     for (k, (&l, &v)) in ins.iter().zip(in_nodes).enumerate() {
-        if lp.unread[k] {
+        if entry.get(k) != Some(&Entry::Copy) {
             continue;
         }
         let src = data_of(l, params, arena, &plan.consts, plan.nodes[v].ty.numel());
@@ -448,14 +466,65 @@ fn run_loop(
             lf.carried[k].native_storage_mut()?.data_mut(),
         )?;
     }
-    let internal = |what: &str| Error::Backend {
-        backend: "native",
-        message: format!("internal: the loop's {what} plan returns an output it cannot place"),
+    // The moves are their own inverse: the same exchange hands each storage back, even
+    // when the loop fails (so no caller's data is stranded in the loop).
+    let exchange = |params: &mut [Buffer], arena: &mut [Storage], lf: &mut LoopFrame| {
+        let mut result = Ok(());
+        for (k, &l) in ins.iter().enumerate() {
+            if !matches!(entry.get(k), Some(Entry::Borrow | Entry::Move)) {
+                continue;
+            }
+            let outer = match l {
+                Loc::Param(i) => params[i].native_storage_mut(),
+                Loc::Slot(i) => Ok(&mut arena[i]),
+                Loc::Const(_) => Err(internal_loop("a constant cannot move into a loop")),
+            };
+            match (outer, lf.carried[k].native_storage_mut()) {
+                (Ok(outer), Ok(inner)) => std::mem::swap(outer, inner),
+                (Err(e), _) | (_, Err(e)) => result = Err(e),
+            }
+        }
+        result
     };
+    if let Err(e) = exchange(params, arena, lf) {
+        // The same exchanges fail again: this moves back exactly those that were made.
+        let _ = exchange(params, arena, lf);
+        return Err(e);
+    }
+    let ran = iterate(lp, lf, ctx);
+    // Results the loop leaves elsewhere than where they started, read before any storage
+    // moves back.
+    let copied = ran.and_then(|()| {
+        for &(k, slot) in outs {
+            if entry.get(k) == Some(&Entry::Move) {
+                continue;
+            }
+            let n = lp.carried[k].numel();
+            let src = lf.carried[k].native_storage()?.prefix(n);
+            copy_into("while result", src, arena[slot].prefix_mut(n))?;
+        }
+        Ok(())
+    });
+    let back = exchange(params, arena, lf);
+    copied.and(back)
+}
+
+fn internal_loop(what: &str) -> Error {
+    Error::Backend {
+        backend: "native",
+        message: format!("internal: {what}"),
+    }
+}
+
+/// Runs a loop's condition and body over its carried values until the condition gives
+/// false.
+fn iterate(lp: &LoopPlan, lf: &mut LoopFrame, ctx: &mut KernelCtx) -> Result<()> {
     loop {
-        run_steps(&lp.cond, &mut lf.cond, &lf.carried, ctx, None)?;
+        run_steps(&lp.cond, &mut lf.cond, &mut lf.carried, ctx, None)?;
         let Some(OutputPlan::Return { loc }) = lp.cond.outputs.first() else {
-            return Err(internal("condition"));
+            return Err(internal_loop(
+                "the loop's condition plan returns an output it cannot place",
+            ));
         };
         match storage_of(*loc, &lf.carried, &lf.cond.arena, &lp.cond.consts).prefix(1) {
             Data::Bool([go]) => {
@@ -483,7 +552,7 @@ fn run_loop(
         let ran = run_steps(
             &lp.body,
             &mut lf.body,
-            &lf.carried,
+            &mut lf.carried,
             ctx,
             lf.profile.as_mut(),
         )
@@ -504,11 +573,6 @@ fn run_loop(
         {
             lf.iterations += 1;
         }
-    }
-    for &(k, slot) in outs {
-        let n = lp.carried[k].numel();
-        let src = lf.carried[k].native_storage()?.prefix(n);
-        copy_into("while result", src, arena[slot].prefix_mut(n))?;
     }
     Ok(())
 }

@@ -13,6 +13,9 @@ mod conv_grad;
 mod executor;
 mod fuse;
 mod fused_adam;
+mod loop_entry;
+#[cfg(test)]
+mod loop_entry_tests;
 mod plan;
 #[cfg(test)]
 mod pool_index_tests;

@@ -14,6 +14,7 @@
 use super::bias_relu_pool::Fused;
 use super::fuse::{self, FusedKernel, Pattern};
 use super::fused_adam;
+use super::loop_entry::{self, Entry};
 use crate::backend::CompileOptions;
 use crate::ir::{DType, FusionClass, Graph, Node, Op, Source, Value};
 use crate::kernel::data::Storage;
@@ -41,16 +42,17 @@ pub(crate) enum Step {
         /// A max/min pooling and its gradient paired (see [`pair_pools`]).
         index: Option<PoolIndex>,
     },
-    /// A while loop (all its live siblings): copies `ins` (the values of `in_nodes`, the
-    /// carried values' initial ones) into the loop's carried buffers, runs `Plan::loops[looped]`
-    /// until its condition is false, and writes carried value `k` into arena slot `s` for
-    /// each `(k, s)` of `outs`. `node` is the first live sibling.
+    /// A while loop (all its live siblings): starts the loop's carried values from `ins`
+    /// (the values of `in_nodes`, the carried values' initial ones) as `entry` says, runs
+    /// `Plan::loops[looped]` until its condition is false, and writes carried value `k`
+    /// into arena slot `s` for each `(k, s)` of `outs`. `node` is the first live sibling.
     Loop {
         node: usize,
         looped: usize,
         ins: Vec<Loc>,
         in_nodes: Vec<usize>,
         outs: Vec<(usize, usize)>,
+        entry: Vec<Entry>,
     },
     /// A fused elementwise kernel: reads `ins` (one per kernel input), writes `outs`
     /// (one slot per kernel output); `alias[i]` is the output an input shares storage with.
@@ -132,6 +134,10 @@ pub(crate) struct LoopPlan {
     /// Per carried value: whether nothing reads it (see [`unread`]), so it needs no
     /// initial value either.
     pub unread: Vec<bool>,
+    /// Per carried value: whether the body returns it as it came and never writes it (a
+    /// scan's stacked inputs), so its buffer may be borrowed from where the loop's initial
+    /// value lives (`Entry::Borrow`).
+    pub read_only: Vec<bool>,
 }
 
 /// The carried values of a loop that nothing reads: not among the loop's results the graph
@@ -224,6 +230,19 @@ impl LoopPlan {
                 OutputPlan::Return { loc } | OutputPlan::Update { loc, .. } => loc == Loc::Param(k),
             })
             .collect();
+        // The body's steps never write a parameter outside its homes, nor does the
+        // condition (planned with no updates, so it has none).
+        let read_only = body
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(k, o)| match *o {
+                OutputPlan::InPlace => false,
+                OutputPlan::Return { loc } | OutputPlan::Update { loc, .. } => {
+                    loc == Loc::Param(k) && !body.homes.iter().any(|&(p, _)| p == k)
+                }
+            })
+            .collect();
         LoopPlan {
             cond,
             body,
@@ -231,6 +250,7 @@ impl LoopPlan {
             swap,
             kept,
             unread,
+            read_only,
         }
     }
 }
@@ -551,6 +571,20 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         }
         _ => false,
     };
+    // Likewise when its new value is a loop's result whose initial value is the parameter
+    // (read by no other of that loop's initial values): the loop starts from the
+    // parameter's storage and leaves its result there (`Entry::Move`).
+    let loop_position = |v: usize, x: usize| match &nodes[v].op {
+        Op::While { init, result, .. } => {
+            let from_x = |u: &Value| root[u.index()] == x;
+            let own = init.get(*result).is_some_and(from_x);
+            let leader = (0..n).find(|&l| siblings[l].contains(&v));
+            leader
+                .and_then(|l| kernel_position[l])
+                .filter(|_| own && init.iter().filter(|u| from_x(u)).count() == 1)
+        }
+        _ => None,
+    };
     let mut in_place: Vec<(usize, usize)> = Vec::new(); // (param index, value node)
     for &(o, p) in &options.updates {
         let v = root[graph_outputs[o].index()];
@@ -566,7 +600,9 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                 });
                 position[gid].filter(|_| reads_whole_only)
             }
-            None => kernel_position[v].filter(|_| updates_window_of(v, pnode)),
+            None => kernel_position[v]
+                .filter(|_| updates_window_of(v, pnode))
+                .or_else(|| loop_position(v, pnode)),
         };
         let Some(pos) = pos else { continue };
         let value_taken = in_place.iter().any(|&(_, w)| w == v);
@@ -674,8 +710,8 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                     unreachable!("only loops have siblings")
                 };
                 let in_nodes: Vec<usize> = init.iter().map(|v| v.index()).collect();
-                let ins = in_nodes.iter().map(|&v| resolve(&loc, v)).collect();
-                let outs = siblings[*i]
+                let ins: Vec<Loc> = in_nodes.iter().map(|&v| resolve(&loc, v)).collect();
+                let outs: Vec<(usize, usize)> = siblings[*i]
                     .iter()
                     .zip(&outs)
                     .map(|(&s, &slot)| {
@@ -692,13 +728,16 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                         *u = true;
                     }
                 }
-                loops.push(LoopPlan::new(cond.graph(), body.graph(), carried, &used));
+                let lp = LoopPlan::new(cond.graph(), body.graph(), carried, &used);
+                let entry = loop_entry::entries(&lp, &ins, &outs);
+                loops.push(lp);
                 Step::Loop {
                     node: *i,
                     looped: loops.len() - 1,
                     ins,
                     in_nodes,
                     outs,
+                    entry,
                 }
             }
             Unit::Kernel(i) => {
@@ -947,12 +986,21 @@ impl Plan {
                     );
                 }
                 Step::Loop {
-                    node, looped, outs, ..
+                    node,
+                    looped,
+                    outs,
+                    entry,
+                    ..
                 } => {
+                    let count = |e: Entry| entry.iter().filter(|&&x| x == e).count();
                     out += &format!(
-                        "  loop {looped} (%{node} while) -> {} of {} carried values\n",
+                        "  loop {looped} (%{node} while) -> {} of {} carried values \
+                         ({} copied in, {} borrowed, {} moved)\n",
                         outs.len(),
-                        self.loops[*looped].carried.len()
+                        self.loops[*looped].carried.len(),
+                        count(Entry::Copy),
+                        count(Entry::Borrow),
+                        count(Entry::Move),
                     );
                 }
                 Step::Fused { kernel, .. } => {
