@@ -647,9 +647,10 @@ fn a_scan_without_its_residual_nodes_still_differentiates() {
     let (c, ys) = g.scan(&[p[0], p[1], p[2]], &[p[3]], &step).unwrap();
     let loss = loss_of(&mut g, Read::Both, &c[..1], &ys).unwrap();
     g.set_outputs(vec![loss]).unwrap();
-    // The loop carries the count, 3 values, 1 input, 1 output, then 1 residual (h's).
+    // The loop carries the count, 3 values, 1 input, 1 output, then 1 residual (h's) and
+    // 2 saved products (h·W and x_t·U).
     let residual = |n: &Node| matches!(n.op, Op::While { result, .. } if result >= 6);
-    assert_eq!(g.nodes().iter().filter(|n| residual(n)).count(), 1);
+    assert_eq!(g.nodes().iter().filter(|n| residual(n)).count(), 3);
     // Value handles by number (a value is its node's index).
     let mut scratch = Graph::new("handles");
     let handle: Vec<Value> = (0..g.len())
@@ -689,4 +690,49 @@ fn a_scan_without_its_residual_nodes_still_differentiates() {
             );
         }
     }
+}
+
+/// The backward step reads the products the forward loop saved instead of multiplying
+/// again: of the rnn step's products (h·W, x_t·U), only the gradients' remain live in it.
+#[test]
+fn the_backward_step_reads_the_saved_products() {
+    use strata_runtime::ir::Op;
+    let step = rnn_step(2, 3, 4);
+    let mut g = Graph::new("rnn");
+    let p: Vec<Value> = [&[2, 4][..], &[4, 4], &[3, 4], &[5, 2, 3]]
+        .iter()
+        .map(|d| g.parameter(f64_ty(d)))
+        .collect();
+    let (c, ys) = g.scan(&[p[0], p[1], p[2]], &[p[3]], &step).unwrap();
+    let loss = loss_of(&mut g, Read::Both, &c[..1], &ys).unwrap();
+    g.set_outputs(vec![loss]).unwrap();
+    let grad = autodiff::grad(&g, loss, &p).unwrap();
+    let backward = grad
+        .nodes()
+        .iter()
+        .find_map(|n| match &n.op {
+            Op::While { scan: Some(s), .. } if s.step.name().ends_with("_vjp") => {
+                Some(s.step.clone())
+            }
+            _ => None,
+        })
+        .expect("a backward loop");
+    // Live nodes of the backward step, from its outputs.
+    let nodes = backward.nodes();
+    let mut live = vec![false; nodes.len()];
+    for o in backward.outputs() {
+        live[o.index()] = true;
+    }
+    for i in (0..nodes.len()).rev() {
+        if live[i] {
+            for v in nodes[i].op.operands() {
+                live[v.index()] = true;
+            }
+        }
+    }
+    let products = (0..nodes.len())
+        .filter(|&i| live[i] && matches!(nodes[i].op, Op::DotGeneral { .. }))
+        .count();
+    // The cotangents of h, W, U and x_t: one product each.
+    assert_eq!(products, 4, "{backward:?}");
 }

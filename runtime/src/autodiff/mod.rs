@@ -5,6 +5,7 @@
 
 pub mod gradcheck;
 mod scan;
+mod tiles;
 
 use crate::ir::{Graph, Op, Value};
 use crate::{ops, Error, Result};
@@ -124,6 +125,7 @@ pub fn vjp(g: &mut Graph, outputs: &[Value], seeds: &[Value], wrt: &[Value]) -> 
         if !operands.iter().any(|v| depends[v.index()]) {
             continue; // a `wrt` value itself, or a source
         }
+        let c = tiles::concatenated(g, c)?;
         let cts = ops::vjp(g, y, c)?;
         for (v, d) in operands.into_iter().zip(cts) {
             if let Some(d) = d {

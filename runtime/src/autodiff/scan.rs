@@ -2,13 +2,14 @@
 //! over the rows in the other order, whose step is the VJP of the forward step.
 //!
 //! The forward loop stacks each carried value that changes at the start of every step
-//! (its residuals, `ScanLayout`); a value the step returns unchanged (a weight) is the
-//! initial one at every step and is carried into the backward loop instead. The backward
-//! step recomputes the forward step from the carried values at its start and that step's
-//! rows, and pulls back the cotangents of its new carried values and of its output rows:
-//! it carries the cotangents of the carried values (from those of the final ones, zeros
-//! where none came) and stacks those of the input rows. Integer carried values and inputs
-//! get no cotangent; the loop's count is not differentiated.
+//! (its residuals, `ScanLayout`) and each product of changing values; a value the step
+//! returns unchanged (a weight) is the initial one at every step and is carried into the
+//! backward loop instead. The backward step recomputes the forward step from the carried
+//! values at its start and that step's rows, reading the saved products instead of
+//! multiplying again, and pulls back the cotangents of its new carried values and of its
+//! output rows: it carries the cotangents of the carried values (from those of the final
+//! ones, zeros where none came) and stacks those of the input rows. Integer carried
+//! values and inputs get no cotangent; the loop's count is not differentiated.
 //!
 //! The backward loop is built by `Graph::scan` as well, so it is differentiable in turn,
 //! and a scan inside a step is differentiated by the same walk over the step's graph.
@@ -100,6 +101,9 @@ pub(super) fn vjp_scan(
     let dres: Vec<usize> = (0..layout.residuals.len())
         .filter(|&i| ct[layout.residual(i)].is_some())
         .collect();
+    let dsaved: Vec<usize> = (0..layout.saved.len())
+        .filter(|&i| ct[layout.saved_at(i)].is_some())
+        .collect();
 
     let mut out: Vec<Option<Value>> = vec![None; n];
     // The stacked inputs come out of the loop unchanged: their cotangents go straight back.
@@ -108,7 +112,8 @@ pub(super) fn vjp_scan(
     }
     let anything_in = dcarries.iter().any(|&k| ct[layout.carry(k)].is_some())
         || !dys.is_empty()
-        || !dres.is_empty();
+        || !dres.is_empty()
+        || !dsaved.is_empty();
     if !anything_in || (dcarries.is_empty() && dxs.is_empty()) {
         return Ok(out);
     }
@@ -129,6 +134,12 @@ pub(super) fn vjp_scan(
         .iter()
         .map(|&k| bw.parameter(params[k].clone()))
         .collect();
+    let node_ty = |i: usize| step.nodes()[i].ty.clone();
+    let saved_rows: Vec<Value> = layout
+        .saved
+        .iter()
+        .map(|&i| bw.parameter(node_ty(i)))
+        .collect();
     let x_rows: Vec<Value> = params[nc..]
         .iter()
         .map(|t| bw.parameter(t.clone()))
@@ -142,6 +153,10 @@ pub(super) fn vjp_scan(
         .iter()
         .map(|&i| bw.parameter(params[layout.residuals[i]].clone()))
         .collect();
+    let dsaved_rows: Vec<Value> = dsaved
+        .iter()
+        .map(|&i| bw.parameter(node_ty(layout.saved[i])))
+        .collect();
     let mut args: Vec<Value> = Vec::with_capacity(params.len());
     let (mut p, mut r) = (0, 0);
     for k in 0..nc {
@@ -154,11 +169,16 @@ pub(super) fn vjp_scan(
         }
     }
     args.extend(&x_rows);
-    let results = bw.inline(step, &args)?;
+    let values = bw.inline_values(step, &args)?;
+    let results: Vec<Value> = step.outputs().iter().map(|o| values[o.index()]).collect();
     let mut pulled: Vec<Value> = dcarries.iter().map(|&k| results[k]).collect();
     pulled.extend(dys.iter().map(|&j| results[nc + j]));
+    // A saved product's cotangent (when the backward loop is differentiated in turn) is
+    // pulled back from that product.
+    pulled.extend(dsaved.iter().map(|&i| values[layout.saved[i]]));
     let mut seeds = d_carry.clone();
     seeds.extend(&dy_rows);
+    seeds.extend(&dsaved_rows);
     let mut wrt: Vec<Value> = dcarries.iter().map(|&k| args[k]).collect();
     wrt.extend(dxs.iter().map(|&j| x_rows[j]));
     let grads = vjp(&mut bw, &pulled, &seeds, &wrt)?;
@@ -174,6 +194,11 @@ pub(super) fn vjp_scan(
     bw_outputs.extend(&kept);
     bw_outputs.extend(&grads[dcarries.len()..]);
     bw.set_outputs(bw_outputs)?;
+    // The recomputed products are read from their stacks instead; their recomputation is
+    // left without readers (the gradients of a product read its operands, not it).
+    for (&i, &row) in layout.saved.iter().zip(&saved_rows) {
+        bw.replace_uses(values[i], row)?;
+    }
 
     // The backward loop, over the rows in the other order.
     let mut start: Vec<Value> = Vec::with_capacity(dcarries.len() + passed.len());
@@ -188,9 +213,13 @@ pub(super) fn vjp_scan(
     for i in 0..layout.residuals.len() {
         rows.push(result_node(g, layout.residual(i))?);
     }
+    for i in 0..layout.saved.len() {
+        rows.push(result_node(g, layout.saved_at(i))?);
+    }
     rows.extend((0..layout.xs).map(|j| init[layout.x(j)]));
     rows.extend(dys.iter().filter_map(|&j| ct[layout.y(j)]));
     rows.extend(dres.iter().filter_map(|&i| ct[layout.residual(i)]));
+    rows.extend(dsaved.iter().filter_map(|&i| ct[layout.saved_at(i)]));
     let (finals, stacked) = g.scan_with(&start, &rows, &bw, !scan.reverse)?;
 
     for (at, &k) in dcarries.iter().enumerate() {

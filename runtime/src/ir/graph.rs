@@ -182,6 +182,31 @@ impl Graph {
         v
     }
 
+    /// Makes every node and output that reads `from` read `to` instead, a value of the same
+    /// type defined before every such reader (`from` is left without readers).
+    pub(crate) fn replace_uses(&mut self, from: Value, to: Value) -> Result<()> {
+        self.check_value("replace_uses", from)?;
+        self.check_value("replace_uses", to)?;
+        let reader = self
+            .nodes
+            .iter()
+            .position(|nd| nd.op.operands().contains(&from));
+        if self.ty(from) != self.ty(to) || reader.is_some_and(|r| r <= to.index()) {
+            return Err(Error::shape(
+                "replace_uses",
+                format!("{to} cannot stand for {from} in graph `{}`", self.name),
+            ));
+        }
+        let swap = |v: Value| if v == from { to } else { v };
+        for nd in &mut self.nodes {
+            nd.op = nd.op.map_operands(swap);
+        }
+        for o in &mut self.outputs {
+            *o = swap(*o);
+        }
+        Ok(())
+    }
+
     /// Declares the next input of the graph.
     pub fn parameter(&mut self, ty: TensorType) -> Value {
         let index = self.params.len();

@@ -239,7 +239,9 @@ impl PartialEq for Region {
 /// the loop's carried values are the step count, the `carries` carried values, the stacked
 /// inputs, the stacked outputs, then one stack per carried value that `step` does not pass
 /// through unchanged (that value at the start of each step, the residuals its gradient
-/// reads). `reverse` visits rows from the last. The backends run the loop as any other and
+/// reads), then one stack per product of `step` that changes from step to step (its
+/// value at each step, which the gradient reads instead of multiplying again; see
+/// `ScanLayout`). `reverse` visits rows from the last. The backends run the loop as any other and
 /// never read this; autodiff differentiates the loop through `step` (a scan's VJP is the
 /// reverse scan of `step`'s VJP), where a plain `while` has no gradient.
 ///

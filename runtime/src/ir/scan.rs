@@ -1,8 +1,9 @@
 //! `scan` (JAX's `lax.scan`) as a composite: a while loop over the leading axis of
 //! stacked inputs, its body slicing input `t` and writing output `t` into stacked
 //! outputs (`dynamic_slice` / `dynamic_update_slice`), the step count carried. The loop
-//! also stacks each carried value that changes at the start of every step: the residuals
-//! reverse mode reads (`autodiff::scan`), which the loop's [`ScanStep`] marker lays out.
+//! also stacks each carried value that changes at the start of every step and each product
+//! of changing values: the residuals reverse mode reads (`autodiff::scan`), which the
+//! loop's [`ScanStep`] marker lays out.
 
 use crate::ir::{Comparison, DType, Graph, Op, Region, ScanStep, TensorType, Value};
 use crate::{Error, Result, Tensor};
@@ -140,10 +141,14 @@ impl Graph {
 
         let mut layout = ScanLayout::of(step, carry.len())?;
         if !differentiable {
-            layout.residuals.clear();
+            layout = layout.undifferentiated();
         }
-        let residuals: Vec<TensorType> =
-            layout.residuals.iter().map(|&k| stack(&carry[k])).collect();
+        let residuals: Vec<TensorType> = layout
+            .residuals
+            .iter()
+            .map(|&k| stack(&carry[k]))
+            .chain(layout.saved.iter().map(|&i| stack(&step.nodes()[i].ty)))
+            .collect();
         // The loop carries: the step count, the carried values, the stacked inputs (a
         // region sees only what it carries), the stacked outputs and the residuals.
         let count = TensorType::scalar(DType::I32);
@@ -190,7 +195,8 @@ impl Graph {
             let slice = body.dynamic_slice(p[x], &starts(r.rank()), &with_unit_axis(r))?;
             args.push(body.reshape(slice, r.dims().to_vec())?);
         }
-        let results = body.inline(step, &args)?;
+        let values = body.inline_values(step, &args)?;
+        let results: Vec<Value> = step.outputs().iter().map(|o| values[o.index()]).collect();
         let one = body.constant(Tensor::scalar(1i32));
         let mut next = vec![body.add(t, one)?];
         next.extend(&results[..nc]);
@@ -203,6 +209,12 @@ impl Graph {
             let c = body.reshape(p[layout.carry(k)], with_unit_axis(&carry[k]))?;
             let at = starts(carry[k].rank());
             next.push(body.dynamic_update_slice(p[layout.residual(i)], c, &at)?);
+        }
+        for (i, &node) in layout.saved.iter().enumerate() {
+            let ty = &step.nodes()[node].ty;
+            let v = body.reshape(values[node], with_unit_axis(ty))?;
+            let at = starts(ty.rank());
+            next.push(body.dynamic_update_slice(p[layout.saved_at(i)], v, &at)?);
         }
         body.set_outputs(next)?;
 
@@ -224,6 +236,12 @@ impl Graph {
 
     /// Appends `g`'s computation with its parameters bound to `args`; its outputs' values.
     pub fn inline(&mut self, g: &Graph, args: &[Value]) -> Result<Vec<Value>> {
+        let values = self.inline_values(g, args)?;
+        Ok(g.outputs().iter().map(|o| values[o.index()]).collect())
+    }
+
+    /// [`Graph::inline`], returning the value here of every node of `g`.
+    pub(crate) fn inline_values(&mut self, g: &Graph, args: &[Value]) -> Result<Vec<Value>> {
         if g.params().len() != args.len() {
             return Err(Error::shape(
                 "inline",
@@ -246,7 +264,7 @@ impl Graph {
             };
             map.push(v);
         }
-        Ok(g.outputs().iter().map(|o| map[o.index()]).collect())
+        Ok(map)
     }
 }
 
@@ -257,7 +275,8 @@ fn types_text(types: &[TensorType]) -> String {
 
 /// Where a scan's values sit among its loop's carried values: the count, the `carries`
 /// carried values, the `xs` stacked inputs, the `ys` stacked outputs, then a residual stack
-/// for each carried value in `residuals` (those the step does not return unchanged).
+/// for each carried value in `residuals` (those the step does not return unchanged), then
+/// a stack for each product in `saved`.
 #[derive(Clone, Debug)]
 pub(crate) struct ScanLayout {
     pub carries: usize,
@@ -268,6 +287,11 @@ pub(crate) struct ScanLayout {
     pub passed: Vec<bool>,
     /// The carried values with a residual stack, in order.
     pub residuals: Vec<usize>,
+    /// The step's nodes whose value at every step is stacked as well: its products
+    /// (`dot_general`, `convolution`) of values that change from step to step. The
+    /// backward step reads them instead of recomputing them, as a product costs far more
+    /// than moving its result; everything else it recomputes from the residuals.
+    pub saved: Vec<usize>,
 }
 
 impl ScanLayout {
@@ -291,8 +315,16 @@ impl ScanLayout {
             xs: params.len() - carries,
             ys: outputs.len() - carries,
             residuals: (0..carries).filter(|&k| !passed[k]).collect(),
+            saved: saved_products(step, &passed),
             passed,
         })
+    }
+
+    /// The layout without residuals or saved products: a loop nothing differentiates.
+    pub(crate) fn undifferentiated(mut self) -> ScanLayout {
+        self.residuals.clear();
+        self.saved.clear();
+        self
     }
 
     pub(crate) fn carry(&self, k: usize) -> usize {
@@ -311,9 +343,13 @@ impl ScanLayout {
         1 + self.carries + self.xs + self.ys + i
     }
 
+    pub(crate) fn saved_at(&self, i: usize) -> usize {
+        self.residual(self.residuals.len()) + i
+    }
+
     /// How many values the loop carries.
     pub(crate) fn len(&self) -> usize {
-        self.residual(self.residuals.len())
+        self.saved_at(self.saved.len())
     }
 
     /// Checks that a loop carrying `types` is laid out as a scan of `step` (the `while`
@@ -341,6 +377,7 @@ impl ScanLayout {
         want.extend(params[self.carries..].iter().map(stack));
         want.extend(outputs[self.carries..].iter().map(stack));
         want.extend(self.residuals.iter().map(|&k| stack(&params[k])));
+        want.extend(self.saved.iter().map(|&i| stack(&step.nodes()[i].ty)));
         if outputs[..self.carries] != params[..self.carries] || want != types {
             return bad(format!(
                 "of this step carries {}, got {}",
@@ -350,4 +387,23 @@ impl ScanLayout {
         }
         Ok(length)
     }
+}
+
+/// The products of `step` (see [`ScanLayout::saved`]) that read, through any chain of
+/// nodes, a carried value the step changes or a row of an input: a product of weights
+/// alone is the same at every step and is recomputed.
+fn saved_products(step: &Graph, passed: &[bool]) -> Vec<usize> {
+    let mut varies = vec![false; step.len()];
+    let mut saved = Vec::new();
+    for (i, node) in step.nodes().iter().enumerate() {
+        varies[i] = match node.op {
+            Op::Parameter { index } => passed.get(index).is_none_or(|&p| !p),
+            _ => node.op.operands().iter().any(|v| varies[v.index()]),
+        };
+        let product = matches!(node.op, Op::DotGeneral { .. } | Op::Convolution { .. });
+        if product && varies[i] && node.ty.dtype.is_differentiable() {
+            saved.push(i);
+        }
+    }
+    saved
 }
