@@ -49,8 +49,13 @@ fn matches(nodes: &[Node], i: usize) -> Option<(Value, Value, ConvParams)> {
     // first layer on one channel: 9) the product from the untransposed operands is too
     // shallow for the matrix kernel, and the transposed form, deep along the batch, is
     // faster in spite of its transposes (measured on the convnet of the `cnn` workload).
+    // The direct kernel for few input features computes such a gradient fast from the
+    // untransposed operands.
     let patch_row: usize = out.dims()[..=n].iter().product();
-    if params.feature_groups != 1 || patch_row < MIN_PATCH_ROW {
+    let forward = crate::ops::convolution::forward_of_kernel_grad(params);
+    let (cin, taps) = (out.dims()[n], out.dims()[..n].iter().product());
+    let direct = crate::ops::conv_native::direct_kernel_grad(&forward, cin, taps);
+    if params.feature_groups != 1 || (patch_row < MIN_PATCH_ROW && !direct) {
         return None;
     }
     // [C, k…, Co] -> [k…, C, Co]
