@@ -55,6 +55,16 @@ impl Direct2d {
             && avx2()
     }
 
+    /// The output columns `lo..hi` whose kernel lies wholly inside the input's row (one
+    /// run: both bounds on a column are monotonic in it).
+    fn inner_columns(&self) -> (usize, usize) {
+        let ow = self.output[1];
+        let whole = |o: usize| (0..self.kernel[1]).all(|j| self.at(1, o, j).is_some());
+        let lo = (0..ow).find(|&o| whole(o)).unwrap_or(ow);
+        let hi = (lo..ow).find(|&o| !whole(o)).unwrap_or(ow);
+        (lo, hi)
+    }
+
     /// The input row (along `axis`) under kernel position `k` of output position `o`, if
     /// it is not padding.
     fn at(&self, axis: usize, o: usize, k: usize) -> Option<usize> {
@@ -99,6 +109,7 @@ pub(crate) fn conv2d(g: &Direct2d, x: &[f32], w: &[f32], out: &mut [f32]) -> Res
     let tasks = (crew::width() * TASKS_PER_CORE).min(rows).max(1);
     let out_at = out.as_mut_ptr() as usize;
     let row_len = ow * g.cout;
+    let columns = g.inner_columns();
     crew::run(tasks, &|t| {
         for row in crew::part(rows, tasks, t) {
             // SAFETY: output row `row` (inside `out`, checked above) is this task's alone;
@@ -106,7 +117,7 @@ pub(crate) fn conv2d(g: &Direct2d, x: &[f32], w: &[f32], out: &mut [f32]) -> Res
             let dst = unsafe {
                 std::slice::from_raw_parts_mut((out_at as *mut f32).add(row * row_len), row_len)
             };
-            output_row(g, x, w, row / oh, row % oh, dst);
+            output_row(g, x, w, (row / oh, row % oh), columns, dst);
         }
     });
     Ok(())
@@ -115,8 +126,15 @@ pub(crate) fn conv2d(g: &Direct2d, x: &[f32], w: &[f32], out: &mut [f32]) -> Res
 /// One tap: the input element's offset from the pixel's origin and the weights' offset.
 type Tap = (isize, usize);
 
-/// Output row `r` of image `b`.
-fn output_row(g: &Direct2d, x: &[f32], w: &[f32], b: usize, r: usize, dst: &mut [f32]) {
+/// Output row `r` of image `b`; `lo..hi` are [`Direct2d::inner_columns`].
+fn output_row(
+    g: &Direct2d,
+    x: &[f32],
+    w: &[f32],
+    (b, r): (usize, usize),
+    (lo, hi): (usize, usize),
+    dst: &mut [f32],
+) {
     let [ih, iw] = g.input;
     let ow = g.output[1];
     let (kh, kw, cin, cout) = (g.kernel[0], g.kernel[1], g.cin, g.cout);
@@ -139,73 +157,62 @@ fn output_row(g: &Direct2d, x: &[f32], w: &[f32], b: usize, r: usize, dst: &mut 
         }
     }
     let inside = &inside[..n_inside];
-    let col0 = |o: usize| (o * g.strides[1]) as isize - g.pad[1] as isize;
-    let whole = |o: usize| (0..kw).all(|j| g.at(1, o, j).is_some());
-    let mut o = 0;
-    while o < ow {
-        if whole(o) {
-            // A run of pixels with every column inside: `PIXELS` at a time.
-            let mut end = o;
-            while end < ow && whole(end) {
-                end += 1;
+    let base = |o: usize| {
+        image as isize + ((o * g.strides[1]) as isize - g.pad[1] as isize) * cin as isize
+    };
+    let step = (g.strides[1] * cin) as isize;
+    if lo < hi {
+        pixels(
+            g,
+            x,
+            w,
+            (base(lo), step, hi - lo),
+            inside,
+            &mut dst[lo * cout..hi * cout],
+        );
+    }
+    for o in (0..lo).chain(hi..ow) {
+        let mut n = 0;
+        for &(off, wi) in inside {
+            let j = (wi / cout / cin) % kw;
+            if g.at(1, o, j).is_some() {
+                taps[n] = (off, wi);
+                n += 1;
             }
-            while o < end {
-                let p = (end - o).min(PIXELS);
-                let bases: [isize; PIXELS] =
-                    std::array::from_fn(|q| image as isize + col0(o + q.min(p - 1)) * cin as isize);
-                pixels(
-                    g,
-                    x,
-                    w,
-                    &bases[..p],
-                    inside,
-                    &mut dst[o * cout..(o + p) * cout],
-                );
-                o += p;
-            }
-        } else {
-            let mut n = 0;
-            for &(off, wi) in inside {
-                let j = (wi / cout / cin) % kw;
-                if g.at(1, o, j).is_some() {
-                    taps[n] = (off, wi);
-                    n += 1;
-                }
-            }
-            let base = [image as isize + col0(o) * cin as isize];
-            pixels(
-                g,
-                x,
-                w,
-                &base,
-                &taps[..n],
-                &mut dst[o * cout..(o + 1) * cout],
-            );
-            o += 1;
         }
+        let one = (base(o), step, 1);
+        pixels(g, x, w, one, &taps[..n], &mut dst[o * cout..(o + 1) * cout]);
     }
 }
 
-/// The `bases.len()` (1..=PIXELS) pixels whose input origins are `bases` (each tap's
-/// offset added to them lies inside `x`), all output features, into `dst` (`[pixels,
-/// cout]`).
-fn pixels(g: &Direct2d, x: &[f32], w: &[f32], bases: &[isize], taps: &[Tap], dst: &mut [f32]) {
+/// The pixels whose input origins are `first + q · step` for `q < count` (each tap's offset
+/// added to them lies inside `x`), all output features, into `dst` (`[count, cout]`).
+fn pixels(
+    g: &Direct2d,
+    x: &[f32],
+    w: &[f32],
+    (first, step, count): (isize, isize, usize),
+    taps: &[Tap],
+    dst: &mut [f32],
+) {
     let cout = g.cout;
     debug_assert!(taps.iter().all(|&(off, wi)| wi + cout <= w.len()
-        && bases
-            .iter()
-            .all(|&b| b + off >= 0 && ((b + off) as usize) < x.len())));
+        && (0..count as isize).all(|q| {
+            let at = first + q * step + off;
+            at >= 0 && (at as usize) < x.len()
+        })));
+    debug_assert!(dst.len() >= count * cout);
     let mut c0 = 0;
     while c0 < cout {
         let width = BLOCK.min(cout - c0);
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `supported` checked AVX2 and FMA; the taps' offsets stay inside `x` and
         // `w` (built from the geometry `conv2d` checked the slices against); `dst` holds
-        // `bases.len()` rows of `cout`.
+        // `count` rows of `cout`.
         unsafe {
             block_avx2(
                 x.as_ptr(),
-                bases,
+                (first, step, count),
                 taps,
                 w.as_ptr().add(c0),
                 dst.as_mut_ptr().add(c0),
@@ -217,44 +224,50 @@ fn pixels(g: &Direct2d, x: &[f32], w: &[f32], bases: &[isize], taps: &[Tap], dst
     }
 }
 
-/// Dispatches one block of `width` (1..=BLOCK) output features to the kernel for its
-/// number of pixels and vectors; the features past the last whole vector are computed
-/// one at a time, in the same order.
+/// One block of `width` (1..=BLOCK) output features of the pixels: `PIXELS` at a time in
+/// the kernel for the block's vectors; the features past the last whole vector are
+/// computed one at a time, in the same order.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn block_avx2(
     x: *const f32,
-    bases: &[isize],
+    (first, step, count): (isize, isize, usize),
     taps: &[Tap],
     w: *const f32,
     dst: *mut f32,
     cout: usize,
     width: usize,
 ) {
+    let at = |q: usize| first + q as isize * step;
     // SAFETY: forwarded from `pixels`.
     unsafe {
         macro_rules! vectors {
-            ($p:literal) => {{
-                let b: [isize; $p] = bases[..$p].try_into().expect("pixel count");
-                match width / 8 {
-                    4 => kernel_avx2::<$p, 4>(x, b, taps, w, dst, cout),
-                    3 => kernel_avx2::<$p, 3>(x, b, taps, w, dst, cout),
-                    2 => kernel_avx2::<$p, 2>(x, b, taps, w, dst, cout),
-                    1 => kernel_avx2::<$p, 1>(x, b, taps, w, dst, cout),
-                    _ => {}
+            ($v:literal) => {{
+                let mut q = 0;
+                while q + PIXELS <= count {
+                    let b = [at(q), at(q + 1), at(q + 2)];
+                    kernel_avx2::<PIXELS, $v>(x, b, taps, w, dst.add(q * cout), cout);
+                    q += PIXELS;
+                }
+                if count - q == 2 {
+                    kernel_avx2::<2, $v>(x, [at(q), at(q + 1)], taps, w, dst.add(q * cout), cout);
+                } else if count - q == 1 {
+                    kernel_avx2::<1, $v>(x, [at(q)], taps, w, dst.add(q * cout), cout);
                 }
             }};
         }
-        match bases.len() {
+        match width / 8 {
+            4 => vectors!(4),
             3 => vectors!(3),
             2 => vectors!(2),
-            _ => vectors!(1),
+            1 => vectors!(1),
+            _ => {}
         }
         for c in width / 8 * 8..width {
-            for (q, &base) in bases.iter().enumerate() {
+            for q in 0..count {
                 let mut acc = 0.0f32;
                 for &(off, wi) in taps {
-                    acc = (*x.offset(base + off)).mul_add(*w.add(wi + c), acc);
+                    acc = (*x.offset(at(q) + off)).mul_add(*w.add(wi + c), acc);
                 }
                 *dst.add(q * cout + c) = acc;
             }
@@ -336,11 +349,12 @@ pub(crate) fn kernel_grad2d(
         scratch.resize(tasks * partial, 0.0);
     }
     let partials = &mut scratch[..tasks * partial];
+    let columns = g.inner_columns();
     crew::run_chunks(partials, tasks, partial, &|start, dst| {
         let t = start / partial;
         dst.fill(0.0);
         for row in crew::part(rows, tasks, t) {
-            grad_row(g, x, ct, row / oh, row % oh, dst);
+            grad_row(g, x, ct, (row / oh, row % oh), columns, dst);
         }
     });
     let (first, rest) = partials.split_at(partial);
@@ -354,24 +368,30 @@ pub(crate) fn kernel_grad2d(
     Ok(())
 }
 
-/// Adds output row `r` of image `b`'s share of the kernel gradient into `dw`.
-fn grad_row(g: &Direct2d, x: &[f32], ct: &[f32], b: usize, r: usize, dw: &mut [f32]) {
+/// Adds output row `r` of image `b`'s share of the kernel gradient into `dw`; `lo..hi`
+/// are [`Direct2d::inner_columns`].
+fn grad_row(
+    g: &Direct2d,
+    x: &[f32],
+    ct: &[f32],
+    (b, r): (usize, usize),
+    (lo, hi): (usize, usize),
+    dw: &mut [f32],
+) {
     let [ih, iw] = g.input;
     let ow = g.output[1];
     let (kh, kw, cin, cout) = (g.kernel[0], g.kernel[1], g.cin, g.cout);
     let ct_row = &ct[(b * g.output[0] + r) * ow * cout..][..ow * cout];
     let col0 = |o: usize| (o * g.strides[1]) as isize - g.pad[1] as isize;
-    let whole = |o: usize| (0..kw).all(|j| g.at(1, o, j).is_some());
-    // The pixels whose kernel lies inside the input along the row: one run.
-    let lo = (0..ow).find(|&o| whole(o)).unwrap_or(ow);
-    let hi = (lo..ow).find(|&o| !whole(o)).unwrap_or(ow);
     let row_taps = kw * cin;
+    // A kernel row's taps, as offsets from a pixel's first column.
+    let mut offs = [0isize; MAX_TAPS];
+    for (t, o) in offs[..row_taps].iter_mut().enumerate() {
+        *o = ((t / cin * g.dilation[1]) * cin + t % cin) as isize;
+    }
     for i in 0..kh {
         let Some(y) = g.at(0, r, i) else { continue };
         let line = (b * ih + y) * iw * cin;
-        // Kernel row `i`'s taps, as offsets from a pixel's first column.
-        let offs: [isize; MAX_TAPS] =
-            std::array::from_fn(|t| ((t / cin * g.dilation[1]) * cin + t % cin) as isize);
         let dw_row = &mut dw[i * row_taps * cout..(i + 1) * row_taps * cout];
         for t0 in (0..row_taps).step_by(GRAD_TAPS) {
             let n = GRAD_TAPS.min(row_taps - t0);
