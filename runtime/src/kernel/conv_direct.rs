@@ -297,8 +297,8 @@ unsafe fn kernel_avx2<const P: usize, const V: usize>(
             let wp = w.add(wi);
             for v in 0..V {
                 let wv = _mm256_loadu_ps(wp.add(v * 8));
-                for q in 0..P {
-                    acc[q][v] = _mm256_fmadd_ps(xs[q], wv, acc[q][v]);
+                for (row, &xq) in acc.iter_mut().zip(&xs) {
+                    row[v] = _mm256_fmadd_ps(xq, wv, row[v]);
                 }
             }
         }
@@ -510,8 +510,8 @@ unsafe fn grad_kernel_avx2<const G: usize, const V: usize>(
             let cp = ct.add(p * cout);
             for v in 0..V {
                 let cv = _mm256_loadu_ps(cp.add(v * 8));
-                for k in 0..G {
-                    acc[k][v] = _mm256_fmadd_ps(xs[k], cv, acc[k][v]);
+                for (row, &xk) in acc.iter_mut().zip(&xs) {
+                    row[v] = _mm256_fmadd_ps(xk, cv, row[v]);
                 }
             }
         }
