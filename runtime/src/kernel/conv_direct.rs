@@ -344,7 +344,9 @@ pub(crate) fn kernel_grad2d(
         });
     }
     let rows = g.batch * oh;
-    let tasks = crew::width().min(rows).max(1);
+    // Several partials per core, as the forward's tasks: a core slowed by another process
+    // leaves its later shares to the others.
+    let tasks = (crew::width() * TASKS_PER_CORE).min(rows).max(1);
     if scratch.len() < tasks * partial {
         scratch.resize(tasks * partial, 0.0);
     }
