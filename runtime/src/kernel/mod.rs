@@ -3,6 +3,7 @@
 //! exp / tanh / logistic that vectorise), the worker crew that splits work over cores, and
 //! the replica rendezvous. It knows nothing of graphs or backends.
 
+pub(crate) mod conv_direct;
 pub(crate) mod crew;
 mod ctx;
 pub(crate) mod data;

@@ -12,7 +12,10 @@
 //!   gradient of a `valid` or strided convolution: a padded and/or input-dilated form)
 //!   multiplies each real input pixel by every kernel position once (`[pixels, in] ·
 //!   [in, kernel positions · out]`) and sums those products into the outputs they reach.
-//!   im2col would multiply the padding and the inserted zeros too.
+//!   im2col would multiply the padding and the inserted zeros too;
+//! - **direct** (f32 with AVX2): a two-dimensional convolution on one to four input
+//!   features adds each kernel tap into the output's registers straight from the input
+//!   (`kernel::conv_direct`): its product would be only kernel positions × features deep.
 //!
 //! A forward layer's method (pointwise, blocks or gather) depends only on the shapes of one
 //! image, and each of these computes a sample's outputs in the same order whatever the
@@ -22,6 +25,7 @@
 //! along the depth by size.
 
 use crate::ir::{ConvParams, MAX_RANK};
+use crate::kernel::conv_direct::{self, Direct2d};
 use crate::kernel::crew;
 use crate::kernel::gemm::{matmul, Mat};
 use crate::kernel::real::Real;
@@ -105,12 +109,17 @@ pub(super) enum Method {
     Im2colSplit,
     Im2colWhole,
     Gather,
+    /// Falls back to `Im2colBlocks` for a type or CPU the direct kernel is not for.
+    Direct,
 }
 
 /// The fastest method for this geometry.
 pub(super) fn choose(geo: &Geometry, p: &ConvParams) -> Method {
     if pointwise(geo, p) {
         return Method::Pointwise;
+    }
+    if direct(geo, p).is_some() {
+        return Method::Direct;
     }
     if geo.nin() < geo.nout() && geo.nin() * geo.kprod() * geo.cog() <= MAX_GATHER_ELEMS {
         return Method::Gather;
@@ -132,6 +141,36 @@ fn pointwise(geo: &Geometry, p: &ConvParams) -> bool {
         && p.strides.iter().all(|&s| s == 1)
         && p.lhs_dilation.iter().all(|&s| s == 1)
         && p.padding.iter().all(|&q| q == (0, 0))
+}
+
+/// Whether the direct kernel computes the kernel gradient of a convolution with these
+/// parameters on `cin` input features and `taps` kernel positions (`kernel_grad` takes it
+/// then, whatever the batch and sizes).
+pub(crate) fn direct_kernel_grad(p: &ConvParams, cin: usize, taps: usize) -> bool {
+    p.strides.len() == 2
+        && p.feature_groups == 1
+        && p.lhs_dilation.iter().all(|&d| d == 1)
+        && conv_direct::thin(cin, taps)
+}
+
+/// The direct kernel's geometry, when it computes this convolution (two spatial dims,
+/// one group, no input dilation, few input features) on this CPU.
+fn direct(geo: &Geometry, p: &ConvParams) -> Option<Direct2d> {
+    if geo.n != 2 || geo.groups != 1 || p.lhs_dilation.iter().any(|&d| d != 1) {
+        return None;
+    }
+    let d = Direct2d {
+        batch: geo.batch,
+        input: [geo.in_sp[0], geo.in_sp[1]],
+        cin: geo.cin,
+        kernel: [geo.k_sp[0], geo.k_sp[1]],
+        cout: geo.cout,
+        output: [geo.out_sp[0], geo.out_sp[1]],
+        strides: [p.strides[0], p.strides[1]],
+        dilation: [p.rhs_dilation[0], p.rhs_dilation[1]],
+        pad: [p.padding[0].0, p.padding[1].0],
+    };
+    d.supported().then_some(d)
 }
 
 /// `out = conv(x, w)` by `method` (any method computes any convolution; `choose` picks).
@@ -165,6 +204,20 @@ pub(super) fn run<T: Real>(
         Method::Im2colBlocks => im2col_blocks(x, w, geo, p, out, scratch),
         Method::Im2colSplit => im2col_split(x, w, geo, p, out, scratch),
         Method::Gather => gather(x, w, geo, p, out, scratch),
+        Method::Direct => match direct(geo, p) {
+            Some(d) if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() => {
+                // SAFETY: T is f32 (checked just above): the same memory, the same type.
+                let (x, w, out) = unsafe {
+                    (
+                        std::slice::from_raw_parts(x.as_ptr() as *const f32, x.len()),
+                        std::slice::from_raw_parts(w.as_ptr() as *const f32, w.len()),
+                        std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, out.len()),
+                    )
+                };
+                conv_direct::conv2d(&d, x, w, out)
+            }
+            _ => im2col_blocks(x, w, geo, p, out, scratch),
+        },
     }
 }
 
@@ -419,6 +472,21 @@ pub(super) fn kernel_grad<T: Real>(
     if rows == 0 {
         out[..partial].fill(T::zero());
         return Ok(());
+    }
+    if let Some(d) = direct(geo, p) {
+        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+            // SAFETY: T is f32 (checked just above): the same memory, the same type; the
+            // scratch is only resized, never read before it is written.
+            let (x, ct, out, scratch) = unsafe {
+                (
+                    std::slice::from_raw_parts(x.as_ptr() as *const f32, x.len()),
+                    std::slice::from_raw_parts(ct.as_ptr() as *const f32, ct.len()),
+                    std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, out.len()),
+                    &mut *(scratch as *mut Vec<T> as *mut Vec<f32>),
+                )
+            };
+            return conv_direct::kernel_grad2d(&d, x, ct, out, scratch);
+        }
     }
     // Deep enough blocks for the product to run at speed, cache-sized when the patch rows
     // are short.
@@ -896,6 +964,7 @@ mod tests {
                 Method::Im2colBlocks,
                 Method::Im2colWhole,
                 Method::Gather,
+                Method::Direct,
             ] {
                 let mut got = vec![f64::NAN; want.len()];
                 run(method, &x, &w, &geo, &p, &mut got, &mut Vec::new()).unwrap();
@@ -921,6 +990,123 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 100, "only {checked} cases had a valid geometry");
+    }
+
+    /// Thin two-dimensional convolutions for the direct kernel: one to four input
+    /// features, strides, `valid`, `same` and lopsided padding, kernel dilation, odd sizes,
+    /// output features that are not a multiple of the vector width, batch 1. Those this
+    /// CPU's direct kernel does not take are checked to be the ones it should not.
+    fn thin_cases() -> Vec<(Geometry, ConvParams)> {
+        let mut cases = Vec::new();
+        let same = |k: usize, d: usize| {
+            let e = ((k - 1) * d) as i64;
+            (e / 2, e - e / 2)
+        };
+        for (batch, input, kernel) in [
+            (2, [28, 28], [3, 3]),
+            (1, [7, 5], [3, 3]),
+            (3, [5, 9], [2, 3]),
+            (1, [1, 1], [1, 1]),
+            (2, [9, 8], [5, 5]),
+        ] {
+            for cin in 1..=4 {
+                for cout in [1, 7, 8, 13, 32, 41, 64] {
+                    for variant in 0..6 {
+                        let (strides, dilation) = match variant {
+                            0 | 1 => ([1, 1], [1, 1]),
+                            2 => ([2, 2], [1, 1]),
+                            3 => ([1, 2], [2, 1]),
+                            4 => ([3, 1], [1, 1]),
+                            _ => ([1, 1], [2, 2]),
+                        };
+                        let padding = match variant {
+                            0 | 4 => vec![(0, 0); 2],
+                            1 | 5 => (0..2).map(|d| same(kernel[d], dilation[d])).collect(),
+                            2 => vec![same(kernel[0], 1), same(kernel[1], 1)],
+                            _ => vec![(2, 0), (0, 2)],
+                        };
+                        let Some((geo, p)) = geometry(&Case {
+                            batch,
+                            input: input.to_vec(),
+                            kernel: kernel.to_vec(),
+                            cin,
+                            cout,
+                            groups: 1,
+                            strides: strides.to_vec(),
+                            padding,
+                            lhs_dilation: vec![1; 2],
+                            rhs_dilation: dilation.to_vec(),
+                        }) else {
+                            continue;
+                        };
+                        if direct(&geo, &p).is_none() {
+                            assert!(
+                                crate::kernel::sgemm::isa().is_none()
+                                    || kernel[0] * kernel[1] * cin > 64,
+                                "the direct kernel should take {geo:?}"
+                            );
+                            continue;
+                        }
+                        cases.push((geo, p));
+                    }
+                }
+            }
+        }
+        if crate::kernel::sgemm::isa().is_some() {
+            assert!(cases.len() > 500, "only {} thin cases", cases.len());
+        }
+        cases
+    }
+
+    fn to_f32(v: &[f64]) -> Vec<f32> {
+        v.iter().map(|&v| v as f32).collect()
+    }
+
+    /// The direct kernel (where this CPU runs it) equals the im2col product bit for bit
+    /// (up to the sign of a zero) and the definition within rounding.
+    #[test]
+    fn the_direct_kernel_matches_the_product_and_the_definition() {
+        for (i, (geo, p)) in thin_cases().into_iter().enumerate() {
+            if !pointwise(&geo, &p) {
+                assert_eq!(choose(&geo, &p), Method::Direct);
+            }
+            let i = i as u64;
+            let x = numbers(geo.batch * geo.nin() * geo.cin, i * 2 + 1);
+            let w = numbers(geo.kprod() * geo.cin * geo.cout, i * 2 + 2);
+            let want = reference(&x, &w, &geo, &p);
+            let (x, w) = (to_f32(&x), to_f32(&w));
+            let mut product = vec![f32::NAN; want.len()];
+            let mut got = vec![f32::NAN; want.len()];
+            let blocks = Method::Im2colBlocks;
+            run(blocks, &x, &w, &geo, &p, &mut product, &mut Vec::new()).unwrap();
+            run(Method::Direct, &x, &w, &geo, &p, &mut got, &mut Vec::new()).unwrap();
+            for (j, ((a, b), c)) in got.iter().zip(&product).zip(&want).enumerate() {
+                assert!(a == b, "case {i} element {j}: {a} vs the product's {b}");
+                assert!((*a as f64 - c).abs() <= 1e-5, "case {i} element {j}");
+            }
+        }
+    }
+
+    /// The direct kernel gradient (f32 takes it where this CPU runs it) equals the
+    /// definition within f32 rounding of its sums (each term below 1/4 in magnitude).
+    #[test]
+    fn the_direct_kernel_gradient_matches_the_definition() {
+        for (i, (geo, p)) in thin_cases().into_iter().enumerate() {
+            let i = i as u64;
+            let x = numbers(geo.batch * geo.nin() * geo.cin, i * 2 + 1);
+            let ct = numbers(geo.batch * geo.nout() * geo.cout, i * 2 + 2);
+            let want = reference_kernel_grad(&x, &ct, &geo, &p);
+            let mut got = vec![f32::NAN; want.len()];
+            let mut scratch = vec![f32::NAN; 5];
+            kernel_grad(&to_f32(&x), &to_f32(&ct), &geo, &p, &mut got, &mut scratch).unwrap();
+            let terms = (geo.batch * geo.nout()) as f64;
+            for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (*a as f64 - b).abs() <= 1e-6 + 1e-7 * terms,
+                    "case {i} element {j}: {a} vs {b}"
+                );
+            }
+        }
     }
 
     /// The kernel gradient by its definition, in f64: `dw[k, ci, co] = Σ x_at · ct`.

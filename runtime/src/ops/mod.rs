@@ -10,7 +10,7 @@ pub(crate) mod broadcast;
 pub(crate) mod collective;
 pub(crate) mod compare;
 pub(crate) mod concatenate;
-mod conv_native;
+pub(crate) mod conv_native;
 pub(crate) mod convert;
 pub(crate) mod convolution;
 pub(crate) mod dot_general;

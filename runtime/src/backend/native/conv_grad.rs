@@ -48,9 +48,14 @@ fn matches(nodes: &[Node], i: usize) -> Option<(Value, Value, ConvParams)> {
     // Patch rows of the kernel's positions times its input features: with very few (a
     // first layer on one channel: 9) the product from the untransposed operands is too
     // shallow for the matrix kernel, and the transposed form, deep along the batch, is
-    // faster in spite of its transposes (measured on the convnet of the `cnn` workload).
+    // faster in spite of its transposes (measured on the convnet of the `cnn` workload),
+    // unless the direct kernel for few input features computes it from the untransposed
+    // operands.
     let patch_row: usize = out.dims()[..=n].iter().product();
-    if params.feature_groups != 1 || patch_row < MIN_PATCH_ROW {
+    let forward = crate::ops::convolution::forward_of_kernel_grad(params);
+    let (cin, taps) = (out.dims()[n], out.dims()[..n].iter().product());
+    let direct = crate::ops::conv_native::direct_kernel_grad(&forward, cin, taps);
+    if params.feature_groups != 1 || (patch_row < MIN_PATCH_ROW && !direct) {
         return None;
     }
     // [C, k…, Co] -> [k…, C, Co]
@@ -171,7 +176,10 @@ mod tests {
         assert_eq!(check([3, 9, 8, 8], [3, 3], 5, params(1, 0, 1)), 1);
         assert_eq!(check([2, 9, 10, 6], [3, 2], 4, params(2, 1, 1)), 1);
         assert_eq!(check([2, 11, 9, 4], [3, 3], 3, params(1, 2, 2)), 1);
-        // a first layer on one channel (9 patch columns) keeps the transposed form
-        assert_eq!(check([2, 8, 8, 1], [3, 3], 4, params(1, 0, 1)), 0);
+        // a first layer on one or two channels (9 or 18 patch columns): the direct kernel's
+        // where this CPU runs it, else the transposed form
+        let direct = usize::from(crate::kernel::conv_direct::thin(1, 9));
+        assert_eq!(check([2, 8, 8, 1], [3, 3], 4, params(1, 0, 1)), direct);
+        assert_eq!(check([1, 7, 9, 2], [3, 3], 13, params(2, 1, 1)), direct);
     }
 }
