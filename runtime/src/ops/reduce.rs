@@ -54,7 +54,7 @@ pub(crate) fn vjp(
 }
 
 /// A reduction's identity and combining step for one element type.
-trait Reducible: Copy + PartialOrd {
+trait Reducible: Copy + PartialOrd + Send + Sync {
     fn zero() -> Self;
     fn lowest() -> Self;
     fn highest() -> Self;
@@ -196,6 +196,9 @@ fn run<T: Reducible>(op: ReduceOp, x: &[T], dims: &[usize], axes: &[usize], out:
             .or_else(|| pattern(true, true))
     };
     if let Some((outer, red, inner)) = shape {
+        if outer == 1 && op == ReduceOp::Sum && split_sum(x, red, inner, out) {
+            return;
+        }
         for o in 0..outer {
             let dst = &mut out[o * inner..(o + 1) * inner];
             let src = &x[o * red * inner..(o + 1) * red * inner];
@@ -240,6 +243,41 @@ fn run<T: Reducible>(op: ReduceOp, x: &[T], dims: &[usize], axes: &[usize], out:
             idx[d] = 0;
         }
     }
+}
+
+/// Below this many elements a sum runs as one pass on the calling thread.
+const SPLIT_MIN: usize = 1 << 16;
+/// The most parts [`split_sum`] cuts a sum into, and the widest row it splits.
+const SPLIT_PARTS: usize = 16;
+const SPLIT_INNER: usize = 256;
+
+/// A large sum over the rows of `[red, inner]` (a bias's gradient: a convnet's activations
+/// summed over batch and pixels) on the crew: the rows cut into parts, each summed alone,
+/// the parts' sums then added in order. The parts depend only on the shape, never on the
+/// number of threads, so the result is the same bits on every machine. Returns false
+/// (nothing written) for sums too small or rows too wide to gain from it.
+fn split_sum<T: Reducible>(x: &[T], red: usize, inner: usize, out: &mut [T]) -> bool {
+    let parts = (red * inner / SPLIT_MIN).min(SPLIT_PARTS).min(red);
+    if parts < 2 || !(2..=SPLIT_INNER).contains(&inner) {
+        return false;
+    }
+    let mut partial = [T::zero(); SPLIT_PARTS * SPLIT_INNER];
+    let partial = &mut partial[..parts * inner];
+    crate::kernel::crew::run_chunks(partial, parts, inner, &|start, sums: &mut [T]| {
+        let p = start / inner;
+        let rows = crate::kernel::crew::part(red, parts, p);
+        for row in x[rows.start * inner..rows.end * inner].chunks_exact(inner) {
+            for (a, &v) in sums.iter_mut().zip(row) {
+                *a = a.add(v);
+            }
+        }
+    });
+    for sums in partial.chunks_exact(inner) {
+        for (a, &v) in out.iter_mut().zip(sums) {
+            *a = a.add(v);
+        }
+    }
+    true
 }
 
 pub(crate) fn native(op: ReduceOp, x: In<'_>, axes: &[usize], out: DataMut<'_>) -> Result<()> {
@@ -295,3 +333,7 @@ pub(crate) fn lower(
         ty.mlir()
     ))
 }
+
+#[cfg(test)]
+#[path = "reduce_tests.rs"]
+mod tests;
