@@ -246,7 +246,7 @@ fn run<T: Reducible>(op: ReduceOp, x: &[T], dims: &[usize], axes: &[usize], out:
 }
 
 /// Below this many elements a sum runs as one pass on the calling thread.
-const SPLIT_MIN: usize = 1 << 16;
+const SPLIT_MIN: usize = 1 << 14;
 /// The most parts [`split_sum`] cuts a sum into, and the widest row it splits.
 const SPLIT_PARTS: usize = 16;
 const SPLIT_INNER: usize = 256;
