@@ -92,18 +92,9 @@ fn avx2() -> bool {
 /// `out = conv(x, w)` for a geometry that is [`Direct2d::supported`]; rows of output
 /// pixels are split over the cores.
 pub(crate) fn conv2d(g: &Direct2d, x: &[f32], w: &[f32], out: &mut [f32]) -> Result<()> {
-    let [ih, iw] = g.input;
     let [oh, ow] = g.output;
-    let (kh, kw) = (g.kernel[0], g.kernel[1]);
-    if !g.supported()
-        || x.len() < g.batch * ih * iw * g.cin
-        || w.len() < kh * kw * g.cin * g.cout
-        || out.len() < g.batch * oh * ow * g.cout
-    {
-        return Err(Error::Backend {
-            backend: "native",
-            message: "internal: direct convolution operands do not match their geometry".into(),
-        });
+    if !operands_fit(g, x, w) || out.len() < g.batch * oh * ow * g.cout {
+        return Err(mismatch());
     }
     let rows = g.batch * oh;
     let tasks = (crew::width() * TASKS_PER_CORE).min(rows).max(1);
@@ -121,6 +112,47 @@ pub(crate) fn conv2d(g: &Direct2d, x: &[f32], w: &[f32], out: &mut [f32]) -> Res
         }
     });
     Ok(())
+}
+
+/// Output rows `rows` of image `b` into `dst` (`[rows, ow, cout]`), each bit for bit as
+/// [`conv2d`] writes it: for a caller that consumes a band of rows while it is in cache
+/// (the fused convolution and pooling), on the calling thread.
+pub(crate) fn conv2d_rows(
+    g: &Direct2d,
+    x: &[f32],
+    w: &[f32],
+    b: usize,
+    rows: std::ops::Range<usize>,
+    dst: &mut [f32],
+) -> Result<()> {
+    let row_len = g.output[1] * g.cout;
+    if !operands_fit(g, x, w)
+        || b >= g.batch
+        || rows.end > g.output[0]
+        || dst.len() < rows.len() * row_len
+    {
+        return Err(mismatch());
+    }
+    let columns = g.inner_columns();
+    for (r, d) in rows.zip(dst.chunks_exact_mut(row_len.max(1))) {
+        output_row(g, x, w, (b, r), columns, d);
+    }
+    Ok(())
+}
+
+/// Whether the CPU runs the kernel for `g` and the input and kernel hold what it reads.
+fn operands_fit(g: &Direct2d, x: &[f32], w: &[f32]) -> bool {
+    let [ih, iw] = g.input;
+    g.supported()
+        && x.len() >= g.batch * ih * iw * g.cin
+        && w.len() >= g.kernel[0] * g.kernel[1] * g.cin * g.cout
+}
+
+fn mismatch() -> Error {
+    Error::Backend {
+        backend: "native",
+        message: "internal: direct convolution operands do not match their geometry".into(),
+    }
 }
 
 /// One tap: the input element's offset from the pixel's origin and the weights' offset.

@@ -155,7 +155,7 @@ pub(crate) fn direct_kernel_grad(p: &ConvParams, cin: usize, taps: usize) -> boo
 
 /// The direct kernel's geometry, when it computes this convolution (two spatial dims,
 /// one group, no input dilation, few input features) on this CPU.
-fn direct(geo: &Geometry, p: &ConvParams) -> Option<Direct2d> {
+pub(super) fn direct(geo: &Geometry, p: &ConvParams) -> Option<Direct2d> {
     if geo.n != 2 || geo.groups != 1 || p.lhs_dilation.iter().any(|&d| d != 1) {
         return None;
     }

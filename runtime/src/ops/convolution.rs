@@ -5,7 +5,7 @@
 //! out_features]`, output `[batch, spatial…, out_features]` (TensorFlow/Keras' NHWC/HWIO).
 
 use super::{conv_native, In};
-use crate::ir::{ConvParams, Graph, TensorType, Value};
+use crate::ir::{ConvParams, DType, Graph, TensorType, Value};
 use crate::kernel::data::{Data, DataMut};
 use crate::kernel::KernelCtx;
 use crate::{Error, Result};
@@ -216,6 +216,34 @@ pub(crate) fn native(
         }
         (a, _, _) => Err(super::unsupported("convolution", a.dtype())),
     }
+}
+
+/// The direct kernel's geometry (`kernel::conv_direct`) when `native` computes the `f32`
+/// convolution of `lhs` by `rhs` to `out` with it: the native planner then may fuse the
+/// convolution into the pooling that alone reads it, computing rows as `native` would.
+pub(crate) fn direct_forward(
+    lhs: &TensorType,
+    rhs: &TensorType,
+    p: &ConvParams,
+    out: &TensorType,
+) -> Option<crate::kernel::conv_direct::Direct2d> {
+    let (xd, wd, od) = (lhs.dims(), rhs.dims(), out.dims());
+    let f32s = [lhs, rhs, out].iter().all(|t| t.dtype == DType::F32);
+    if !f32s || xd.len() != 4 || wd.len() != 4 || od.len() != 4 || p.strides.len() != 2 {
+        return None;
+    }
+    let geo = conv_native::Geometry::new(
+        xd[0],
+        &xd[1..=2],
+        &wd[..2],
+        &od[1..=2],
+        (xd[3], wd[2], wd[3]),
+        p.feature_groups,
+    );
+    if conv_native::choose(&geo, p) != conv_native::Method::Direct {
+        return None;
+    }
+    conv_native::direct(&geo, p).filter(|d| d.batch == od[0] && d.cout == od[3])
 }
 
 /// The forward parameters of a convolution whose kernel gradient `vjp` expresses as the

@@ -10,6 +10,7 @@
 use crate::ir::Window;
 use crate::kernel::crew;
 
+mod conv_band;
 mod disjoint;
 
 /// Below this many touched elements a pooling runs on the calling thread.
@@ -224,18 +225,8 @@ impl Pool2d {
         debug_assert!(bias.len() == self.c);
         let simd = Simd::detect();
         self.walk_indexed(x, out, index, T::neg_infinity(), |img, offs, a, ix| {
-            let w = (img, offs, bias, act);
             // SAFETY: `simd` is what the CPU supports.
-            unsafe {
-                match (simd, act.bias_first) {
-                    #[cfg(target_arch = "x86_64")]
-                    (Simd::Avx2, false) => window_bias_relu_avx2::<T, false>(w, a, ix),
-                    #[cfg(target_arch = "x86_64")]
-                    (Simd::Avx2, true) => window_bias_relu_avx2::<T, true>(w, a, ix),
-                    (_, false) => window_bias_relu::<T, false>(w, a, ix),
-                    (_, true) => window_bias_relu::<T, true>(w, a, ix),
-                }
-            }
+            unsafe { bias_relu_window(simd, (img, offs, bias, act), a, ix) }
         });
     }
 
@@ -266,19 +257,9 @@ impl Pool2d {
                 .zip(ichunk.chunks_exact_mut(row));
             for (r, (orow, irow)) in (r0..).zip(orows) {
                 let (b, o) = (r / p.oh, r % p.oh);
-                let (i0, i1) = Pool2d::span(o, p.sh, p.kh, p.ph, p.h);
+                let span = Pool2d::span(o, p.sh, p.kh, p.ph, p.h);
                 let img = &x[b * p.h * p.w * c..(b + 1) * p.h * p.w * c];
-                let cells = orow.chunks_exact_mut(c).zip(irow.chunks_exact_mut(c));
-                for (q, (acc, ix)) in cells.enumerate() {
-                    let (j0, j1) = Pool2d::span(q, p.sw, p.kw, p.pw, p.w);
-                    if i0 == i1 || j0 == j1 {
-                        acc.fill(init);
-                        continue;
-                    }
-                    let cells = (i1 - i0) * (j1 - j0);
-                    fill_offsets(&mut offs, (i0, i1, j0, j1), p.w, c, 0);
-                    block(img, &offs[..cells], acc, ix);
-                }
+                p.row_indexed(img, span, (orow, irow), &mut offs, init, &block);
             }
         };
         let tasks = self.tasks(out.len() * p.kh * p.kw, p.n * p.oh);
@@ -304,6 +285,32 @@ impl Pool2d {
             };
             rows(us.start, o, i);
         });
+    }
+
+    /// One output row of the recording poolings: the windows over rows `i0..i1` of `img`
+    /// (the rows the row's windows cover, clipped), each `block`ed as `walk_indexed`
+    /// says. `offs` is room for a window's offsets.
+    fn row_indexed<T: Copy>(
+        &self,
+        img: &[T],
+        (i0, i1): (usize, usize),
+        (orow, irow): (&mut [T], &mut [u8]),
+        offs: &mut [usize; 256],
+        init: T,
+        block: &impl Fn(&[T], &[usize], &mut [T], &mut [u8]),
+    ) {
+        let c = self.c;
+        let cells = orow.chunks_exact_mut(c).zip(irow.chunks_exact_mut(c));
+        for (q, (acc, ix)) in cells.enumerate() {
+            let (j0, j1) = Pool2d::span(q, self.sw, self.kw, self.pw, self.w);
+            if i0 == i1 || j0 == j1 {
+                acc.fill(init);
+                continue;
+            }
+            let cells = (i1 - i0) * (j1 - j0);
+            fill_offsets(offs, (i0, i1, j0, j1), self.w, c, 0);
+            block(img, &offs[..cells], acc, ix);
+        }
     }
 
     /// `select_and_scatter_add`: `out` (the operand's shape) is zero but, per window and
@@ -667,6 +674,31 @@ fn window_bias_relu<T: num_traits::Float, const BIAS_FIRST: bool>(
         let (a, i) = (&mut acc[c0..c0 + 1], &mut ix[c0..c0 + 1]);
         record_bias_relu::<T, 1, BIAS_FIRST>(img, offs, c0, b, act, a, i);
         c0 += 1;
+    }
+}
+
+/// One window of [`Pool2d::reduce_index_bias_relu`], all channels, on the instructions
+/// `simd`.
+///
+/// # Safety
+/// The CPU supports `simd`.
+#[inline(always)]
+unsafe fn bias_relu_window<T: num_traits::Float + 'static>(
+    simd: Simd,
+    w: BiasReluWindow<'_, T>,
+    a: &mut [T],
+    ix: &mut [u8],
+) {
+    // SAFETY: the caller's.
+    unsafe {
+        match (simd, w.3.bias_first) {
+            #[cfg(target_arch = "x86_64")]
+            (Simd::Avx2, false) => window_bias_relu_avx2::<T, false>(w, a, ix),
+            #[cfg(target_arch = "x86_64")]
+            (Simd::Avx2, true) => window_bias_relu_avx2::<T, true>(w, a, ix),
+            (_, false) => window_bias_relu::<T, false>(w, a, ix),
+            (_, true) => window_bias_relu::<T, true>(w, a, ix),
+        }
     }
 }
 

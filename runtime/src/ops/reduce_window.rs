@@ -492,6 +492,43 @@ pub(crate) fn native_recording_bias_relu(
     Ok(())
 }
 
+/// `native_recording_bias_relu` of the direct convolution `conv` of `x` by `kernel` (the
+/// pooling's operand), that convolution computed band by band inside the pooling and its
+/// output never stored (`Pool2d::conv_reduce_index_bias_relu`). `f32` only, as the direct
+/// kernel; `scratch` holds the bands.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn native_recording_conv_bias_relu(
+    [x, kernel, bias]: [In<'_>; 3],
+    conv: &crate::kernel::conv_direct::Direct2d,
+    w: &Window,
+    f: &BiasReluPool,
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+    index: &mut [u8],
+    scratch: &mut Vec<f32>,
+) -> Result<()> {
+    let operand = [conv.batch, conv.output[0], conv.output[1], conv.cout];
+    let p = Pool2d::of(&operand, out_ty.dims(), w)
+        .filter(|p| p.bias_relu_indexable() && index.len() == out_ty.numel())
+        .ok_or_else(|| Error::shape("reduce_window", "not a fusable 2-D max pooling"))?;
+    match (x.data, kernel.data, bias.data, out) {
+        (Data::F32(x), Data::F32(k), Data::F32(b), DataMut::F32(o)) => {
+            let bad = || Error::shape("reduce_window", "constants out of the type's range");
+            let (act, _) = f.act::<f32>().ok_or_else(bad)?;
+            p.conv_reduce_index_bias_relu(conv, (x, k, b), (o, index), &act, scratch)
+        }
+        (a, _, _, _) => Err(super::unsupported("reduce_window", a.dtype())),
+    }
+}
+
+/// Whether the planner may fuse the direct convolution whose output `x` is into the
+/// bias and ReLU max pooling of `x` by `w` (to `out`): windows that share no rows, so
+/// the fused kernel computes each convolution row once.
+pub(crate) fn conv_bias_relu_fusable(x: &TensorType, out: &TensorType, w: &Window) -> bool {
+    Pool2d::of(x.dims(), out.dims(), w)
+        .is_some_and(|p| p.bias_relu_indexable() && p.rows_disjoint())
+}
+
 /// The gradient with respect to `x` (of type `operand`) of `native_recording_bias_relu`'s
 /// pooling, from the `index` it wrote: the cotangent `source` routed to each window's
 /// selected element and gated by the ReLU's gradient there (`f`).

@@ -201,12 +201,20 @@ fn a_convnet_trains_the_same_with_bias_and_relu_fused_into_its_poolings() {
             ],
         ))
     };
+    use crate::backend::native::testing::without_conv_pool;
     let fused = train_step_plan(model(), &[12, 12, 1]);
     assert_eq!(fused.bias_relu_pools, 4, "{fused:#?}");
     let plain = without_bias_relu_pool(|| train_step_plan(model(), &[12, 12, 1]));
     assert_eq!(plain.bias_relu_pools, 0, "{plain:#?}");
     // Four full-size elementwise passes fewer: the add with ReLU and the gate, per layer.
     assert_eq!(fused.fused + 4, plain.fused, "{fused:#?} {plain:#?}");
+    // Where the direct kernel runs, the first layer's convolution (one input feature) is
+    // computed inside its pooling (`native::conv_pool`): one kernel fewer.
+    let stored = without_conv_pool(|| train_step_plan(model(), &[12, 12, 1]));
+    let banded = usize::from(crate::kernel::conv_direct::thin(1, 9));
+    assert_eq!(fused.conv_pools, banded, "{fused:#?}");
+    assert_eq!(stored.conv_pools, 0, "{stored:#?}");
+    assert_eq!(fused.steps + banded, stored.steps, "{fused:#?} {stored:#?}");
 
     let train = |m: &mut Model<Sequential>| {
         use crate::loss::SparseCategoricalCrossentropy;
@@ -240,5 +248,13 @@ fn a_convnet_trains_the_same_with_bias_and_relu_fused_into_its_poolings() {
     assert_eq!(fused_run.len(), plain_run.len());
     for (k, (x, y)) in fused_run.iter().zip(&plain_run).enumerate() {
         assert!(x == y, "weight {k} differs after training");
+    }
+    let mut c = model();
+    let stored_run = without_conv_pool(|| train(&mut c));
+    for (k, (x, y)) in fused_run.iter().zip(&stored_run).enumerate() {
+        assert!(
+            x == y,
+            "weight {k} differs after training with the convolution stored"
+        );
     }
 }

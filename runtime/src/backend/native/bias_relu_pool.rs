@@ -16,6 +16,7 @@
 use crate::ir::{
     BinaryOp, Comparison, FusionClass, Node, Op, ReduceOp, Source, TensorType, Value, Window,
 };
+use crate::kernel::conv_direct::Direct2d;
 use crate::ops::reduce_window::{bias_relu_fusable, BiasReluPool};
 
 /// A node the rewrite gave a fused kernel.
@@ -24,18 +25,49 @@ pub(crate) enum Fused {
     /// The pooling, rewritten to pool `x` (the add's other operand); it also reads `bias`
     /// (the broadcast's operand, one value per channel).
     Pool { bias: Value, f: BiasReluPool },
+    /// A `Pool` whose `x` is a direct convolution of `image` by `kernel` that the
+    /// pooling's kernel computes itself, band by band (see `conv_pool`): `x` is not
+    /// computed, the node reads `image`, `kernel` and `bias`.
+    ConvPool {
+        image: Value,
+        kernel: Value,
+        bias: Value,
+        f: BiasReluPool,
+        conv: Direct2d,
+    },
     /// The gated gradient (the product), rewritten to `select_and_scatter_add` over `x`,
     /// which reads the index its pooling (node `pool`) records.
     Gradient { pool: usize, f: BiasReluPool },
 }
 
 impl Fused {
-    /// The operand the node reads beyond its op's own.
-    pub(crate) fn extra_operand(&self) -> Option<Value> {
-        match self {
-            Fused::Pool { bias, .. } => Some(*bias),
-            Fused::Gradient { .. } => None,
+    /// The values the node's kernel reads, its op being `op`: a fused pooling's operand
+    /// (or the convolution's operands) and bias; a fused gradient's cotangent alone (the
+    /// pooling's record stands for the operand, of which only the type is used).
+    pub(crate) fn reads(&self, op: &Op) -> Vec<Value> {
+        match (self, op) {
+            (Fused::Pool { bias, .. }, _) => {
+                let mut v = op.operands();
+                v.push(*bias);
+                v
+            }
+            (
+                Fused::ConvPool {
+                    image,
+                    kernel,
+                    bias,
+                    ..
+                },
+                _,
+            ) => vec![*image, *kernel, *bias],
+            (Fused::Gradient { .. }, Op::SelectAndScatterAdd { source, .. }) => vec![*source],
+            (Fused::Gradient { .. }, _) => op.operands(),
         }
+    }
+
+    /// Whether the node is a fused pooling (which records its index).
+    pub(crate) fn is_pool(&self) -> bool {
+        matches!(self, Fused::Pool { .. } | Fused::ConvPool { .. })
     }
 }
 

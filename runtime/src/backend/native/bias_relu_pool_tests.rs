@@ -99,7 +99,12 @@ fn compile(g: &Graph, fused: bool) -> (NativeExecutable, String, usize) {
 
 /// Runs twice (the second time over the first's stale arena and index, with other
 /// arguments); every output's bits.
-fn run(exe: &mut dyn Executable, g: &Graph, seed: u64, nan_every: usize) -> Vec<Vec<u64>> {
+pub(super) fn run(
+    exe: &mut dyn Executable,
+    g: &Graph,
+    seed: u64,
+    nan_every: usize,
+) -> Vec<Vec<u64>> {
     let be = NativeBackend::new();
     let sets: [&[f64]; 2] = [
         &[-1.5, -0.0, 0.0, 0.5, 2.0, 2.0, -2.0],

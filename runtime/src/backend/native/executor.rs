@@ -381,8 +381,8 @@ fn run_steps(
                 params,
                 &mut frame.indices,
                 (*node, *out, *index),
-                ins,
-                in_nodes,
+                (ins, in_nodes),
+                &mut ctx.scratch_f32[0],
             ),
             Step::Loop {
                 looped,
@@ -704,8 +704,8 @@ fn run_pool_indexed(
     params: &[Buffer],
     indices: &mut [Vec<u8>],
     (node, out, index): (usize, usize, PoolIndex),
-    ins: &[Loc],
-    in_nodes: &[usize],
+    (ins, in_nodes): (&[Loc], &[usize]),
+    scratch: &mut Vec<f32>,
 ) -> Result<()> {
     use super::bias_relu_pool::Fused;
     use crate::ir::Op;
@@ -740,11 +740,28 @@ fn run_pool_indexed(
                 )
             }
             (
-                Op::SelectAndScatterAdd { window, .. },
+                Op::ReduceWindow { window, .. },
+                PoolIndex::Record(i),
+                Some(Fused::ConvPool { f, conv, .. }),
+            ) => reduce_window::native_recording_conv_bias_relu(
+                [input(0), input(1), input(2)],
+                conv,
+                window,
+                f,
+                &node.ty,
+                out_view,
+                &mut indices[i],
+                scratch,
+            ),
+            (
+                Op::SelectAndScatterAdd {
+                    window, operand, ..
+                },
                 PoolIndex::Use(i),
                 Some(Fused::Gradient { f, .. }),
             ) => {
-                let operand = &plan.nodes[in_nodes[1]].ty;
+                // Not read (see `Fused::reads`): its type is the gradient's.
+                let operand = &plan.nodes[operand.index()].ty;
                 reduce_window::native_select_and_scatter_bias_relu(
                     input(0),
                     operand,

@@ -10,6 +10,9 @@ mod bias_relu_pool;
 #[cfg(test)]
 mod bias_relu_pool_tests;
 mod conv_grad;
+mod conv_pool;
+#[cfg(test)]
+mod conv_pool_tests;
 mod executor;
 mod fuse;
 mod fused_adam;

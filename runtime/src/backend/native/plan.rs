@@ -285,13 +285,16 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let kernel_grads = super::conv_grad::rewrite(&mut nodes);
     let graph_outputs: Vec<Value> = g.outputs().iter().map(|&o| same(o)).collect();
     // Likewise the activations and gates a fused pooling and its gradient absorb.
-    let fused_pools = super::bias_relu_pool::rewrite(&mut nodes, &graph_outputs);
+    let mut fused_pools = super::bias_relu_pool::rewrite(&mut nodes, &graph_outputs);
+    // And the convolutions computed inside their fused poolings.
+    super::conv_pool::rewrite(&nodes, &graph_outputs, &mut fused_pools);
     let n = nodes.len();
-    // What a node reads: its op's operands, and a fused pooling's bias.
+    // What a node reads: its op's operands, or what its fused kernel reads instead.
     let operands = |i: usize| -> Vec<Value> {
-        let mut v = nodes[i].op.operands();
-        v.extend(fused_pools[i].as_ref().and_then(Fused::extra_operand));
-        v
+        match &fused_pools[i] {
+            Some(f) => f.reads(&nodes[i].op),
+            None => nodes[i].op.operands(),
+        }
     };
 
     // Live nodes and their live consumers.
@@ -867,7 +870,7 @@ fn pair_pools(
         let nd = &nodes[node];
         let found = match &nd.op {
             Op::ReduceWindow { op, x, window } => {
-                let fused_pool = matches!(fused[node], Some(Fused::Pool { .. }));
+                let fused_pool = fused[node].as_ref().is_some_and(Fused::is_pool);
                 if fused_pool || indexable(*op, &nodes[x.index()].ty, &nd.ty, window) {
                     pools.push((root[x.index()], *op, window, x.index(), s, None, node));
                 }
@@ -882,7 +885,7 @@ fn pair_pools(
                 .iter_mut()
                 .find(|p| match &fused[node] {
                     Some(Fused::Gradient { pool, .. }) => p.6 == *pool,
-                    Some(Fused::Pool { .. }) | None => {
+                    Some(Fused::Pool { .. } | Fused::ConvPool { .. }) | None => {
                         fused[p.6].is_none()
                             && p.0 == root[operand.index()]
                             && p.1 == *op
@@ -977,6 +980,7 @@ impl Plan {
                     let fused = match self.fused_pools[*node] {
                         None => "",
                         Some(Fused::Pool { .. }) => " (bias+relu fused)",
+                        Some(Fused::ConvPool { .. }) => " (bias+relu fused) (convolution fused)",
                         Some(Fused::Gradient { .. }) => " (relu gradient fused)",
                     };
                     out += &format!(

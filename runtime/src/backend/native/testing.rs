@@ -41,6 +41,8 @@ pub(crate) struct PlanSummary {
     pub slots: usize,
     /// Poolings and gradients with the bias and ReLU fused in (see `bias_relu_pool`).
     pub bias_relu_pools: usize,
+    /// Of those, poolings that compute their convolution (see `conv_pool`).
+    pub conv_pools: usize,
 }
 
 thread_local! {
@@ -59,6 +61,12 @@ pub(crate) fn record(graph: &str, plan: &Plan) {
         insts: 0,
         slots: plan.slots.len(),
         bias_relu_pools: plan.fused_pools.iter().flatten().count(),
+        conv_pools: plan
+            .fused_pools
+            .iter()
+            .flatten()
+            .filter(|f| matches!(f, super::bias_relu_pool::Fused::ConvPool { .. }))
+            .count(),
     };
     for step in &plan.steps {
         match step {
@@ -125,5 +133,24 @@ pub(crate) fn without_bias_relu_pool<R>(f: impl FnOnce() -> R) -> R {
     let before = NO_BIAS_RELU_POOL.with(|c| c.replace(true));
     let r = f();
     NO_BIAS_RELU_POOL.with(|c| c.set(before));
+    r
+}
+
+thread_local! {
+    static NO_CONV_POOL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the planner leaves convolutions out of their fused poolings on this thread
+/// (see [`without_conv_pool`]).
+pub(crate) fn conv_pool_disabled() -> bool {
+    NO_CONV_POOL.with(|c| c.get())
+}
+
+/// Runs `f` with the planner's `conv_pool` fusion off on this thread (the `bias_relu_pool`
+/// fusion stays on): the plan the fused convolution and pooling are compared with.
+pub(crate) fn without_conv_pool<R>(f: impl FnOnce() -> R) -> R {
+    let before = NO_CONV_POOL.with(|c| c.replace(true));
+    let r = f();
+    NO_CONV_POOL.with(|c| c.set(before));
     r
 }

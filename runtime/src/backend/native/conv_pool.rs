@@ -1,0 +1,86 @@
+//! A convolution computed inside the bias and ReLU max pooling that alone reads it.
+//!
+//! After `bias_relu_pool`, a network's first `Conv2D(relu)` → `MaxPooling2D` is a
+//! convolution (on the direct kernel: few input features) whose output only the fused
+//! pooling reads: the convolution writes the network's largest activation and the pooling
+//! reads it straight back, two memory-bound passes. The planner gives such a pooling the
+//! convolution's operands instead (`Fused::ConvPool`), and its kernel computes the
+//! convolution a band of rows at a time in cache and pools each band at once
+//! (`ops::reduce_window::native_recording_conv_bias_relu`); the convolution's node is
+//! left dead. The rows are the direct kernel's, bit for bit, pooled by the same code, so
+//! like the other fusions this is an identity of the ops, whatever produced them.
+//!
+//! The fused gradient reads only the cotangent and the recorded index (`Fused::reads`),
+//! so a training step's convolution output has no other reader either.
+
+use super::bias_relu_pool::Fused;
+use crate::ir::{Node, Op, Value};
+use crate::ops::convolution::direct_forward;
+use crate::ops::reduce_window::conv_bias_relu_fusable;
+
+/// Turns each fused pooling of a direct convolution's output that nothing else reads
+/// (nor is it a graph output) into one that computes the convolution itself.
+pub(crate) fn rewrite(nodes: &[Node], outputs: &[Value], fused: &mut [Option<Fused>]) {
+    #[cfg(test)]
+    if super::testing::conv_pool_disabled() {
+        return;
+    }
+    let n = nodes.len();
+    let reads = |i: usize, fused: &[Option<Fused>]| match &fused[i] {
+        Some(f) => f.reads(&nodes[i].op),
+        None => nodes[i].op.operands(),
+    };
+    let mut live = vec![false; n];
+    let mut is_output = vec![false; n];
+    for o in outputs {
+        live[o.index()] = true;
+        is_output[o.index()] = true;
+    }
+    for i in (0..n).rev() {
+        if live[i] {
+            for v in reads(i, fused) {
+                live[v.index()] = true;
+            }
+        }
+    }
+    // Live readers of each value (each counted once).
+    let mut readers = vec![0usize; n];
+    for i in (0..n).filter(|&i| live[i]) {
+        let mut vs = reads(i, fused);
+        vs.sort_unstable_by_key(|v| v.index());
+        vs.dedup();
+        for v in vs {
+            readers[v.index()] += 1;
+        }
+    }
+    for p in (0..n).filter(|&p| live[p]) {
+        let (bias, f) = match &fused[p] {
+            Some(Fused::Pool { bias, f }) => (*bias, f.clone()),
+            _ => continue,
+        };
+        let Op::ReduceWindow { x, window, .. } = &nodes[p].op else {
+            continue;
+        };
+        let xi = x.index();
+        if is_output[xi] || readers[xi] != 1 {
+            continue;
+        }
+        let Op::Convolution { lhs, rhs, params } = &nodes[xi].op else {
+            continue;
+        };
+        if !conv_bias_relu_fusable(&nodes[xi].ty, &nodes[p].ty, window) {
+            continue;
+        }
+        let ty = |v: &Value| &nodes[v.index()].ty;
+        let Some(conv) = direct_forward(ty(lhs), ty(rhs), params, ty(x)) else {
+            continue;
+        };
+        fused[p] = Some(Fused::ConvPool {
+            image: *lhs,
+            kernel: *rhs,
+            bias,
+            f,
+            conv,
+        });
+    }
+}
