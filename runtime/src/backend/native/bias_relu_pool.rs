@@ -71,6 +71,29 @@ impl Fused {
     }
 }
 
+/// Which of `n` nodes `outputs` need (through `reads(i)`, what node `i` reads), and which
+/// are outputs themselves: what a planner rewrite may absorb is live and no output.
+pub(super) fn liveness(
+    n: usize,
+    outputs: &[Value],
+    reads: impl Fn(usize) -> Vec<Value>,
+) -> (Vec<bool>, Vec<bool>) {
+    let mut live = vec![false; n];
+    let mut is_output = vec![false; n];
+    for o in outputs {
+        live[o.index()] = true;
+        is_output[o.index()] = true;
+    }
+    for i in (0..n).rev() {
+        if live[i] {
+            for v in reads(i) {
+                live[v.index()] = true;
+            }
+        }
+    }
+    (live, is_output)
+}
+
 /// Rewrites each pattern found among the nodes that `outputs` need; returns per node
 /// what it became.
 pub(crate) fn rewrite(nodes: &mut [Node], outputs: &[Value]) -> Vec<Option<Fused>> {
@@ -80,19 +103,7 @@ pub(crate) fn rewrite(nodes: &mut [Node], outputs: &[Value]) -> Vec<Option<Fused
     if super::testing::bias_relu_pool_disabled() {
         return found;
     }
-    let mut live = vec![false; n];
-    let mut is_output = vec![false; n];
-    for o in outputs {
-        live[o.index()] = true;
-        is_output[o.index()] = true;
-    }
-    for i in (0..n).rev() {
-        if live[i] {
-            for v in nodes[i].op.operands() {
-                live[v.index()] = true;
-            }
-        }
-    }
+    let (live, is_output) = liveness(n, outputs, |i| nodes[i].op.operands());
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
     for i in (0..n).filter(|&i| live[i]) {
         for v in nodes[i].op.operands() {

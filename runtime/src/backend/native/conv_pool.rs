@@ -30,19 +30,7 @@ pub(crate) fn rewrite(nodes: &[Node], outputs: &[Value], fused: &mut [Option<Fus
         Some(f) => f.reads(&nodes[i].op),
         None => nodes[i].op.operands(),
     };
-    let mut live = vec![false; n];
-    let mut is_output = vec![false; n];
-    for o in outputs {
-        live[o.index()] = true;
-        is_output[o.index()] = true;
-    }
-    for i in (0..n).rev() {
-        if live[i] {
-            for v in reads(i, fused) {
-                live[v.index()] = true;
-            }
-        }
-    }
+    let (live, is_output) = super::bias_relu_pool::liveness(n, outputs, |i| reads(i, fused));
     // Live readers of each value (each counted once).
     let mut readers = vec![0usize; n];
     for i in (0..n).filter(|&i| live[i]) {
