@@ -130,9 +130,17 @@ pub(crate) fn bias_relu_pool_disabled() -> bool {
 /// Runs `f` with the planner's `bias_relu_pool` fusion off on this thread: the unfused
 /// reference path that the fused kernels are compared with.
 pub(crate) fn without_bias_relu_pool<R>(f: impl FnOnce() -> R) -> R {
-    let before = NO_BIAS_RELU_POOL.with(|c| c.replace(true));
+    switched_on(&NO_BIAS_RELU_POOL, f)
+}
+
+/// Runs `f` with the thread's `switch` set, then puts it back as it was.
+fn switched_on<R>(
+    switch: &'static std::thread::LocalKey<std::cell::Cell<bool>>,
+    f: impl FnOnce() -> R,
+) -> R {
+    let before = switch.with(|c| c.replace(true));
     let r = f();
-    NO_BIAS_RELU_POOL.with(|c| c.set(before));
+    switch.with(|c| c.set(before));
     r
 }
 
@@ -149,8 +157,5 @@ pub(crate) fn conv_pool_disabled() -> bool {
 /// Runs `f` with the planner's `conv_pool` fusion off on this thread (the `bias_relu_pool`
 /// fusion stays on): the plan the fused convolution and pooling are compared with.
 pub(crate) fn without_conv_pool<R>(f: impl FnOnce() -> R) -> R {
-    let before = NO_CONV_POOL.with(|c| c.replace(true));
-    let r = f();
-    NO_CONV_POOL.with(|c| c.set(before));
-    r
+    switched_on(&NO_CONV_POOL, f)
 }
