@@ -38,7 +38,7 @@ pub use choice::{
 };
 pub use entry::{
     ArgDef, ArgDefault, CallError, LayerDef, ListParamRule, ListRule, Param, ParamRule, Rule,
-    ShapeRule, COMMON,
+    ShapeRule, StatesRule, COMMON,
 };
 pub use error::{ArgError, MergeError, ShapeError};
 pub use layers::{layer, layer_names, LAYERS};

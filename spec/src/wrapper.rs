@@ -110,6 +110,16 @@ pub(crate) fn bidirectional(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
     }
 }
 
+/// The wrapped layer's states for each direction, the forward copy's first (Keras 3:
+/// `[output, forward_h, (forward_c,) backward_h, (backward_c)]`); `merge_mode` joins the
+/// outputs only.
+pub(crate) fn bidirectional_states(a: &Args) -> Vec<Shape> {
+    match recurrent(a) {
+        Some(w) => [(w.def.states)(&w.args), (w.def.states)(&w.args)].concat(),
+        None => Vec::new(),
+    }
+}
+
 /// The forward copy's weights, then the backward copy's: `forward_lstm/...`,
 /// `backward_lstm/...`.
 pub(crate) fn bidirectional_params(a: &Args, x: &Shape) -> Vec<Param> {
