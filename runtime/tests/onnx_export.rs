@@ -821,6 +821,42 @@ fn recurrent_layers_are_not_exportable_yet_a_typed_error_naming_each() {
     }
 }
 
+#[test]
+fn a_call_with_states_is_a_typed_error() {
+    // Read through its state: the export refuses the call of several outputs itself.
+    let layers: Vec<Box<dyn Layer>> = vec![
+        Box::new(LSTM {
+            return_state: true,
+            ..LSTM::new("lstm", 2)
+        }),
+        Box::new(Dense::new("dense", 1, Activation::Linear)),
+    ];
+    let topology = Topology {
+        calls: vec![
+            Call {
+                layer: 0,
+                inputs: vec![Port::Input(0)],
+            },
+            Call {
+                layer: 1,
+                inputs: vec![Port::Call { call: 0, output: 2 }],
+            },
+        ],
+        outputs: vec![Port::call(1)],
+    };
+    let m = Model::new(Functional::new(Some(vec![3, 4]), layers, topology));
+    let dir = work_dir("return_state");
+    let path = dir.join("m.onnx");
+    match m.export_onnx(&path).unwrap_err() {
+        Error::OnnxUnsupported { layer, message, .. } => {
+            assert_eq!(layer, "lstm (LSTM)");
+            assert!(message.contains("several outputs"), "{message}");
+        }
+        other => panic!("expected OnnxUnsupported, got {other:?}"),
+    }
+    assert!(!path.exists());
+}
+
 /// A layer outside the catalogue, with a forward pass but no ONNX mapping.
 #[derive(Debug)]
 struct Doubler;
