@@ -102,6 +102,9 @@ pub struct Layer {
     pub docs: Vec<Attribute>,
     pub input: Shape,
     pub output: Shape,
+    /// The outputs after `output` (a recurrent layer's states, `return_state`): none
+    /// for most layers, and in a stack.
+    pub states: Vec<Shape>,
     pub params: Vec<Param>,
     /// `trainable = false`: frozen.
     pub frozen: bool,
@@ -279,6 +282,7 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
             params: (r.def.params)(&r.args, &shape),
             input: shape,
             output: output.clone(),
+            states: Vec::new(),
             frozen: r.frozen(),
             custom: r.syntax.custom.clone(),
         });

@@ -730,6 +730,7 @@ impl<'s> Scope<'s> {
                     .first()
                     .cloned()
                     .unwrap_or_else(Shape::unknown),
+                states: first.outputs.get(1..).unwrap_or_default().to_vec(),
                 frozen: r.frozen(),
                 custom: r.syntax.custom.clone(),
             });

@@ -246,7 +246,15 @@ fn field_doc(l: &Layer) -> String {
             l.input
         );
     }
-    let mut s = format!(" `{}`: {}, {} → {}", l.name, l.written, l.input, l.output);
+    let out = if l.states.is_empty() {
+        l.output.to_string()
+    } else {
+        let all: Vec<Shape> = std::iter::once(l.output.clone())
+            .chain(l.states.iter().cloned())
+            .collect();
+        format!("[{}]", shapes_text(&all))
+    };
+    let mut s = format!(" `{}`: {}, {} → {out}", l.name, l.written, l.input);
     if l.params.is_empty() {
         s += "; no parameters.";
     } else {
