@@ -48,7 +48,7 @@ fn lstm_states_are_the_last_step_and_its_cell() {
     };
     agrees(&mut m);
     assert_eq!(m.output_shapes().unwrap(), [vec![6, 4], vec![4], vec![4]]);
-    let out = m.predict_outputs(&sequences(5, 1)).unwrap();
+    let out = m.predict_outputs(sequences(5, 1)).unwrap();
     assert_eq!(out.len(), 3);
     let (seq, h, c) = (values(&out[0]), values(&out[1]), values(&out[2]));
     // Reading forwards, `h` is the sequence's last step.
@@ -79,7 +79,7 @@ fn bidirectional_states_are_each_directions_last_step() {
         m.output_shapes().unwrap(),
         [vec![4], vec![2], vec![2], vec![2], vec![2]]
     );
-    let out = m.predict_outputs(&sequences(3, 2)).unwrap();
+    let out = m.predict_outputs(sequences(3, 2)).unwrap();
     let y = values(&out[0]);
     let (fh, bh) = (values(&out[1]), values(&out[3]));
     // `concat`: the forward copy's last output, then the backward copy's (its state
