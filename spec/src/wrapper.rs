@@ -224,6 +224,15 @@ pub(crate) fn time_distributed_checks(a: &Args) -> Vec<ArgError> {
                 w.def.class
             ),
         }],
+        // Each step's output is one value; a layer's states would have no step axis.
+        Some(w) if w.def.output_count(&w.args) > 1 => vec![ArgError {
+            arg: "layer",
+            message: format!(
+                "`layer` must give one output to apply at every step; {} with \
+                 `return_state` gives its states too: leave it false",
+                w.def.class
+            ),
+        }],
         _ => Vec::new(),
     }
 }
