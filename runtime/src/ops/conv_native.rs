@@ -249,6 +249,15 @@ impl Failure {
     }
 }
 
+thread_local! {
+    /// The gather form's table of which input pixel each (output pixel, kernel position)
+    /// reads, grown once per thread like the scratch (a step allocates nothing).
+    static REACH: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Marks a kernel position that lies on padding or an inserted zero in [`REACH`].
+const NO_PIXEL: usize = usize::MAX;
+
 /// Grows `scratch` to at least `len` elements (once; later calls of the same shapes find
 /// it large enough).
 fn grow<T: Real>(scratch: &mut Vec<T>, len: usize) {
@@ -696,6 +705,34 @@ fn gather<T: Real>(
     if out.len() < geo.batch * nout * geo.cout || x.len() < geo.batch * nin * geo.cin {
         return Err(internal("convolution operands smaller than their types"));
     }
+    REACH.with(|reach| {
+        let mut reach = reach.borrow_mut();
+        // Which input pixel each output pixel's kernel positions reach is the same for
+        // every image: worked out once here, not per image and position (its divisions
+        // cost more than the additions they index).
+        reach.clear();
+        let (mut o, mut k) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
+        for _ in 0..nout {
+            for _ in 0..kprod {
+                reach.push(input_at(geo, p, &o, &k).unwrap_or(NO_PIXEL));
+                step(&mut k, &geo.k_sp[..geo.n]);
+            }
+            step(&mut o, &geo.out_sp[..geo.n]);
+        }
+        gather_images(x, geo, (wr, slots_at, out_at), tasks, &reach)
+    })
+}
+
+/// The gather form's products and sums, the batch's images split over `tasks` (see
+/// [`gather`]); `reach` says which input pixel each output pixel's kernel positions read.
+fn gather_images<T: Real>(
+    x: &[T],
+    geo: &Geometry,
+    (wr, slots_at, out_at): (&[T], usize, usize),
+    tasks: usize,
+    reach: &[usize],
+) -> Result<()> {
+    let (nin, nout, kc, cig) = (geo.nin(), geo.nout(), geo.kprod() * geo.cog(), geo.cig);
     let failed = Failure::default();
     crew::run(tasks, &|t| {
         // SAFETY: task `t` alone uses slot `t` (the scratch holds `tasks` slots after the
@@ -729,7 +766,7 @@ fn gather<T: Real>(
                     failed.set();
                     return;
                 }
-                gather_image(g, geo, p, grp, out_img);
+                gather_image(g, geo, reach, grp, out_img);
             }
         }
     });
@@ -738,26 +775,22 @@ fn gather<T: Real>(
 }
 
 /// Sums, for each output pixel of one image, the rows of `g` (`[input pixels, kernel
-/// positions · cog]`) that its kernel positions reach, into the group's output features.
-fn gather_image<T: Real>(g: &[T], geo: &Geometry, p: &ConvParams, grp: usize, out: &mut [T]) {
-    let n = geo.n;
+/// positions · cog]`) that its kernel positions reach (`reach`, see [`gather`]), into the
+/// group's output features, kernel positions in order.
+fn gather_image<T: Real>(g: &[T], geo: &Geometry, reach: &[usize], grp: usize, out: &mut [T]) {
     let (kprod, cog, cout) = (geo.kprod(), geo.cog(), geo.cout);
     let kc = kprod * cog;
-    let mut o = [0usize; MAX_RANK];
-    for op in 0..geo.nout() {
+    for (op, taps) in reach.chunks_exact(kprod).enumerate() {
         let dst = &mut out[op * cout + grp * cog..op * cout + (grp + 1) * cog];
         dst.fill(T::zero());
-        let mut k = [0usize; MAX_RANK];
-        for kp in 0..kprod {
-            if let Some(at) = input_at(geo, p, &o, &k) {
+        for (kp, &at) in taps.iter().enumerate() {
+            if at != NO_PIXEL {
                 let src = &g[at * kc + kp * cog..at * kc + (kp + 1) * cog];
                 for (d, &s) in dst.iter_mut().zip(src) {
                     *d = *d + s;
                 }
             }
-            step(&mut k, &geo.k_sp[..n]);
         }
-        step(&mut o, &geo.out_sp[..n]);
     }
 }
 
