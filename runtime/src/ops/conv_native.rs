@@ -636,12 +636,11 @@ fn im2col_rows<T: Real>(
             let mut inside = true;
             for d in 0..last {
                 let pos = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64 - p.padding[d].0;
-                let ld = p.lhs_dilation[d] as i64;
-                if pos < 0 || pos % ld != 0 || pos / ld >= geo.in_sp[d] as i64 {
+                let Some(q) = undilate(pos, p.lhs_dilation[d], geo.in_sp[d]) else {
                     inside = false;
                     break;
-                }
-                off += (pos / ld) as usize * in_strides[d];
+                };
+                off += q * in_strides[d];
             }
             if !inside {
                 seg.fill(T::zero());
@@ -659,11 +658,12 @@ fn im2col_rows<T: Real>(
                 for t in 0..kl {
                     let cell = &mut seg[t * cig..(t + 1) * cig];
                     let pos = o[last] as i64 * sl + t as i64 * rdl - lol;
-                    if pos < 0 || pos % ldl != 0 || pos / ldl >= in_l {
-                        cell.fill(T::zero());
-                    } else {
-                        let from = off + (pos / ldl) as usize * cin;
-                        cell.copy_from_slice(&x[from..from + cig]);
+                    match undilate(pos, p.lhs_dilation[last], geo.in_sp[last]) {
+                        Some(q) => {
+                            let from = off + q * cin;
+                            cell.copy_from_slice(&x[from..from + cig]);
+                        }
+                        None => cell.fill(T::zero()),
                     }
                 }
             }
@@ -805,13 +805,28 @@ fn input_at(
     let mut at = 0usize;
     for d in 0..geo.n {
         let q = (o[d] * p.strides[d] + k[d] * p.rhs_dilation[d]) as i64 - p.padding[d].0;
-        let ld = p.lhs_dilation[d] as i64;
-        if q < 0 || q % ld != 0 || q / ld >= geo.in_sp[d] as i64 {
-            return None;
-        }
-        at = at * geo.in_sp[d] + (q / ld) as usize;
+        at = at * geo.in_sp[d] + undilate(q, p.lhs_dilation[d], geo.in_sp[d])?;
     }
     Some(at)
+}
+
+/// The input element at position `pos` of an axis of `len` elements dilated by `ld`
+/// (`ld - 1` zeros inserted between elements), or `None` on an inserted zero or outside.
+/// Most convolutions have no input dilation, and then no division is made: per patch
+/// row, divisions cost more than the copy they place.
+#[inline(always)]
+fn undilate(pos: i64, ld: usize, len: usize) -> Option<usize> {
+    if pos < 0 {
+        return None;
+    }
+    let q = if ld == 1 {
+        pos as usize
+    } else if !(pos as usize).is_multiple_of(ld) {
+        return None;
+    } else {
+        pos as usize / ld
+    };
+    (q < len).then_some(q)
 }
 
 /// The row-major multi-index of flat position `flat` in `dims`.
