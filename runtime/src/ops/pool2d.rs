@@ -9,6 +9,9 @@
 
 use crate::ir::Window;
 use crate::kernel::crew;
+// The instructions the pooling kernels run on, picked at run time (one binary, wide
+// vectors where they exist).
+use crate::kernel::simd::Level as Simd;
 
 mod conv_band;
 mod disjoint;
@@ -167,7 +170,9 @@ impl Pool2d {
     ) {
         use super::reduce_window::{above, below, max_of, min_of};
         #[cfg(target_arch = "x86_64")]
-        if Simd::detect().avx2() && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+        if crate::kernel::simd::level().avx2()
+            && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+        {
             // SAFETY: T is f32 (checked above): the same memory, the same type.
             let (x, out) = unsafe {
                 (
@@ -221,7 +226,7 @@ impl Pool2d {
     ) {
         debug_assert!(self.bias_relu_indexable() && index.len() == out.len());
         debug_assert!(bias.len() == self.c);
-        let simd = Simd::detect();
+        let simd = crate::kernel::simd::level();
         self.walk_indexed(x, out, index, T::neg_infinity(), |img, offs, a, ix| {
             // SAFETY: `simd` is what the CPU supports.
             unsafe { bias_relu_window(simd, (img, offs, bias, act), a, ix) }
@@ -627,62 +632,6 @@ fn record<T: Copy, const L: usize>(
     for (d, &k) in index.iter_mut().zip(&bk) {
         *d = k as u8;
     }
-}
-
-/// Which instructions the fused pooling's window loop is compiled for (picked at run
-/// time, as the fused elementwise kernels do: one binary, wide vectors where they exist).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Simd {
-    /// AVX2 and AVX-512F: the kernels written for AVX-512 use it, the rest AVX2.
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    Avx512,
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    Avx2,
-    Baseline,
-}
-
-#[cfg(test)]
-thread_local! {
-    /// The widest instructions tests on this thread let the kernels use, so that each
-    /// narrower path is tested on a CPU that has the wider ones.
-    static WIDEST: std::cell::Cell<Simd> = const { std::cell::Cell::new(Simd::Avx512) };
-}
-
-impl Simd {
-    fn detect() -> Simd {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            let wide = std::arch::is_x86_feature_detected!("avx512f");
-            #[cfg(test)]
-            let wide = wide && WIDEST.get() == Simd::Avx512;
-            #[cfg(test)]
-            if WIDEST.get() == Simd::Baseline {
-                return Simd::Baseline;
-            }
-            return if wide { Simd::Avx512 } else { Simd::Avx2 };
-        }
-        Simd::Baseline
-    }
-
-    /// Whether the CPU has AVX2 and FMA (true for `Avx512` too).
-    fn avx2(self) -> bool {
-        self != Simd::Baseline
-    }
-}
-
-/// Runs `f` once for each instruction set the CPU has, with the kernels limited to it
-/// (on this thread), widest first.
-#[cfg(test)]
-fn for_each_simd(mut f: impl FnMut(Simd)) {
-    for level in [Simd::Avx512, Simd::Avx2, Simd::Baseline] {
-        WIDEST.set(level);
-        let got = Simd::detect();
-        if got == level {
-            f(level);
-        }
-    }
-    WIDEST.set(Simd::Avx512);
 }
 
 /// One window of the fused bias, ReLU and max pooling, all channels: `w` is the image,
@@ -1407,7 +1356,7 @@ mod tests {
                                 eq,
                             };
                             let mut want = None;
-                            for_each_simd(|simd| {
+                            crate::kernel::simd::for_each_level(|simd| {
                                 let (mut o, mut ix) = (vec![9.0; no], vec![0u8; no]);
                                 p.reduce_index_bias_relu(&x, &bias, &mut o, &mut ix, &act);
                                 let got = (bits(&o), ix);

@@ -34,7 +34,7 @@ impl Pool2d {
             return;
         }
         let mask = if gate.is_some() { POS } else { u8::MAX };
-        let simd = Simd::detect();
+        let simd = crate::kernel::simd::level();
         let rows = |start: usize, chunk: &mut [T]| {
             for (r, orow) in (start / row..).zip(chunk.chunks_exact_mut(row)) {
                 let (b, i) = (r / p.h, r % p.h);
