@@ -98,13 +98,12 @@ fn fill_chunk<T: Copy, S: Fn([u32; 2]) -> T + Copy>(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports the feature the function is compiled for.
-            return unsafe { fill_avx512(key, start, out, sample) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: as above.
-            return unsafe { fill_avx2(key, start, out, sample) };
+        use crate::kernel::simd::{level, Level};
+        match level() {
+            // SAFETY: the CPU supports the features the functions are compiled for.
+            Level::Avx512 => return unsafe { fill_avx512(key, start, out, sample) },
+            Level::Avx2 => return unsafe { fill_avx2(key, start, out, sample) },
+            Level::Baseline => {}
         }
     }
     fill_lanes::<LANES, T, S>(key, start, out, sample)
