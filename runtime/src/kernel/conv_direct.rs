@@ -312,41 +312,6 @@ unsafe fn block_avx512(
     }
 }
 
-/// `P` pixels × `V` vectors of sixteen output features, as [`kernel_avx2`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn kernel_avx512<const P: usize, const V: usize>(
-    x: *const f32,
-    bases: [isize; P],
-    taps: &[Tap],
-    w: *const f32,
-    dst: *mut f32,
-    cout: usize,
-) {
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm512_setzero_ps(); V]; P];
-    for &(off, wi) in taps {
-        // SAFETY: the caller's bounds.
-        unsafe {
-            let xs: [__m512; P] =
-                std::array::from_fn(|q| _mm512_set1_ps(*x.offset(bases[q] + off)));
-            let wp = w.add(wi);
-            for v in 0..V {
-                let wv = _mm512_loadu_ps(wp.add(v * 16));
-                for (row, &xq) in acc.iter_mut().zip(&xs) {
-                    row[v] = _mm512_fmadd_ps(xq, wv, row[v]);
-                }
-            }
-        }
-    }
-    for (q, row) in acc.iter().enumerate() {
-        for (v, &a) in row.iter().enumerate() {
-            // SAFETY: `dst` holds `P` rows of `cout` features, `V` vectors from here.
-            unsafe { _mm512_storeu_ps(dst.add(q * cout + v * 16), a) };
-        }
-    }
-}
-
 /// One block of `width` (1..=BLOCK) output features of the pixels: `PIXELS` at a time in
 /// the kernel for the block's vectors; the features past the last whole vector are
 /// computed one at a time, in the same order.
@@ -399,40 +364,68 @@ unsafe fn block_avx2(
 }
 
 /// `P` pixels × `V` vectors of output features: per tap, the weights' `V` vectors are
-/// loaded once and the pixels' `P` inputs broadcast.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_avx2<const P: usize, const V: usize>(
-    x: *const f32,
-    bases: [isize; P],
-    taps: &[Tap],
-    w: *const f32,
-    dst: *mut f32,
-    cout: usize,
-) {
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm256_setzero_ps(); V]; P];
-    for &(off, wi) in taps {
-        // SAFETY: the caller's bounds.
-        unsafe {
-            let xs: [__m256; P] =
-                std::array::from_fn(|q| _mm256_set1_ps(*x.offset(bases[q] + off)));
-            let wp = w.add(wi);
-            for v in 0..V {
-                let wv = _mm256_loadu_ps(wp.add(v * 8));
-                for (row, &xq) in acc.iter_mut().zip(&xs) {
-                    row[v] = _mm256_fmadd_ps(xq, wv, row[v]);
+/// loaded once and the pixels' `P` inputs broadcast. One body for each vector width
+/// (`$lanes` features a register), as its own function compiled for its instructions.
+macro_rules! pixel_kernel {
+    ($name:ident, $features:literal, $vec:ty, $lanes:literal,
+     $zero:ident, $splat:ident, $load:ident, $fmadd:ident, $store:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const P: usize, const V: usize>(
+            x: *const f32,
+            bases: [isize; P],
+            taps: &[Tap],
+            w: *const f32,
+            dst: *mut f32,
+            cout: usize,
+        ) {
+            use std::arch::x86_64::*;
+            let mut acc = [[$zero(); V]; P];
+            for &(off, wi) in taps {
+                // SAFETY: the caller's bounds.
+                unsafe {
+                    let xs: [$vec; P] = std::array::from_fn(|q| $splat(*x.offset(bases[q] + off)));
+                    let wp = w.add(wi);
+                    for v in 0..V {
+                        let wv = $load(wp.add(v * $lanes));
+                        for (row, &xq) in acc.iter_mut().zip(&xs) {
+                            row[v] = $fmadd(xq, wv, row[v]);
+                        }
+                    }
+                }
+            }
+            for (q, row) in acc.iter().enumerate() {
+                for (v, &a) in row.iter().enumerate() {
+                    // SAFETY: `dst` holds `P` rows of `cout` features, `V` vectors from here.
+                    unsafe { $store(dst.add(q * cout + v * $lanes), a) };
                 }
             }
         }
-    }
-    for (q, row) in acc.iter().enumerate() {
-        for (v, &a) in row.iter().enumerate() {
-            // SAFETY: `dst` holds `P` rows of `cout` features, `V` vectors from here.
-            unsafe { _mm256_storeu_ps(dst.add(q * cout + v * 8), a) };
-        }
-    }
+    };
 }
+
+pixel_kernel!(
+    kernel_avx2,
+    "avx2,fma",
+    __m256,
+    8,
+    _mm256_setzero_ps,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_fmadd_ps,
+    _mm256_storeu_ps
+);
+pixel_kernel!(
+    kernel_avx512,
+    "avx512f",
+    __m512,
+    16,
+    _mm512_setzero_ps,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_fmadd_ps,
+    _mm512_storeu_ps
+);
 
 /// Taps of one kernel row (kernel columns × input features) accumulated together by the
 /// kernel gradient: as `PIXELS` in the forward, three × four vectors of accumulators.
