@@ -565,16 +565,26 @@ unsafe fn grad_taps_avx2(
 ) {
     let cout = dst.len() / offs.len();
     let pixels = ct.len() / cout;
+    let avx512 = level() >= Level::Avx512;
     let mut c0 = 0;
-    // SAFETY: forwarded from `grad_row`; `ct` and `dst` are sliced to their extents.
+    // SAFETY: forwarded from `grad_row`; `ct` and `dst` are sliced to their extents;
+    // AVX-512F where `avx512`.
     unsafe {
         while c0 < cout {
             let width = BLOCK.min(cout - c0);
+            // Whole vectors of sixteen features with AVX-512, then of eight with AVX2.
+            let wide = if avx512 { width / 16 * 16 } else { 0 };
             macro_rules! vectors {
                 ($g:literal) => {{
                     let o: [isize; $g] = offs.try_into().expect("tap count");
                     let (c, d) = (ct.as_ptr().add(c0), dst.as_mut_ptr().add(c0));
-                    match width / 8 {
+                    match wide / 16 {
+                        2 => grad_kernel_avx512::<$g, 2>(x, first, step, o, c, cout, pixels, d),
+                        1 => grad_kernel_avx512::<$g, 1>(x, first, step, o, c, cout, pixels, d),
+                        _ => {}
+                    }
+                    let (c, d) = (c.add(wide), d.add(wide));
+                    match (width - wide) / 8 {
                         4 => grad_kernel_avx2::<$g, 4>(x, first, step, o, c, cout, pixels, d),
                         3 => grad_kernel_avx2::<$g, 3>(x, first, step, o, c, cout, pixels, d),
                         2 => grad_kernel_avx2::<$g, 2>(x, first, step, o, c, cout, pixels, d),
@@ -588,7 +598,7 @@ unsafe fn grad_taps_avx2(
                 2 => vectors!(2),
                 _ => vectors!(1),
             }
-            for c in c0 + width / 8 * 8..c0 + width {
+            for c in c0 + wide + (width - wide) / 8 * 8..c0 + width {
                 for (k, &off) in offs.iter().enumerate() {
                     let mut acc = 0.0f32;
                     for p in 0..pixels {
@@ -604,44 +614,75 @@ unsafe fn grad_taps_avx2(
 }
 
 /// `G` taps × `V` vectors of output features, accumulated over `pixels` pixels in
-/// registers, then added into `dst` (`G` rows of `cout`).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn grad_kernel_avx2<const G: usize, const V: usize>(
-    x: *const f32,
-    first: isize,
-    step: isize,
-    offs: [isize; G],
-    ct: *const f32,
-    cout: usize,
-    pixels: usize,
-    dst: *mut f32,
-) {
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm256_setzero_ps(); V]; G];
-    let mut at = first;
-    for p in 0..pixels {
-        // SAFETY: the caller's bounds.
-        unsafe {
-            let xs: [__m256; G] = std::array::from_fn(|k| _mm256_set1_ps(*x.offset(at + offs[k])));
-            let cp = ct.add(p * cout);
-            for v in 0..V {
-                let cv = _mm256_loadu_ps(cp.add(v * 8));
-                for (row, &xk) in acc.iter_mut().zip(&xs) {
-                    row[v] = _mm256_fmadd_ps(xk, cv, row[v]);
+/// registers, then added into `dst` (`G` rows of `cout`). One body for each vector width
+/// (`$lanes` features a register); each feature's sum runs in the same order in both.
+macro_rules! grad_kernel {
+    ($name:ident, $features:literal, $vec:ty, $lanes:literal,
+     $zero:ident, $splat:ident, $load:ident, $fmadd:ident, $add:ident, $store:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name<const G: usize, const V: usize>(
+            x: *const f32,
+            first: isize,
+            step: isize,
+            offs: [isize; G],
+            ct: *const f32,
+            cout: usize,
+            pixels: usize,
+            dst: *mut f32,
+        ) {
+            use std::arch::x86_64::*;
+            let mut acc = [[$zero(); V]; G];
+            let mut at = first;
+            for p in 0..pixels {
+                // SAFETY: the caller's bounds.
+                unsafe {
+                    let xs: [$vec; G] = std::array::from_fn(|k| $splat(*x.offset(at + offs[k])));
+                    let cp = ct.add(p * cout);
+                    for v in 0..V {
+                        let cv = $load(cp.add(v * $lanes));
+                        for (row, &xk) in acc.iter_mut().zip(&xs) {
+                            row[v] = $fmadd(xk, cv, row[v]);
+                        }
+                    }
+                }
+                at += step;
+            }
+            for (k, row) in acc.iter().enumerate() {
+                for (v, &a) in row.iter().enumerate() {
+                    // SAFETY: `dst` holds `G` rows of `cout` features, `V` vectors from here.
+                    unsafe {
+                        let d = dst.add(k * cout + v * $lanes);
+                        $store(d, $add($load(d), a));
+                    }
                 }
             }
         }
-        at += step;
-    }
-    for (k, row) in acc.iter().enumerate() {
-        for (v, &a) in row.iter().enumerate() {
-            // SAFETY: `dst` holds `G` rows of `cout` features, `V` vectors from here.
-            unsafe {
-                let d = dst.add(k * cout + v * 8);
-                _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), a));
-            }
-        }
-    }
+    };
 }
+
+grad_kernel!(
+    grad_kernel_avx2,
+    "avx2,fma",
+    __m256,
+    8,
+    _mm256_setzero_ps,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_fmadd_ps,
+    _mm256_add_ps,
+    _mm256_storeu_ps
+);
+grad_kernel!(
+    grad_kernel_avx512,
+    "avx512f",
+    __m512,
+    16,
+    _mm512_setzero_ps,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_fmadd_ps,
+    _mm512_add_ps,
+    _mm512_storeu_ps
+);

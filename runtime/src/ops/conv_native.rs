@@ -1151,16 +1151,27 @@ mod tests {
             let x = numbers(geo.batch * geo.nin() * geo.cin, i * 2 + 1);
             let ct = numbers(geo.batch * geo.nout() * geo.cout, i * 2 + 2);
             let want = reference_kernel_grad(&x, &ct, &geo, &p);
-            let mut got = vec![f32::NAN; want.len()];
-            let mut scratch = vec![f32::NAN; 5];
-            kernel_grad(&to_f32(&x), &to_f32(&ct), &geo, &p, &mut got, &mut scratch).unwrap();
-            let terms = (geo.batch * geo.nout()) as f64;
-            for (j, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (*a as f64 - b).abs() <= 1e-6 + 1e-7 * terms,
-                    "case {i} element {j}: {a} vs {b}"
-                );
-            }
+            let (x, ct) = (to_f32(&x), to_f32(&ct));
+            // Every instruction level the CPU has gives the same bits (each sum runs in
+            // the same order), within rounding of the definition.
+            let mut first: Option<Vec<u32>> = None;
+            crate::kernel::simd::for_each_level(|level| {
+                let mut got = vec![f32::NAN; want.len()];
+                let mut scratch = vec![f32::NAN; 5];
+                kernel_grad(&x, &ct, &geo, &p, &mut got, &mut scratch).unwrap();
+                let terms = (geo.batch * geo.nout()) as f64;
+                for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (*a as f64 - b).abs() <= 1e-6 + 1e-7 * terms,
+                        "{level:?} case {i} element {j}: {a} vs {b}"
+                    );
+                }
+                let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+                match &first {
+                    None => first = Some(bits),
+                    Some(f) => assert!(f == &bits, "{level:?} case {i}: other bits"),
+                }
+            });
         }
     }
 
