@@ -563,6 +563,124 @@ pub(crate) fn native_select_and_scatter_bias_relu(
     Ok(())
 }
 
+// ---- a convolution's kernel and bias gradients from its pooled cotangent (native planner)
+
+/// Input features up to which the planner computes a convolution's kernel gradient from
+/// the pooled cotangent (`native_pooled_kernel_grad`): the direct kernel's range, where
+/// the sums per selected pixel are short and `dY` costs more than they do.
+const POOLED_GRAD_CIN: usize = 4;
+
+/// The convolution's geometry as `native_pooled_kernel_grad` walks it: `forward` of an
+/// image of type `image` giving `y` (the pooling's operand), the kernel gradient `dw`.
+fn conv_taps(
+    forward: &crate::ir::ConvParams,
+    image: &TensorType,
+    y: &TensorType,
+    dw: &TensorType,
+) -> Option<pool2d::ConvTaps> {
+    let (x, yd, k) = (image.dims(), y.dims(), dw.dims());
+    let two = |v: &[usize]| v.len() == 2;
+    let shaped = x.len() == 4 && yd.len() == 4 && k.len() == 4;
+    let ok = shaped
+        && two(&forward.strides)
+        && two(&forward.rhs_dilation)
+        && forward.padding.len() == 2
+        && forward.lhs_dilation.iter().all(|&d| d == 1)
+        && forward.feature_groups == 1
+        && x[0] == yd[0]
+        && k[2] == x[3]
+        && k[3] == yd[3]
+        && image.dtype == y.dtype
+        && y.dtype == dw.dtype
+        && matches!(y.dtype, crate::ir::DType::F32 | crate::ir::DType::F64);
+    ok.then(|| pool2d::ConvTaps {
+        h: x[1],
+        w: x[2],
+        cin: x[3],
+        kh: k[0],
+        kw: k[1],
+        strides: [forward.strides[0], forward.strides[1]],
+        dilation: [forward.rhs_dilation[0], forward.rhs_dilation[1]],
+        pad: [forward.padding[0].0, forward.padding[1].0],
+    })
+}
+
+/// Whether the planner may compute the kernel gradient `dw` of the convolution `forward`
+/// of `image` (output `y`, pooled by a fused bias and ReLU max pooling) from the pooled
+/// cotangent: a float 2-D convolution on few input features.
+pub(crate) fn pooled_kernel_grad_fusable(
+    forward: &crate::ir::ConvParams,
+    image: &TensorType,
+    y: &TensorType,
+    dw: &TensorType,
+) -> bool {
+    conv_taps(forward, image, y, dw).is_some_and(|c| c.cin <= POOLED_GRAD_CIN)
+}
+
+/// The kernel gradient (of type `out_ty`) of the convolution `forward` of `image` whose
+/// output (of type `operand`) `native_recording_bias_relu`'s pooling by `w` (`f`) pooled,
+/// from that pooling's cotangent `source` and `index`, without the convolution's output
+/// cotangent in memory (`Pool2d::pooled_kernel_grad`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn native_pooled_kernel_grad(
+    image: In<'_>,
+    source: In<'_>,
+    (operand, w, f): (&TensorType, &Window, &BiasReluPool),
+    forward: &crate::ir::ConvParams,
+    index: &[u8],
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+) -> Result<()> {
+    let op = "convolution";
+    let p = Pool2d::of(operand.dims(), source.ty.dims(), w)
+        .filter(|p| p.bias_relu_indexable() && index.len() == source.ty.numel())
+        .ok_or_else(|| Error::shape(op, "not a fusable 2-D pooling"))?;
+    let conv = conv_taps(forward, image.ty, operand, out_ty)
+        .filter(|_| image.ty.numel() == image.data.len() && out_ty.numel() == out.as_data().len())
+        .ok_or_else(|| Error::shape(op, "not a pooled convolution's kernel gradient"))?;
+    let bad = || Error::shape(op, "constants out of the type's range");
+    match (image.data, source.data, out) {
+        (Data::F32(x), Data::F32(s), DataMut::F32(o)) => {
+            let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
+            p.pooled_kernel_grad(&conv, x, (s, index), &gate, o)
+        }
+        (Data::F64(x), Data::F64(s), DataMut::F64(o)) => {
+            let (_, gate) = f.act::<f64>().ok_or_else(bad)?;
+            p.pooled_kernel_grad(&conv, x, (s, index), &gate, o)
+        }
+        (x, _, _) => return Err(super::unsupported(op, x.dtype())),
+    }
+    Ok(())
+}
+
+/// The bias gradient (`dY` summed over all but its channels) of the pooling of
+/// `native_pooled_kernel_grad`, from the same cotangent and index.
+pub(crate) fn native_pooled_bias_grad(
+    source: In<'_>,
+    (operand, w, f): (&TensorType, &Window, &BiasReluPool),
+    index: &[u8],
+    out: DataMut<'_>,
+) -> Result<()> {
+    let op = "reduce";
+    let p = Pool2d::of(operand.dims(), source.ty.dims(), w)
+        .filter(|p| p.bias_relu_indexable() && index.len() == source.ty.numel())
+        .filter(|_| out.as_data().len() == operand.dims()[3])
+        .ok_or_else(|| Error::shape(op, "not a fusable 2-D pooling's bias gradient"))?;
+    let bad = || Error::shape(op, "constants out of the type's range");
+    match (source.data, out) {
+        (Data::F32(s), DataMut::F32(o)) => {
+            let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
+            p.pooled_bias_grad((s, index), &gate, o)
+        }
+        (Data::F64(s), DataMut::F64(o)) => {
+            let (_, gate) = f.act::<f64>().ok_or_else(bad)?;
+            p.pooled_bias_grad((s, index), &gate, o)
+        }
+        (s, _) => return Err(super::unsupported(op, s.dtype())),
+    }
+    Ok(())
+}
+
 // ---- StableHLO lowering
 
 use crate::hlo::{i64_array, padding_attr, scalar_literal};
