@@ -850,7 +850,8 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
 /// and the gradient reads that instead of the operand (oneDNN's "workspace"). Both steps
 /// are in this one plan, which runs every step in order, so the record is always written
 /// first in the same execution; a gradient with no such pooling keeps its own kernel.
-/// A fused pooling (`bias_relu_pool`) pairs only with its own fused gradient, and
+/// A fused pooling (`bias_relu_pool`) pairs only with its own fused gradient (or the
+/// kernel and bias gradients computed from its cotangent instead, `conv_pool_grad`), and
 /// records its index even without one (its kernel is the one that applies the bias and
 /// ReLU). Returns the index buffers' lengths.
 fn pair_pools(
