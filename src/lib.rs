@@ -124,9 +124,14 @@ pub mod prelude {
 /// `SeparableConv2D` (`SeparableConvolution2D`), `Conv2DTranspose` (`Convolution2DTranspose`)
 /// and `GroupNormalization`; the recurrent layers over `(timesteps, features)`: `SimpleRNN`,
 /// `LSTM` and `GRU` (`(units,)` out, or `(timesteps, units)` with `return_sequences`;
-/// `dropout` and `recurrent_dropout` as Keras; `return_state` not supported yet); the wrappers, a layer as
-/// their first argument: `Bidirectional(LSTM(8))` (a recurrent layer run both ways, joined
-/// by `merge_mode` concat, sum, mul or ave; its weights `forward_lstm/...` and
+/// `dropout` and `recurrent_dropout` as Keras; with `return_state`, in a graph model, the
+/// final states too, bound by a tuple in Keras' order: `let (seq, h, c) = LSTM(8,
+/// return_sequences = true, return_state = true)(x);`, `let (y, h) = GRU(8, return_state =
+/// true)(x);`, and through Bidirectional each direction's, `let (y, forward_h, forward_c,
+/// backward_h, backward_c) = ...`; not in a stack, which passes one value on); the
+/// wrappers, a layer as their first argument: `Bidirectional(LSTM(8))` (a recurrent layer
+/// run both ways, joined by `merge_mode` concat, sum, mul or ave; its weights
+/// `forward_lstm/...` and
 /// `backward_lstm/...`) and `TimeDistributed(Dense(8))` (any one-input layer at every step
 /// of the leading axis, `(timesteps, ...)`); in a graph model (the `let`
 /// form), the layers of several inputs: the merges `Add`, `Subtract`, `Multiply`,
@@ -184,6 +189,18 @@ pub mod __private {
             what: "forward_all".into(),
             message: format!("{got} inputs for a model of {expected}"),
         }
+    }
+
+    /// A call's outputs as the `N` locals a generated `forward` binds them to (a
+    /// recurrent layer's output and states); another count is an error, never a panic.
+    pub fn outputs<const N: usize>(
+        all: Vec<crate::ir::Value>,
+    ) -> Result<[crate::ir::Value; N], crate::Error> {
+        let got = all.len();
+        all.try_into().map_err(|_| crate::Error::InvalidArgument {
+            what: "forward".into(),
+            message: format!("a call gave {got} outputs where the model has {N}"),
+        })
     }
 
     /// The stand-in `model![...]` evaluates to when it has errors, so the code around it

@@ -16,6 +16,28 @@ mod residual {
     include!("expand/residual.expanded.rs");
 }
 
+mod states {
+    include!("expand/states.expanded.rs");
+}
+
+#[test]
+fn states_snapshot_is_what_the_macro_builds() {
+    let snapshot = states::states();
+    let direct = model! {
+        let x = Input((6, 3));
+        let (seq, h, c) = LSTM(4, return_sequences = true, return_state = true)(x);
+        let s = Concatenate()([h, c]);
+        (seq, Dense(1)(s))
+    };
+    assert_eq!(snapshot.summary(), direct.summary());
+    assert_eq!(snapshot.weights(), direct.weights());
+    let x = strata::random::normal(&[2, 6, 3], 0.0, 1.0, 1).unwrap();
+    assert_eq!(
+        snapshot.predict_outputs(&x).unwrap(),
+        direct.predict_outputs(&x).unwrap()
+    );
+}
+
 #[test]
 fn residual_snapshot_is_what_the_macro_builds() {
     let snapshot = residual::residual();

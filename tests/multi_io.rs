@@ -398,10 +398,10 @@ fn a_functional_model_assembled_at_run_time_takes_several_inputs() {
             },
             Call {
                 layer: 1,
-                inputs: vec![Port::Call(0)],
+                inputs: vec![Port::call(0)],
             },
         ],
-        outputs: vec![Port::Call(1), Port::Call(0)],
+        outputs: vec![Port::call(1), Port::call(0)],
     };
     let f = Functional::with_inputs(
         vec![("a".into(), vec![2]), ("b".into(), vec![3])],

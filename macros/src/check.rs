@@ -61,16 +61,21 @@ impl Graph {
                 .inputs
                 .get(i)
                 .map_or_else(Shape::unknown, |i| i.shape.clone()),
-            Node::Call(c) => self.calls[c].output.clone(),
+            Node::Call(c, k) => self.calls[c]
+                .outputs
+                .get(k)
+                .cloned()
+                .unwrap_or_else(Shape::unknown),
         }
     }
 }
 
-/// A value of a graph model: one of its inputs, or a call's output.
+/// A value of a graph model: one of its inputs, or output `k` of call `c` (`k` is 0 but
+/// for a recurrent layer's states, `return_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Node {
     Input(usize),
-    Call(usize),
+    Call(usize, usize),
 }
 
 /// One call of a layer (`layer` indexes `Model::layers`).
@@ -82,7 +87,9 @@ pub struct CallNode {
     /// Called through `Layer::call` on a slice of inputs (a list, or several by
     /// position), not through `Layer::forward` on one.
     pub many: bool,
-    pub output: Shape,
+    /// Every output's shape, in order: one for most layers, a recurrent layer's states
+    /// after its output with `return_state` (the spec's `LayerDef::outputs`).
+    pub outputs: Vec<Shape>,
 }
 
 pub struct Layer {
@@ -95,6 +102,9 @@ pub struct Layer {
     pub docs: Vec<Attribute>,
     pub input: Shape,
     pub output: Shape,
+    /// The outputs after `output` (a recurrent layer's states, `return_state`): none
+    /// for most layers, and in a stack.
+    pub states: Vec<Shape>,
     pub params: Vec<Param>,
     /// `trainable = false`: frozen.
     pub frozen: bool,
@@ -231,6 +241,24 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
             previous = Some(label);
             continue;
         };
+        // Each layer of a stack feeds the next one value, as Keras' Sequential.
+        let count = r.def.output_count(&r.args);
+        if count > 1 {
+            let at = match r.given.iter().any(|(n, _)| *n == "return_state") {
+                true => r.tokens(Some("return_state")),
+                false => r.tokens(Some("layer")),
+            };
+            errors.at(
+                at,
+                format!(
+                    "{label} gives {count} outputs with `return_state` (its output and its \
+                     states), and a stack passes one value from layer to layer: write a \
+                     graph model, `let x = Input(..); let ({}) = {}(x); ...`",
+                    tuple_names(r.def, count),
+                    r.written()
+                ),
+            );
+        }
         let output = match rule(&r.args, &shape) {
             Ok(s) => s,
             Err(e) => {
@@ -254,6 +282,7 @@ pub fn check(syntax: &ModelSyntax) -> Result<Model, syn::Error> {
             params: (r.def.params)(&r.args, &shape),
             input: shape,
             output: output.clone(),
+            states: Vec::new(),
             frozen: r.frozen(),
             custom: r.syntax.custom.clone(),
         });
@@ -283,6 +312,7 @@ pub(crate) static CUSTOM: LayerDef = LayerDef {
     params: |_, _| Vec::new(),
     validate: |_| Vec::new(),
     takes_ids: false,
+    states: |_| Vec::new(),
 };
 
 impl Layer {
@@ -290,6 +320,23 @@ impl Layer {
     pub fn custom(&self) -> Option<&TokenStream> {
         self.custom.as_ref()
     }
+}
+
+/// Names for a call's `count` outputs in Keras' order, for messages: `seq, h, c` for an
+/// LSTM, `seq, h` for SimpleRNN and GRU, per direction for Bidirectional.
+pub(crate) fn tuple_names(def: &LayerDef, count: usize) -> String {
+    let names: &[&str] = match (def.class, count) {
+        ("LSTM", 3) => &["y", "h", "c"],
+        ("Bidirectional", 5) => &["y", "forward_h", "forward_c", "backward_h", "backward_c"],
+        ("Bidirectional", 3) => &["y", "forward_h", "backward_h"],
+        (_, 2) => &["y", "h"],
+        _ => &[],
+    };
+    if names.is_empty() {
+        let all: Vec<String> = (0..count).map(|k| format!("y{k}")).collect();
+        return all.join(", ");
+    }
+    names.join(", ")
 }
 
 /// Why a layer of several inputs cannot be one of a stack's layers.

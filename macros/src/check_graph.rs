@@ -7,7 +7,7 @@
 use crate::check::{
     names, resolve, CallNode, Errors, Graph, GraphInput, Layer, Model, Node, Resolved,
 };
-use crate::parse_graph::{Binding, CallArgs, Expr, GraphSyntax};
+use crate::parse_graph::{Binding, CallArgs, Expr, GraphSyntax, Pattern};
 use crate::suggest::did_you_mean;
 use proc_macro2::TokenStream;
 use quote::ToTokens;
@@ -162,6 +162,14 @@ impl<'s> Scope<'s> {
                 *d = b.docs.clone();
             }
         }
+        if let Pattern::Tuple(names, tokens) = &b.pattern {
+            let bound = self.bind_outputs(names, tokens, &b.expr);
+            for (name, bound) in names.iter().zip(bound) {
+                self.bindings
+                    .push((name.to_string(), bound, false, name.to_token_stream()));
+            }
+            return;
+        }
         let bound = match &b.expr {
             Expr::Layer(l) => {
                 let i = self.next;
@@ -175,9 +183,102 @@ impl<'s> Scope<'s> {
             Expr::Name(n) => self.lookup(n),
             e => Bound::Value(self.value(e)),
         };
-        let name = b.name.to_string();
-        self.bindings
-            .push((name, bound, false, b.name.to_token_stream()));
+        for name in b.pattern.names() {
+            self.bindings
+                .push((name.to_string(), bound, false, name.to_token_stream()));
+        }
+    }
+
+    /// `let (a, b, ...) = call;`: each name bound to one of the call's outputs, in order;
+    /// all unknown after a mistake (reported: the count differs, or the expression is no
+    /// call).
+    fn bind_outputs(
+        &mut self,
+        names: &[syn::Ident],
+        pattern: &TokenStream,
+        e: &Expr,
+    ) -> Vec<Bound> {
+        let unknown = vec![Bound::Value(None); names.len()];
+        let Expr::Call { .. } = e else {
+            // Still walked, so its own mistakes are reported and its layers counted.
+            if let Expr::Layer(_) = e {
+                self.next += 1;
+            } else if let Expr::Name(n) = e {
+                self.lookup(n);
+            } else {
+                self.value(e);
+            }
+            self.errors.at(
+                pattern,
+                "a tuple of names binds the outputs of a layer call with several, e.g. \
+                 `let (y, h, c) = LSTM(8, return_state = true)(x);`",
+            );
+            return unknown;
+        };
+        let Some((c, outputs)) = self.call_value(e) else {
+            return unknown;
+        };
+        if outputs.len() == names.len() {
+            return (0..outputs.len())
+                .map(|k| Bound::Value(Some(Node::Call(c, k))))
+                .collect();
+        }
+        let label = self.call_label(c);
+        let gives = match outputs.len() {
+            1 => format!("gives one output, {}: bind it to one name", outputs[0]),
+            n => format!("gives {n} outputs: {}", listed(&outputs)),
+        };
+        self.errors.at(
+            pattern,
+            format!(
+                "`{}` binds {} names, but {label} {gives}",
+                written(pattern),
+                names.len()
+            ),
+        );
+        unknown
+    }
+
+    /// `` `lstm` (LSTM) ``: the layer of call `c`, for messages.
+    fn call_label(&self, c: usize) -> String {
+        let layer = self.calls[c].layer;
+        let class = self.resolved[layer].as_ref().map_or("?", |r| r.def.class);
+        format!("`{}` ({class})", self.names[layer])
+    }
+
+    /// A call's index among the calls and its outputs' shapes; `None` when unknown (a
+    /// mistake, reported).
+    fn call_value(&mut self, e: &Expr) -> Option<(usize, Vec<Shape>)> {
+        match self.value_of(e)? {
+            Node::Call(c, _) => Some((c, self.calls[c].outputs.clone())),
+            Node::Input(_) => None,
+        }
+    }
+
+    /// The one value `e` computes; `None` when unknown (a mistake, reported). A call of
+    /// several outputs is one: each must be bound to a name of its own.
+    fn value(&mut self, e: &Expr) -> Option<Node> {
+        let node = self.value_of(e)?;
+        let Node::Call(c, _) = node else {
+            return Some(node);
+        };
+        let outputs = self.calls[c].outputs.clone();
+        if outputs.len() == 1 || !matches!(e, Expr::Call { .. }) {
+            return Some(node);
+        }
+        let label = self.call_label(c);
+        let def = self.resolved[self.calls[c].layer].as_ref().map(|r| r.def)?;
+        self.errors.at(
+            e.tokens(),
+            format!(
+                "{label} gives {} outputs, its output then its states (`return_state`): \
+                 {}; bind each to a name, `let ({}) = ...;`",
+                outputs.len(),
+                listed(&outputs),
+                crate::check::tuple_names(def, outputs.len())
+            ),
+        );
+        None
     }
 
     fn declare_input(&mut self, i: usize, l: &crate::parse::LayerSyntax) -> Option<Node> {
@@ -232,8 +333,9 @@ impl<'s> Scope<'s> {
         Bound::Value(None)
     }
 
-    /// The value `e` computes; `None` when unknown (a mistake, reported).
-    fn value(&mut self, e: &Expr) -> Option<Node> {
+    /// The value `e` computes (a call's first output); `None` when unknown (a mistake,
+    /// reported).
+    fn value_of(&mut self, e: &Expr) -> Option<Node> {
         match e {
             Expr::Name(n) => match self.lookup(n) {
                 Bound::Value(v) => v,
@@ -442,7 +544,7 @@ impl<'s> Scope<'s> {
         }
         let known: Vec<Node> = inputs.iter().copied().collect::<Option<_>>()?;
         let shapes: Vec<Shape> = known.iter().map(|&n| self.shape(n)).collect();
-        let output = match def.output(&r.args, &shapes) {
+        let outputs = match def.outputs(&r.args, &shapes) {
             Ok(s) => s,
             Err(e) => {
                 let message = self.call_error(&label, def, items, &shapes, &e);
@@ -475,9 +577,9 @@ impl<'s> Scope<'s> {
             inputs: known,
             list: takes_list,
             many: def.takes_many(),
-            output,
+            outputs,
         });
-        Some(Node::Call(self.calls.len() - 1))
+        Some(Node::Call(self.calls.len() - 1, 0))
     }
 
     fn shape(&self, n: Node) -> Shape {
@@ -486,7 +588,11 @@ impl<'s> Scope<'s> {
                 .inputs
                 .get(i)
                 .map_or_else(Shape::unknown, |i| i.0.clone()),
-            Node::Call(c) => self.calls[c].output.clone(),
+            Node::Call(c, k) => self.calls[c]
+                .outputs
+                .get(k)
+                .cloned()
+                .unwrap_or_else(Shape::unknown),
         }
     }
 
@@ -557,8 +663,10 @@ impl<'s> Scope<'s> {
     fn unused(&mut self) {
         let mut found = Vec::new();
         // A binding shadowed by a later one of the same name is checked as well.
+        // A name starting with `_` is left unused on purpose, as in Rust: a state
+        // not needed, `let (_seq, h, c) = LSTM(..)(x);`.
         for (name, bound, used, tokens) in &self.bindings {
-            if *used {
+            if *used || name.starts_with('_') {
                 continue;
             }
             let message = match bound {
@@ -617,7 +725,12 @@ impl<'s> Scope<'s> {
                 docs: self.docs[i].clone(),
                 params: r.def.call_params(&r.args, &inputs),
                 input,
-                output: first.output.clone(),
+                output: first
+                    .outputs
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(Shape::unknown),
+                states: first.outputs.get(1..).unwrap_or_default().to_vec(),
                 frozen: r.frozen(),
                 custom: r.syntax.custom.clone(),
             });
@@ -693,4 +806,13 @@ fn written(tokens: &TokenStream) -> String {
 fn shapes_text(shapes: &[Shape]) -> String {
     let parts: Vec<String> = shapes.iter().map(|s| s.to_string()).collect();
     parts.join(" and ")
+}
+
+/// `(None, 5, 8), (None, 8) and (None, 8)`: a call's outputs, for messages.
+fn listed(shapes: &[Shape]) -> String {
+    let all: Vec<String> = shapes.iter().map(|s| s.to_string()).collect();
+    match all.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => all.join(""),
+    }
 }

@@ -246,7 +246,15 @@ fn field_doc(l: &Layer) -> String {
             l.input
         );
     }
-    let mut s = format!(" `{}`: {}, {} → {}", l.name, l.written, l.input, l.output);
+    let out = if l.states.is_empty() {
+        l.output.to_string()
+    } else {
+        let all: Vec<Shape> = std::iter::once(l.output.clone())
+            .chain(l.states.iter().cloned())
+            .collect();
+        format!("[{}]", shapes_text(&all))
+    };
+    let mut s = format!(" `{}`: {}, {} → {out}", l.name, l.written, l.input);
     if l.params.is_empty() {
         s += "; no parameters.";
     } else {
@@ -577,24 +585,29 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
     let input_locals: Vec<Ident> = (0..g.inputs.len())
         .map(|i| Ident::new(&format!("input_{i}"), Span::mixed_site()))
         .collect();
+    // A call's outputs after its first (a recurrent layer's states): `lstm_state1`, ….
+    let output_local = |c: usize, k: usize| match k {
+        0 => locals[c].clone(),
+        k => format!("{}_state{k}", locals[c]),
+    };
     let node_local = |n: Node| match n {
         Node::Input(_) if single => "input".to_string(),
         Node::Input(i) => g.inputs[i].name.clone(),
-        Node::Call(c) => locals[c].clone(),
+        Node::Call(c, k) => output_local(c, k),
     };
     // A call's value is a call-site local, as the stack form's are, so a layer named
     // `input` or `cx` cannot shadow the mixed-site input and context.
     let node_ident = |n: Node| match n {
         Node::Input(_) if single => names.input.clone(),
         Node::Input(i) => input_locals[i].clone(),
-        Node::Call(c) => ident(&locals[c], Span::call_site()),
+        Node::Call(c, k) => ident(&output_local(c, k), Span::call_site()),
     };
     let mut statements = Vec::new();
     for (c, call) in g.calls.iter().enumerate() {
         let l = &model.layers[call.layer];
         let layer = layer_ref(l);
         let group = &groups[call.layer];
-        let local = node_ident(Node::Call(c));
+        let local = node_ident(Node::Call(c, 0));
         let names: Vec<String> = call.inputs.iter().map(|&n| node_local(n)).collect();
         let shapes: Vec<String> = call
             .inputs
@@ -609,9 +622,22 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
         } else {
             (names.join(", "), shapes.join(", "))
         };
-        let doc = format!(" {}({operands}): {shapes} → {}", l.written, call.output);
+        let out = match call.outputs.as_slice() {
+            [one] => one.to_string(),
+            all => format!("[{}]", shapes_text(all)),
+        };
+        let doc = format!(" {}({operands}): {shapes} → {out}", l.written);
         let inputs = call.inputs.iter().map(|&n| node_ident(n));
-        statements.push(if call.many {
+        statements.push(if call.outputs.len() > 1 {
+            // Every output bound at once: the output, then the states.
+            let all = (0..call.outputs.len()).map(|k| node_ident(Node::Call(c, k)));
+            quote! {
+                #[doc = #doc]
+                let [#(#all),*] = ::strata::__private::outputs(
+                    ::strata::nn::Layer::call_all(#layer, #cx, &[#(#inputs),*], #group)?,
+                )?;
+            }
+        } else if call.many {
             quote! {
                 #[doc = #doc]
                 let #local = ::strata::nn::Layer::call(#layer, #cx, &[#(#inputs),*], #group)?;
@@ -628,9 +654,13 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
             let i = Literal::usize_unsuffixed(i);
             quote!(::strata::nn::Port::Input(#i))
         }
-        Node::Call(c) => {
+        Node::Call(c, 0) => {
             let c = Literal::usize_unsuffixed(c);
-            quote!(::strata::nn::Port::Call(#c))
+            quote!(::strata::nn::Port::call(#c))
+        }
+        Node::Call(c, k) => {
+            let (c, k) = (Literal::usize_unsuffixed(c), Literal::usize_unsuffixed(k));
+            quote!(::strata::nn::Port::Call { call: #c, output: #k })
         }
     };
     let calls = g.calls.iter().map(|c| {
@@ -685,4 +715,10 @@ fn graph_forward(model: &Model, g: &Graph) -> TokenStream {
 
         #forward
     }
+}
+
+/// `(5, 8), (8,) and (8,)`.
+fn shapes_text(shapes: &[Shape]) -> String {
+    let all: Vec<String> = shapes.iter().map(|s| s.to_string()).collect();
+    all.join(", ")
 }

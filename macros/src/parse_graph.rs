@@ -6,6 +6,8 @@
 
 use crate::parse::{parse_layer, split_commas, split_statements, LayerSyntax};
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
+use quote::ToTokens;
+use syn::parse::Parse;
 use syn::parse::{ParseStream, Parser};
 use syn::{Attribute, Ident, Token};
 
@@ -16,11 +18,28 @@ pub struct GraphSyntax {
     pub output: Option<Expr>,
 }
 
-/// `let name = expr;`, with any doc comments above it.
+/// `let name = expr;` or `let (a, b) = expr;`, with any doc comments above it.
 pub struct Binding {
     pub docs: Vec<Attribute>,
-    pub name: Ident,
+    pub pattern: Pattern,
     pub expr: Expr,
+}
+
+/// What a `let` binds: one name, or a tuple of names (a call's several outputs, as
+/// Keras' `seq, h, c = LSTM(8, return_state=True)(x)`).
+pub enum Pattern {
+    Name(Ident),
+    Tuple(Vec<Ident>, TokenStream),
+}
+
+impl Pattern {
+    /// The names bound, in order.
+    pub fn names(&self) -> Vec<&Ident> {
+        match self {
+            Pattern::Name(n) => vec![n],
+            Pattern::Tuple(names, _) => names.iter().collect(),
+        }
+    }
 }
 
 pub enum Expr {
@@ -119,18 +138,31 @@ fn starts_with_let(tokens: &TokenStream) -> bool {
 fn parse_binding(s: ParseStream) -> syn::Result<Binding> {
     let docs = s.call(Attribute::parse_outer)?;
     s.parse::<Token![let]>()?;
-    let name: Ident = s.parse()?;
+    let pattern = if s.peek(syn::token::Paren) {
+        let inner;
+        let paren = syn::parenthesized!(inner in s);
+        let names = inner.parse_terminated(Ident::parse, Token![,])?;
+        let mut tokens = TokenStream::new();
+        paren.surround(&mut tokens, |t| names.to_tokens(t));
+        Pattern::Tuple(names.into_iter().collect(), tokens)
+    } else {
+        Pattern::Name(s.parse()?)
+    };
     s.parse::<Token![=]>()?;
     let rest: TokenStream = s.parse()?;
     if rest.is_empty() {
+        let (at, name): (TokenStream, String) = match &pattern {
+            Pattern::Name(n) => (n.to_token_stream(), n.to_string()),
+            Pattern::Tuple(_, t) => (t.clone(), quote::quote!(#t).to_string()),
+        };
         return Err(syn::Error::new_spanned(
-            &name,
+            at,
             format!("`{name}` is bound to nothing: write `let {name} = Dense(10)(x);`"),
         ));
     }
     Ok(Binding {
         docs,
-        name,
+        pattern,
         expr: parse_expr(rest)?,
     })
 }

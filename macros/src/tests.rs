@@ -113,6 +113,30 @@ fn residual_block_snapshot() {
 }
 
 #[test]
+fn states_snapshot() {
+    let body = quote! {
+        let x = Input((6, 3));
+        let (seq, h, c) = LSTM(4, return_sequences = true, return_state = true)(x);
+        let s = Concatenate()([h, c]);
+        (seq, Dense(1)(s))
+    };
+    let expansion = expand_model(body);
+    snapshot(
+        "states",
+        "pub fn states() -> Model<impl Architecture> {\n    model! {\n        \
+         let x = Input((6, 3));\n        \
+         let (seq, h, c) = LSTM(4, return_sequences = true, return_state = true)(x);\n        \
+         let s = Concatenate()([h, c]);\n        \
+         (seq, Dense(1)(s))\n    }\n}",
+        quote! {
+            pub fn states() -> ::strata::Model<impl ::strata::nn::Architecture> {
+                #expansion
+            }
+        },
+    );
+}
+
+#[test]
 fn every_default_is_a_valid_value() {
     for layer in LAYERS {
         for arg in layer.args.iter().chain(COMMON) {

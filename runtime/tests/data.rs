@@ -1,7 +1,7 @@
 //! The data pipeline and file readers; `fit_dataset`; the seeded random helpers.
 
 use std::io::Write;
-use strata_runtime::data::{read_idx, read_npy, Batch, Dataset};
+use strata_runtime::data::{read_idx, read_npy, Batch, Dataset, Groups};
 use strata_runtime::loss::SparseCategoricalCrossentropy;
 use strata_runtime::nn::{Activation, Dense, Sequential};
 use strata_runtime::optim::SGD;
@@ -293,5 +293,86 @@ fn a_large_gather_split_over_threads_copies_every_row() {
     for (k, &i) in idx.iter().enumerate() {
         let want: Vec<f32> = (i * row..(i + 1) * row).map(|v| v as f32).collect();
         assert_eq!(&d[k * row..(k + 1) * row], &want[..], "row {k}");
+    }
+}
+
+/// A call's batches under steps_per_execution: `Groups` gives up to k batches of one size
+/// stacked, in the epoch's order, the partial last batch in a call of its own, whether
+/// the rows are gathered at once (arrays, no maps) or batch by batch (maps, a prefetch
+/// thread).
+#[test]
+fn groups_stack_the_epochs_batches_in_order() {
+    let n = 23;
+    let x: Vec<f32> = (0..n * 3).map(|v| v as f32).collect();
+    let y: Vec<i32> = (0..n as i32).collect();
+    let w: Vec<f32> = (0..n).map(|v| 0.5 + v as f32).collect();
+    let base = Dataset::from_arrays(
+        Tensor::from_vec(&[n, 3], x).unwrap(),
+        Tensor::from_vec(&[n], y).unwrap(),
+    )
+    .unwrap()
+    .with_sample_weight(w)
+    .unwrap()
+    .shuffle(7)
+    .batch(4)
+    .unwrap();
+    let double = |mut b: Batch| {
+        b.x = Tensor::from_vec(
+            b.x.dims(),
+            b.x.to_vec::<f32>()?.iter().map(|v| v * 2.0).collect(),
+        )?;
+        Ok(b)
+    };
+    let forms = [
+        ("arrays", base.clone()),
+        ("mapped", base.clone().map(double)),
+        ("prefetched", base.clone().map(double).prefetch(2)),
+    ];
+    for (form, ds) in forms {
+        for k in [1, 2, 4, 5, 9] {
+            let batches: Vec<Batch> = ds.iter(1).map(Result::unwrap).collect();
+            let mut groups = Groups::new(ds.iter(1));
+            let mut b = Batch::default();
+            let mut at = 0;
+            let mut calls = Vec::new();
+            while let Some(m) = groups.next_into(&mut b, k) {
+                let m = m.unwrap();
+                let parts = &batches[at..at + m];
+                let rows = parts[0].x.dims()[0];
+                assert!(
+                    m <= k && parts.iter().all(|p| p.x.dims()[0] == rows),
+                    "{form} k={k}"
+                );
+                let cat = |f: &dyn Fn(&Batch) -> Vec<f32>| -> Vec<f32> {
+                    parts.iter().flat_map(f).collect()
+                };
+                assert_eq!(
+                    b.x.to_vec::<f32>().unwrap(),
+                    cat(&|p| p.x.to_vec().unwrap())
+                );
+                assert_eq!(b.x.dims(), &[rows * m, 3]);
+                let ys: Vec<i32> = parts
+                    .iter()
+                    .flat_map(|p| p.y.to_vec::<i32>().unwrap())
+                    .collect();
+                assert_eq!(b.y.to_vec::<i32>().unwrap(), ys, "{form} k={k}");
+                let sw = b.sample_weight.as_ref().unwrap().to_vec::<f32>().unwrap();
+                assert_eq!(
+                    sw,
+                    cat(&|p| p.sample_weight.as_ref().unwrap().to_vec().unwrap())
+                );
+                calls.push(m);
+                at += m;
+            }
+            assert_eq!(at, batches.len(), "{form} k={k}");
+            // 5 full batches of 4 and one of 3: the partial one runs alone.
+            let full = 5;
+            let mut want: Vec<usize> = vec![k; full / k];
+            if full % k > 0 {
+                want.push(full % k);
+            }
+            want.push(1);
+            assert_eq!(calls, want, "{form} k={k}");
+        }
     }
 }

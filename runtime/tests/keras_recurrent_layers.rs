@@ -2,7 +2,8 @@
 //! against Keras 3 (`tests/reference/recurrent_layers.json`,
 //! written by `scripts/keras-reference/recurrent_layers.py`): the same arguments, the same
 //! weights in Keras' order, paths and layouts, the same parameter count, and the same
-//! outputs, on the native backend and on XLA CPU.
+//! outputs (with `return_state`, every state too, in Keras' order), on the native backend
+//! and on XLA CPU.
 
 mod backends;
 
@@ -85,9 +86,10 @@ fn recurrent(class: &str, a: &Json) -> Recurrent {
     };
     let activation = act("activation", Activation::Tanh);
     let recurrent_activation = act("recurrent_activation", Activation::Sigmoid);
-    let (use_bias, return_sequences, go_backwards) = (
+    let (use_bias, return_sequences, return_state, go_backwards) = (
         flag("use_bias", true),
         flag("return_sequences", false),
+        flag("return_state", false),
         flag("go_backwards", false),
     );
     match class {
@@ -95,6 +97,7 @@ fn recurrent(class: &str, a: &Json) -> Recurrent {
             activation,
             use_bias,
             return_sequences,
+            return_state,
             go_backwards,
             ..SimpleRNN::new("simple_rnn", units)
         }),
@@ -103,6 +106,7 @@ fn recurrent(class: &str, a: &Json) -> Recurrent {
             recurrent_activation,
             use_bias,
             return_sequences,
+            return_state,
             go_backwards,
             ..LSTM::new("lstm", units)
         }),
@@ -111,6 +115,7 @@ fn recurrent(class: &str, a: &Json) -> Recurrent {
             recurrent_activation,
             use_bias,
             return_sequences,
+            return_state,
             go_backwards,
             reset_after: flag("reset_after", true),
             ..GRU::new("gru", units)
@@ -119,13 +124,14 @@ fn recurrent(class: &str, a: &Json) -> Recurrent {
     }
 }
 
-/// Each case's layer, input and weights, its graph, and Keras' output.
+/// Each case's layer, input and weights, its graph, and Keras' outputs (the output, then
+/// any states).
 struct Case {
     what: String,
     layer: Box<dyn Layer>,
     inputs: Vec<Tensor>,
     graph: Graph,
-    keras: Tensor,
+    keras: Vec<Tensor>,
 }
 
 fn cases() -> Vec<Case> {
@@ -164,19 +170,24 @@ fn cases() -> Vec<Case> {
             assert_eq!(declared, given, "{what}");
             let count: usize = specs.iter().map(ParamSpec::numel).sum();
             assert_eq!(count as u64, case["params"].as_u64().unwrap(), "{what}");
-            let keras = tensor(&case["output"]);
+            let mut keras = vec![tensor(&case["output"])];
+            if let Some(states) = case.get("states").and_then(Json::as_array) {
+                keras.extend(states.iter().map(tensor));
+            }
             assert_eq!(
                 layer.output_shape(&shape).unwrap(),
-                &keras.dims()[1..],
+                &keras[0].dims()[1..],
                 "{what}"
             );
+            let all: Vec<&[usize]> = keras.iter().map(|k| &k.dims()[1..]).collect();
+            assert_eq!(layer.call_output_shapes(&[&shape]).unwrap(), all, "{what}");
 
             inputs.extend(weights);
             let mut g = Graph::new("layer");
             let vs: Vec<_> = inputs.iter().map(|x| g.parameter(x.ty())).collect();
             let mut cx = Forward::new(&mut g, false, None);
-            let y = layer.forward(&mut cx, vs[0], &vs[1..]).unwrap();
-            g.set_outputs(vec![y]).unwrap();
+            let ys = layer.call_all(&mut cx, &vs[..1], &vs[1..]).unwrap();
+            g.set_outputs(ys).unwrap();
             Case {
                 what,
                 layer,
@@ -192,18 +203,18 @@ fn cases() -> Vec<Case> {
 fn every_case_matches_keras_on_native_and_xla_cpu() {
     for (backend, b) in backends::backends() {
         for case in cases() {
-            let got = b.run(&case.graph, &case.inputs).unwrap().remove(0);
+            let got = b.run(&case.graph, &case.inputs).unwrap();
             let what = format!("{backend}, {} ({})", case.what, case.layer.name());
-            assert_eq!(got.dims(), case.keras.dims(), "{what}");
-            let (g, w) = (
-                got.to_vec::<f32>().unwrap(),
-                case.keras.to_vec::<f32>().unwrap(),
-            );
-            for (k, (a, b)) in g.iter().zip(&w).enumerate() {
-                assert!(
-                    (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),
-                    "{what}: element {k} is {a}, Keras gives {b}"
-                );
+            assert_eq!(got.len(), case.keras.len(), "{what}");
+            for (i, (got, keras)) in got.iter().zip(&case.keras).enumerate() {
+                assert_eq!(got.dims(), keras.dims(), "{what}: output {i}");
+                let (g, w) = (got.to_vec::<f32>().unwrap(), keras.to_vec::<f32>().unwrap());
+                for (k, (a, b)) in g.iter().zip(&w).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),
+                        "{what}: output {i}, element {k} is {a}, Keras gives {b}"
+                    );
+                }
             }
         }
     }

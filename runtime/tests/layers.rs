@@ -1852,12 +1852,25 @@ fn recurrent_layers_refuse_what_they_cannot_take() {
         "{e}"
     );
     assert!(lstm.output_shape(&[2, 3, 4]).is_err());
+    // With `return_state` a call gives the output, then the state (Keras' order).
     let state = GRU {
         return_state: true,
         ..GRU::new("gru", 2)
     };
-    let e = state.output_shape(&[3, 4]).unwrap_err().to_string();
-    assert!(e.contains("`return_state` is not supported yet"), "{e}");
+    assert_eq!(state.output_shape(&[3, 4]).unwrap(), [2]);
+    assert_eq!(
+        state.call_output_shapes(&[&[3, 4]]).unwrap(),
+        [vec![2], vec![2]]
+    );
+    let lstm_states = LSTM {
+        return_state: true,
+        return_sequences: true,
+        ..LSTM::new("lstm", 2)
+    };
+    assert_eq!(
+        lstm_states.call_output_shapes(&[&[3, 4]]).unwrap(),
+        [vec![3, 2], vec![2], vec![2]]
+    );
     let dropout = SimpleRNN {
         recurrent_dropout: 1.5,
         ..SimpleRNN::new("simple_rnn", 2)

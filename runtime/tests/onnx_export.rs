@@ -488,7 +488,8 @@ fn shape_and_activation_layers_match_predict() {
 // Issue 14: products and attention, in a graph.
 #[test]
 fn dot_attention_and_multi_head_attention_match_predict() {
-    use Port::{Call as C, Input as I};
+    use Port::Input as I;
+    let c = Port::call;
     let call = |layer: usize, inputs: Vec<Port>| strata_runtime::nn::Call { layer, inputs };
     let layers: Vec<Box<dyn Layer>> = vec![
         // 0: causal self-attention over x (4 steps, 6 features), with dropout in training.
@@ -545,24 +546,24 @@ fn dot_attention_and_multi_head_attention_match_predict() {
         calls: vec![
             call(0, vec![I(0), I(0)]),           // 0: (4, 6)
             call(1, vec![I(0)]),                 // 1: (4, 5)
-            call(2, vec![C(0), C(1), I(0)]),     // 2: (4, 7)
-            call(3, vec![C(0), C(1), C(0)]),     // 3: (4, 5)
-            call(4, vec![C(3), C(3)]),           // 4: (4, 5)
-            call(12, vec![C(3), C(4), C(1)]),    // 5: add
-            call(13, vec![C(5), C(4)]),          // 6: subtract
-            call(14, vec![C(6), C(3)]),          // 7: multiply
-            call(15, vec![C(7), C(1)]),          // 8: average
-            call(16, vec![C(8), C(4)]),          // 9: maximum
-            call(17, vec![C(9), C(3)]),          // 10: minimum, (4, 5)
-            call(5, vec![C(2), C(10)]),          // 11: (7, 5)
-            call(6, vec![C(10), C(1)]),          // 12: (4, 4)
-            call(8, vec![C(11)]),                // 13: (35,)
-            call(9, vec![C(12)]),                // 14: (16,)
-            call(7, vec![C(14), C(14)]),         // 15: (1,)
-            call(10, vec![C(13), C(14), C(15)]), // 16: (52,)
-            call(11, vec![C(16)]),               // 17: (3,)
+            call(2, vec![c(0), c(1), I(0)]),     // 2: (4, 7)
+            call(3, vec![c(0), c(1), c(0)]),     // 3: (4, 5)
+            call(4, vec![c(3), c(3)]),           // 4: (4, 5)
+            call(12, vec![c(3), c(4), c(1)]),    // 5: add
+            call(13, vec![c(5), c(4)]),          // 6: subtract
+            call(14, vec![c(6), c(3)]),          // 7: multiply
+            call(15, vec![c(7), c(1)]),          // 8: average
+            call(16, vec![c(8), c(4)]),          // 9: maximum
+            call(17, vec![c(9), c(3)]),          // 10: minimum, (4, 5)
+            call(5, vec![c(2), c(10)]),          // 11: (7, 5)
+            call(6, vec![c(10), c(1)]),          // 12: (4, 4)
+            call(8, vec![c(11)]),                // 13: (35,)
+            call(9, vec![c(12)]),                // 14: (16,)
+            call(7, vec![c(14), c(14)]),         // 15: (1,)
+            call(10, vec![c(13), c(14), c(15)]), // 16: (52,)
+            call(11, vec![c(16)]),               // 17: (3,)
         ],
-        outputs: vec![C(17)],
+        outputs: vec![c(17)],
     };
     let mut m = Model::new(Functional::new(Some(vec![4, 6]), layers, topology));
     let x = normal(&[40, 4, 6], 41);
@@ -819,6 +820,42 @@ fn recurrent_layers_are_not_exportable_yet_a_typed_error_naming_each() {
         }
         assert!(!path.exists());
     }
+}
+
+#[test]
+fn a_call_with_states_is_a_typed_error() {
+    // Read through its state: the export refuses the call of several outputs itself.
+    let layers: Vec<Box<dyn Layer>> = vec![
+        Box::new(LSTM {
+            return_state: true,
+            ..LSTM::new("lstm", 2)
+        }),
+        Box::new(Dense::new("dense", 1, Activation::Linear)),
+    ];
+    let topology = Topology {
+        calls: vec![
+            Call {
+                layer: 0,
+                inputs: vec![Port::Input(0)],
+            },
+            Call {
+                layer: 1,
+                inputs: vec![Port::Call { call: 0, output: 2 }],
+            },
+        ],
+        outputs: vec![Port::call(1)],
+    };
+    let m = Model::new(Functional::new(Some(vec![3, 4]), layers, topology));
+    let dir = work_dir("return_state");
+    let path = dir.join("m.onnx");
+    match m.export_onnx(&path).unwrap_err() {
+        Error::OnnxUnsupported { layer, message, .. } => {
+            assert_eq!(layer, "lstm (LSTM)");
+            assert!(message.contains("several outputs"), "{message}");
+        }
+        other => panic!("expected OnnxUnsupported, got {other:?}"),
+    }
+    assert!(!path.exists());
 }
 
 /// A layer outside the catalogue, with a forward pass but no ONNX mapping.

@@ -8,7 +8,8 @@ writes `runtime/tests/reference/recurrent_layers.json`, which
 Every case holds the layer's class and arguments (as Keras takes them), its float32 input
 `(batch, timesteps, features)` and weights (from a fixed numpy seed, in Keras' order and
 layout, set with `set_weights`), the weights' Keras paths, Keras' output, and the
-layer's parameter count (`count_params`, what Keras' summary shows).
+layer's parameter count (`count_params`, what Keras' summary shows); a layer with
+`return_state` also its states, in Keras' order, under `states`.
 """
 
 import json
@@ -63,16 +64,20 @@ def measured(layer, cls, kwargs, shape):
     layer(x)  # builds it
     weights = [(0.5 * rng.normal(size=w.shape)).astype(np.float32) for w in layer.weights]
     layer.set_weights(weights)
-    y = np.asarray(layer(x))
-    return {
+    ys = layer(x)
+    ys = list(ys) if isinstance(ys, (list, tuple)) else [ys]
+    out = {
         "class": cls,
         "args": kwargs,
         "inputs": [tensor(x)],
         "weight_paths": [w.path for w in layer.weights],
         "weights": [tensor(w) for w in weights],
-        "output": tensor(y),
+        "output": tensor(ys[0]),
         "params": int(layer.count_params()),
     }
+    if len(ys) > 1:
+        out["states"] = [tensor(s) for s in ys[1:]]
+    return out
 
 
 def case(cls, kwargs, shape):
@@ -109,9 +114,39 @@ def wrapped_case(cls, kwargs, inner, shape):
     return measured(wrapper, cls, args, shape)
 
 
+# `return_state`: the output, then the final states (LSTM `h, c`; GRU and SimpleRNN `h`;
+# Bidirectional the forward copy's, then the backward copy's). After the cases above, so
+# their random draws stay the same.
+STATES = [
+    ("LSTM", dict(units=3, return_state=True), (2, 4, 5)),
+    ("LSTM", dict(units=3, return_state=True, return_sequences=True), (2, 4, 5)),
+    ("LSTM", dict(units=2, return_state=True, go_backwards=True), (3, 5, 2)),
+    ("LSTM", dict(units=2, return_state=True, return_sequences=True, go_backwards=True),
+     (3, 5, 2)),
+    ("GRU", dict(units=3, return_state=True), (2, 4, 5)),
+    ("GRU", dict(units=3, return_state=True, return_sequences=True, go_backwards=True),
+     (2, 4, 5)),
+    ("GRU", dict(units=2, return_state=True, reset_after=False), (3, 5, 2)),
+    ("GRU", dict(units=2, return_state=True, reset_after=False, return_sequences=True,
+                 go_backwards=True), (3, 5, 2)),
+    ("SimpleRNN", dict(units=3, return_state=True), (2, 4, 5)),
+    ("SimpleRNN", dict(units=2, return_state=True, return_sequences=True, go_backwards=True),
+     (3, 5, 2)),
+]
+WRAPPED_STATES = [
+    ("Bidirectional", dict(), ("LSTM", dict(units=3, return_state=True)), (2, 4, 5)),
+    ("Bidirectional", dict(merge_mode="sum"),
+     ("LSTM", dict(units=2, return_state=True, return_sequences=True)), (3, 5, 2)),
+    ("Bidirectional", dict(),
+     ("GRU", dict(units=2, return_state=True, return_sequences=True)), (2, 4, 5)),
+    ("Bidirectional", dict(merge_mode="ave"),
+     ("SimpleRNN", dict(units=2, return_state=True)), (3, 5, 2)),
+]
+
 out = {
     "keras": keras.__version__,
-    "cases": [case(*c) for c in CASES] + [wrapped_case(*c) for c in WRAPPED],
+    "cases": [case(*c) for c in CASES] + [wrapped_case(*c) for c in WRAPPED]
+    + [case(*c) for c in STATES] + [wrapped_case(*c) for c in WRAPPED_STATES],
 }
 with open(OUT, "w") as f:
     json.dump(out, f, indent=1)

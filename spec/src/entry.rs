@@ -144,6 +144,9 @@ pub type ParamRule = fn(&Args, &Shape) -> Vec<Param>;
 /// projections are sized by the query's features and the value's and key's).
 pub type ListParamRule = fn(&Args, &[Shape]) -> Vec<Param>;
 pub type Validate = fn(&Args) -> Vec<ArgError>;
+/// The shapes of the outputs a call gives after its first, for the layer's arguments:
+/// a recurrent layer's final states with `return_state` (Keras' order), none for most.
+pub type StatesRule = fn(&Args) -> Vec<Shape>;
 
 /// What a layer is called on, and the rule giving its output shape.
 #[derive(Clone, Copy, Debug)]
@@ -195,6 +198,9 @@ pub struct LayerDef {
     pub validate: Validate,
     /// Takes integer ids, so it can only be the first layer.
     pub takes_ids: bool,
+    /// The outputs after the first (see [`LayerDef::outputs`]); `no_states` for a layer
+    /// of one output.
+    pub states: StatesRule,
 }
 
 impl LayerDef {
@@ -285,6 +291,20 @@ impl LayerDef {
         }
     }
 
+    /// Every output of one call on `inputs`, in Keras' order: [`output`](LayerDef::output)
+    /// first, then the states its arguments ask for (`return_state`). The one rule both
+    /// the macro's checks and the runtime's build read for a call's outputs.
+    pub fn outputs(&self, args: &Args, inputs: &[Shape]) -> Result<Vec<Shape>, CallError> {
+        let mut all = vec![self.output(args, inputs)?];
+        all.extend((self.states)(args));
+        Ok(all)
+    }
+
+    /// How many outputs a call gives with these arguments (one for most layers).
+    pub fn output_count(&self, args: &Args) -> usize {
+        1 + (self.states)(args).len()
+    }
+
     /// The parameters one call on `inputs` creates (shapes its `output` accepted): a
     /// one-input layer's from its input, a layer of several inputs' from all of them.
     pub fn call_params(&self, args: &Args, inputs: &[Shape]) -> Vec<Param> {
@@ -325,6 +345,10 @@ pub enum CallError {
 }
 
 pub(crate) fn no_params(_: &Args, _: &Shape) -> Vec<Param> {
+    Vec::new()
+}
+
+pub(crate) fn no_states(_: &Args) -> Vec<Shape> {
     Vec::new()
 }
 

@@ -4,14 +4,14 @@ use crate::attention::{
     attention, attention_params, dot, multi_head_attention, multi_head_attention_params,
 };
 use crate::entry::{
-    arg, keyword, no_checks, no_list_params, no_params, param, required, same_shape, ArgDef,
-    ArgDefault, LayerDef, Param, Rule, DATA_FORMAT,
+    arg, keyword, no_checks, no_list_params, no_params, no_states, param, required, same_shape,
+    ArgDef, ArgDefault, LayerDef, Param, Rule, DATA_FORMAT,
 };
 use crate::error::{ArgError, ShapeError};
 use crate::merge::{concatenate, elementwise};
 use crate::recurrent::{
-    gru_params, lstm_params, recurrent, recurrent_checks, simple_rnn_params, GRU_ARGS, LSTM_ARGS,
-    SIMPLE_RNN_ARGS,
+    gru_params, lstm_params, lstm_states, one_state, recurrent, recurrent_checks,
+    simple_rnn_params, GRU_ARGS, LSTM_ARGS, SIMPLE_RNN_ARGS,
 };
 use crate::rules::{
     check_permutation, conv1d, conv1d_params, conv2d, conv2d_params, conv2d_transpose,
@@ -23,8 +23,8 @@ use crate::rules::{
 use crate::shape::Shape;
 use crate::value::{Args, Kind};
 use crate::wrapper::{
-    bidirectional, bidirectional_checks, bidirectional_params, time_distributed,
-    time_distributed_checks, time_distributed_params,
+    bidirectional, bidirectional_checks, bidirectional_params, bidirectional_states,
+    time_distributed, time_distributed_checks, time_distributed_params,
 };
 
 static POOLING_ARGS: &[ArgDef] = &[
@@ -117,6 +117,7 @@ const fn elementwise_merge(
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     }
 }
 
@@ -131,6 +132,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Dense",
@@ -162,6 +164,7 @@ pub static LAYERS: &[LayerDef] = &[
         },
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Flatten",
@@ -179,6 +182,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Reshape",
@@ -190,6 +194,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Dropout",
@@ -201,6 +206,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Conv2D",
@@ -224,6 +230,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: conv2d_params,
         validate: conv_checks::<2>,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "MaxPooling2D",
@@ -235,6 +242,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: padding_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "AveragePooling2D",
@@ -246,6 +254,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: padding_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "GlobalAveragePooling2D",
@@ -257,6 +266,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "GlobalMaxPooling2D",
@@ -268,6 +278,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "BatchNormalization",
@@ -303,6 +314,7 @@ pub static LAYERS: &[LayerDef] = &[
         },
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "LayerNormalization",
@@ -321,6 +333,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: gamma_beta,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Embedding",
@@ -349,6 +362,7 @@ pub static LAYERS: &[LayerDef] = &[
         },
         validate: no_checks,
         takes_ids: true,
+        states: no_states,
     },
     LayerDef {
         class: "Activation",
@@ -360,6 +374,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     // Sequences (steps, channels); depthwise, separable and transposed 2-D convolutions;
     // group normalisation.
@@ -385,6 +400,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: conv1d_params,
         validate: conv_checks::<1>,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "MaxPooling1D",
@@ -396,6 +412,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: padding_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "AveragePooling1D",
@@ -407,6 +424,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: padding_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "GlobalAveragePooling1D",
@@ -418,6 +436,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "GlobalMaxPooling1D",
@@ -429,6 +448,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "DepthwiseConv2D",
@@ -452,6 +472,7 @@ pub static LAYERS: &[LayerDef] = &[
         // Keras 3 takes strides with dilation here (unlike Conv2D's).
         validate: padding_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "SeparableConv2D",
@@ -477,6 +498,7 @@ pub static LAYERS: &[LayerDef] = &[
         // Keras 3 takes strides with dilation here (unlike Conv2D's).
         validate: padding_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Conv2DTranspose",
@@ -517,6 +539,7 @@ pub static LAYERS: &[LayerDef] = &[
             errors
         },
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "GroupNormalization",
@@ -536,6 +559,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: gamma_beta,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     // Issue 14, shape and activation layers (one block, so merges with other additions
     // stay easy).
@@ -552,6 +576,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Softmax",
@@ -563,6 +588,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "ReLU",
@@ -578,6 +604,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "LeakyReLU",
@@ -589,6 +616,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "PReLU",
@@ -603,6 +631,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: prelu_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "ZeroPadding2D",
@@ -614,6 +643,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Cropping2D",
@@ -628,6 +658,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "UpSampling2D",
@@ -643,6 +674,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Permute",
@@ -654,6 +686,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: check_permutation,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "RepeatVector",
@@ -665,6 +698,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     elementwise_merge("Add", "add", 1, None),
     elementwise_merge("Subtract", "subtract", 2, Some(2)),
@@ -687,6 +721,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Dot",
@@ -706,6 +741,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "Attention",
@@ -730,6 +766,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     LayerDef {
         class: "MultiHeadAttention",
@@ -760,6 +797,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: no_params,
         validate: no_checks,
         takes_ids: false,
+        states: no_states,
     },
     // Issue 15: recurrent layers over `(timesteps, features)`.
     LayerDef {
@@ -772,6 +810,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: simple_rnn_params,
         validate: recurrent_checks,
         takes_ids: false,
+        states: one_state,
     },
     LayerDef {
         class: "LSTM",
@@ -783,6 +822,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: lstm_params,
         validate: recurrent_checks,
         takes_ids: false,
+        states: lstm_states,
     },
     LayerDef {
         class: "GRU",
@@ -794,6 +834,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: gru_params,
         validate: recurrent_checks,
         takes_ids: false,
+        states: one_state,
     },
     // The wrappers: a layer of the catalogue as their argument.
     LayerDef {
@@ -817,6 +858,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: bidirectional_params,
         validate: bidirectional_checks,
         takes_ids: false,
+        states: bidirectional_states,
     },
     LayerDef {
         class: "TimeDistributed",
@@ -828,6 +870,7 @@ pub static LAYERS: &[LayerDef] = &[
         params: time_distributed_params,
         validate: time_distributed_checks,
         takes_ids: false,
+        states: no_states,
     },
 ];
 

@@ -10,7 +10,8 @@
 //! Adding a layer touches no macro code:
 //! 1. an entry in [`LAYERS`] (`layers.rs`): names, arguments (a [`Kind`] brings its range),
 //!    shape rule, parameters (dims, initializer argument, fans), `validate` for arguments
-//!    that must agree; a new rule goes in `rules.rs`, a new [`ShapeError`] in `error.rs`
+//!    that must agree, `states` for the outputs a call gives after its first (a recurrent
+//!    layer's `return_state`; `no_states` for most); a new rule goes in `rules.rs`, a new [`ShapeError`] in `error.rs`
 //!    with both wordings;
 //! 2. `runtime/src/nn/layers/<layer>.rs`: the struct (a field per argument marked
 //!    `field`), `new` with Keras' defaults, and `Layer`'s `class`, `name`, `args` and
@@ -38,7 +39,7 @@ pub use choice::{
 };
 pub use entry::{
     ArgDef, ArgDefault, CallError, LayerDef, ListParamRule, ListRule, Param, ParamRule, Rule,
-    ShapeRule, COMMON,
+    ShapeRule, StatesRule, COMMON,
 };
 pub use error::{ArgError, MergeError, ShapeError};
 pub use layers::{layer, layer_names, LAYERS};

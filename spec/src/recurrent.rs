@@ -1,6 +1,7 @@
 //! The recurrent layers (SimpleRNN, LSTM, GRU): one rule over `(timesteps, features)`,
 //! their weights in Keras 3's layouts (gates side by side along the last axis: LSTM
-//! `i, f, c, o`, GRU `z, r, h`), and what they do not take yet.
+//! `i, f, c, o`, GRU `z, r, h`), their final states (`return_state`), and what they do
+//! not take yet.
 
 use crate::entry::{arg, keyword, param, required, ArgDef, Param};
 use crate::error::{ArgError, ShapeError};
@@ -17,6 +18,28 @@ pub(crate) fn recurrent(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
         vec![units]
     };
     Ok(Shape { open: false, dims })
+}
+
+/// The final states a layer of `n` of them returns with `return_state`, each `(units,)`.
+fn states(a: &Args, n: usize) -> Vec<Shape> {
+    if !a.flag("return_state") {
+        return Vec::new();
+    }
+    let state = Shape {
+        open: false,
+        dims: vec![Some(a.count("units"))],
+    };
+    vec![state; n]
+}
+
+/// SimpleRNN's and GRU's one state `h`, after the output (Keras: `[output, state]`).
+pub(crate) fn one_state(a: &Args) -> Vec<Shape> {
+    states(a, 1)
+}
+
+/// An LSTM's `h` then `c` (Keras: `[output, state_h, state_c]`).
+pub(crate) fn lstm_states(a: &Args) -> Vec<Shape> {
+    states(a, 2)
 }
 
 /// The timesteps and features of a sequence input, `None` where not known yet.
@@ -97,13 +120,6 @@ fn not_yet(errors: &mut Vec<ArgError>, arg: &'static str, why: &str) {
 /// What the layers take in Keras but not here yet.
 pub(crate) fn recurrent_checks(a: &Args) -> Vec<ArgError> {
     let mut errors = Vec::new();
-    if a.flag("return_state") {
-        not_yet(
-            &mut errors,
-            "return_state",
-            "a layer call has one output; leave it false",
-        );
-    }
     // Keras starts the forget gate's bias at one and the rest from `bias_initializer`;
     // here the rest starts at zero (or, with `ones`, at one throughout).
     if a.flag("unit_forget_bias") && !matches!(a.choice("bias_initializer"), "zeros" | "ones" | "")

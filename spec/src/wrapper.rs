@@ -110,6 +110,16 @@ pub(crate) fn bidirectional(a: &Args, x: &Shape) -> Result<Shape, ShapeError> {
     }
 }
 
+/// The wrapped layer's states for each direction, the forward copy's first (Keras 3:
+/// `[output, forward_h, (forward_c,) backward_h, (backward_c)]`); `merge_mode` joins the
+/// outputs only.
+pub(crate) fn bidirectional_states(a: &Args) -> Vec<Shape> {
+    match recurrent(a) {
+        Some(w) => [(w.def.states)(&w.args), (w.def.states)(&w.args)].concat(),
+        None => Vec::new(),
+    }
+}
+
 /// The forward copy's weights, then the backward copy's: `forward_lstm/...`,
 /// `backward_lstm/...`.
 pub(crate) fn bidirectional_params(a: &Args, x: &Shape) -> Vec<Param> {
@@ -211,6 +221,15 @@ pub(crate) fn time_distributed_checks(a: &Args) -> Vec<ArgError> {
             arg: "layer",
             message: format!(
                 "`layer` must be a layer of one input to apply at every step, got {}",
+                w.def.class
+            ),
+        }],
+        // Each step's output is one value; a layer's states would have no step axis.
+        Some(w) if w.def.output_count(&w.args) > 1 => vec![ArgError {
+            arg: "layer",
+            message: format!(
+                "`layer` must give one output to apply at every step; {} with \
+                 `return_state` gives its states too: leave it false",
                 w.def.class
             ),
         }],

@@ -163,37 +163,37 @@ pub fn residual() -> ::strata::Model<impl ::strata::nn::Architecture> {
                         ::strata::nn::Call {
                             layer: 1,
                             inputs: ::strata::__private::Vec::from([
-                                ::strata::nn::Port::Call(0),
+                                ::strata::nn::Port::call(0),
                             ]),
                         },
                         ::strata::nn::Call {
                             layer: 2,
                             inputs: ::strata::__private::Vec::from([
-                                ::strata::nn::Port::Call(1),
-                                ::strata::nn::Port::Call(0),
+                                ::strata::nn::Port::call(1),
+                                ::strata::nn::Port::call(0),
                             ]),
                         },
                         ::strata::nn::Call {
                             layer: 3,
                             inputs: ::strata::__private::Vec::from([
-                                ::strata::nn::Port::Call(2),
+                                ::strata::nn::Port::call(2),
                             ]),
                         },
                         ::strata::nn::Call {
                             layer: 4,
                             inputs: ::strata::__private::Vec::from([
-                                ::strata::nn::Port::Call(3),
+                                ::strata::nn::Port::call(3),
                             ]),
                         },
                         ::strata::nn::Call {
                             layer: 5,
                             inputs: ::strata::__private::Vec::from([
-                                ::strata::nn::Port::Call(4),
+                                ::strata::nn::Port::call(4),
                             ]),
                         },
                     ]),
                     outputs: ::strata::__private::Vec::from([
-                        ::strata::nn::Port::Call(5),
+                        ::strata::nn::Port::call(5),
                     ]),
                 }
             }

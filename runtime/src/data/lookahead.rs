@@ -1,12 +1,14 @@
-//! The next batch's rows of an inline [`Batches`](super::Batches) iterator, fetched into
-//! cache by the native crew's idle workers while the caller runs the current step.
+//! The next call's rows of an inline [`Groups`](super::Groups) iterator, fetched into
+//! cache by the native crew's idle workers while the caller runs the current call.
 //!
 //! Gathering a batch's rows from a shuffled data set is bound by memory latency (32 rows of
 //! 784 floats from a 31 MB set took ~15 µs on one core, a tenth of a batch-32 step), and
 //! during a step the crew's worker waits between the kernels it shares (~35% of the step on
-//! the tutorial model). So when `next_into` has made batch `i`, it hands the rows of batch
-//! `i + 1` to the crew as a side job of prefetches, one row per piece, which the worker
-//! issues between kernels; the gather of batch `i + 1` then reads cached lines. Prefetching
+//! the tutorial model). So when `next_into` has made call `i`'s batches, it hands the rows
+//! of call `i + 1` to the crew as a side job of prefetches, one row per piece, which the
+//! worker issues between kernels; the gather of call `i + 1` then reads cached lines
+//! (a call's batches are gathered at once: a fetch started between two of them would only
+//! be abandoned). Prefetching
 //! and not copying: a copy waits on memory, and a worker busy with a row when a kernel's
 //! tasks are dealt lets the other core steal its share, which moves the first layer's data
 //! off its core (measured in one pair of runs: copying the rows this way made the time

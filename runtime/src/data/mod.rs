@@ -3,12 +3,14 @@
 //! by the native crew's idle worker, see [`Lookahead`]) and readers for IDX and `.npy`
 //! files.
 
+mod group;
 mod idx;
 mod lookahead;
 mod many;
 mod mnist;
 mod npy;
 
+pub use group::Groups;
 pub(crate) use idx::from_file_bytes as idx_from_file_bytes;
 pub use idx::read_idx;
 pub use lookahead::Lookahead;
@@ -360,41 +362,6 @@ pub enum Batches {
         rx: mpsc::Receiver<Result<Batch>>,
     },
     Failed(Option<Error>),
-}
-
-impl Batches {
-    /// The next batch's sample count, where it is known before the batch is made (not
-    /// from a prefetch thread): lets a loop hand `next_into` a buffer of that size.
-    pub fn next_rows(&self) -> Option<usize> {
-        match self {
-            Batches::Inline { ranges, next, .. } => ranges.get(*next).map(|&(lo, hi)| hi - lo),
-            _ => None,
-        }
-    }
-
-    /// The next batch, written into `b` (reusing its memory when the batch is made here
-    /// rather than on the prefetch thread). `None` at the end of the epoch.
-    pub fn next_into(&mut self, b: &mut Batch) -> Option<Result<()>> {
-        match self {
-            Batches::Inline {
-                ds,
-                order,
-                ranges,
-                next,
-                ahead,
-            } => {
-                let &(lo, hi) = ranges.get(*next)?;
-                ahead.finish();
-                *next += 1;
-                let made = ds.make_batch_into(&order[lo..hi], b);
-                if let Some(&(lo, hi)) = ranges.get(*next) {
-                    ahead.start(ds, &order[lo..hi]);
-                }
-                Some(made)
-            }
-            other => other.next().map(|r| r.map(|batch| *b = batch)),
-        }
-    }
 }
 
 impl Iterator for Batches {

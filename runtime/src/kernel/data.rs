@@ -218,6 +218,19 @@ impl Storage {
         }
     }
 
+    /// `n` elements from `start`, read-only; `None` past the end.
+    pub fn range(&self, start: usize, n: usize) -> Option<Data<'_>> {
+        let r = start..start.checked_add(n)?;
+        Some(match self {
+            Storage::F32(v) => Data::F32(v.get(r)?),
+            Storage::F64(v) => Data::F64(v.get(r)?),
+            Storage::BF16(v) => Data::BF16(v.get(r)?),
+            Storage::I32(v) => Data::I32(v.get(r)?),
+            Storage::I64(v) => Data::I64(v.get(r)?),
+            Storage::Bool(v) => Data::Bool(v.get(r)?),
+        })
+    }
+
     /// The first `n` elements, writable.
     pub fn prefix_mut(&mut self, n: usize) -> DataMut<'_> {
         match self {

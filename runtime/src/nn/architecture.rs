@@ -104,7 +104,7 @@ pub trait Architecture: Send + Sync + 'static {
                 .get(call.layer)
                 .ok_or_else(|| call.no_layer(layers.len()))?;
             let p = params.get(call.layer).copied().unwrap_or(&[]);
-            layer.call(cx, inputs, p)
+            layer.call_all(cx, inputs, p)
         })
     }
 
@@ -135,7 +135,7 @@ pub trait Architecture: Send + Sync + 'static {
         let shapes = topology.shapes(&layers, &[input.to_vec()])?;
         let shape = |port: Port| match port {
             Port::Input(_) => input,
-            Port::Call(c) => shapes[c].as_slice(),
+            Port::Call { call, output } => shapes[call][output].as_slice(),
         };
         let mut out = topology.walk(&[x], |call, inputs| {
             let layer = *layers
@@ -143,17 +143,34 @@ pub trait Architecture: Send + Sync + 'static {
                 .ok_or_else(|| call.no_layer(layers.len()))?;
             let ins: Vec<&[usize]> = call.inputs.iter().map(|&p| shape(p)).collect();
             let p = params.get(call.layer).copied().unwrap_or(&[]);
-            layer.call_onnx(&mut OnnxForward::call(graph, layer, &ins), inputs, p)
+            let mut cx = OnnxForward::call(graph, layer, &ins);
+            if layer.call_output_shapes(&ins)?.len() > 1 {
+                return Err(cx.unsupported(
+                    "",
+                    "a call with several outputs (`return_state`) cannot be exported to ONNX \
+                     yet",
+                ));
+            }
+            Ok(vec![layer.call_onnx(&mut cx, inputs, p)?])
         })?;
         Ok(out.remove(0))
     }
 }
 
-/// Where a call's input comes from: the model's input, or an earlier call's output.
+/// Where a call's input comes from: the model's input, or an earlier call's output
+/// (`output` 0 for most layers; a recurrent layer with `return_state` gives its states
+/// as outputs 1, 2, … in Keras' order, its `[node][tensor_index]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Port {
     Input(usize),
-    Call(usize),
+    Call { call: usize, output: usize },
+}
+
+impl Port {
+    /// The first (for most layers the only) output of call `call`.
+    pub const fn call(call: usize) -> Port {
+        Port::Call { call, output: 0 }
+    }
 }
 
 /// One call of a layer: `layer` indexes [`Architecture::layers`], `inputs` are one value
@@ -193,7 +210,7 @@ impl Topology {
                 inputs: vec![if i == 0 {
                     Port::Input(0)
                 } else {
-                    Port::Call(i - 1)
+                    Port::call(i - 1)
                 }],
             })
             .collect();
@@ -202,7 +219,7 @@ impl Topology {
             outputs: vec![if n == 0 {
                 Port::Input(0)
             } else {
-                Port::Call(n - 1)
+                Port::call(n - 1)
             }],
         }
     }
@@ -214,14 +231,15 @@ impl Topology {
     }
 
     /// Runs `f` on each call in order, with the values of its inputs, starting from the
-    /// model's inputs `xs`; the outputs' values. A port that reads a later call, or an
+    /// model's inputs `xs`; `f` gives each of the call's outputs. The model's outputs'
+    /// values. A port that reads a later call, an output a call does not give, or an
     /// input beyond `xs`, is an error (a hand-written topology was wrong).
     pub fn walk<T: Clone>(
         &self,
         xs: &[T],
-        mut f: impl FnMut(&Call, &[T]) -> Result<T>,
+        mut f: impl FnMut(&Call, &[T]) -> Result<Vec<T>>,
     ) -> Result<Vec<T>> {
-        let mut values: Vec<T> = Vec::with_capacity(self.calls.len());
+        let mut values: Vec<Vec<T>> = Vec::with_capacity(self.calls.len());
         for (i, call) in self.calls.iter().enumerate() {
             let inputs = call
                 .inputs
@@ -236,25 +254,32 @@ impl Topology {
             .collect()
     }
 
-    fn read<T: Clone>(&self, port: Port, before: usize, xs: &[T], values: &[T]) -> Result<T> {
+    fn read<T: Clone>(&self, port: Port, before: usize, xs: &[T], values: &[Vec<T>]) -> Result<T> {
         match port {
             Port::Input(i) if i < xs.len() => Ok(xs[i].clone()),
-            Port::Call(c) if c < before => Ok(values[c].clone()),
+            Port::Call { call, output } if call < before && output < values[call].len() => {
+                Ok(values[call][output].clone())
+            }
             _ => Err(Error::invalid(
                 "architecture topology",
                 format!(
-                    "{port:?} is read before it exists (call {before}, {} inputs)",
+                    "{port:?} is read before it exists (call {before}, {} inputs; a call \
+                     gives one output unless its layer returns states)",
                     xs.len()
                 ),
             )),
         }
     }
 
-    /// Every call's output shape for model inputs of shapes `inputs`; a layer called
-    /// again must be called on the shapes of its first call (its weights are sized by
-    /// them).
-    pub fn shapes(&self, layers: &[&dyn Layer], inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>> {
-        let mut shapes: Vec<Vec<usize>> = Vec::with_capacity(self.calls.len());
+    /// Every call's output shapes (one per output, in order) for model inputs of shapes
+    /// `inputs`; a layer called again must be called on the shapes of its first call (its
+    /// weights are sized by them).
+    pub fn shapes(
+        &self,
+        layers: &[&dyn Layer],
+        inputs: &[Vec<usize>],
+    ) -> Result<Vec<Vec<Vec<usize>>>> {
+        let mut shapes: Vec<Vec<Vec<usize>>> = Vec::with_capacity(self.calls.len());
         let mut first: Vec<Option<Vec<Vec<usize>>>> = vec![None; layers.len()];
         for (i, call) in self.calls.iter().enumerate() {
             let layer = *layers
@@ -279,7 +304,7 @@ impl Topology {
                 None => first[call.layer] = Some(ins.clone()),
             }
             let refs: Vec<&[usize]> = ins.iter().map(|s| s.as_slice()).collect();
-            shapes.push(layer.call_output_shape(&refs)?);
+            shapes.push(layer.call_output_shapes(&refs)?);
         }
         Ok(shapes)
     }

@@ -171,6 +171,23 @@ pub(crate) fn call_output_shape<L: Layer + ?Sized>(
     Ok(apply(layer, inputs)?.3)
 }
 
+/// Every output shape of one call on `inputs`, by the entry's `outputs` rule.
+pub(crate) fn call_output_shapes<L: Layer + ?Sized>(
+    layer: &L,
+    inputs: &[&[usize]],
+) -> Result<Vec<Vec<usize>>> {
+    let (def, args) = entry(layer)?;
+    let shapes: Vec<Shape> = inputs.iter().map(|x| Shape::known(x)).collect();
+    def.outputs(&args, &shapes)
+        .map_err(|e| call_error(layer, def, inputs, e))?
+        .into_iter()
+        .map(|out| {
+            out.to_known()
+                .ok_or_else(|| bad_config(layer, format!("no output shape for inputs {inputs:?}")))
+        })
+        .collect()
+}
+
 /// The parameters a call on `inputs` creates (sized by its inputs' shapes).
 pub(crate) fn call_params<L: Layer + ?Sized>(
     layer: &L,

@@ -186,6 +186,16 @@ pub trait Layer: Send + Sync + fmt::Debug {
             self.output_shape(one_input(self, inputs)?)
         }
     }
+    /// Every output shape of one call on `inputs`, in order: for a layer of the catalogue
+    /// its entry's outputs (a recurrent layer's states after its output, with
+    /// `return_state`); for any other layer its one output.
+    fn call_output_shapes(&self, inputs: &[&[usize]]) -> Result<Vec<Vec<usize>>> {
+        if self.args().is_some() && strata_spec::layer(self.class()).is_some() {
+            entry::call_output_shapes(self, inputs)
+        } else {
+            Ok(vec![self.call_output_shape(inputs)?])
+        }
+    }
     /// The parameters a call on `inputs` creates (a layer called again reuses them).
     fn call_params(&self, inputs: &[&[usize]]) -> Result<Vec<ParamSpec>> {
         if self.takes_many() {
@@ -197,6 +207,17 @@ pub trait Layer: Send + Sync + fmt::Debug {
     /// Emits one call of the layer on `inputs`; a one-input layer's is its `forward`.
     fn call(&self, cx: &mut Forward<'_>, inputs: &[Value], params: &[Value]) -> Result<Value> {
         self.forward(cx, *one_input(self, inputs)?, params)
+    }
+    /// Emits one call of the layer on `inputs`, every output of it in the order of
+    /// [`call_output_shapes`](Layer::call_output_shapes): by default the one of
+    /// [`call`](Layer::call); a layer of several outputs overrides this.
+    fn call_all(
+        &self,
+        cx: &mut Forward<'_>,
+        inputs: &[Value],
+        params: &[Value],
+    ) -> Result<Vec<Value>> {
+        Ok(vec![self.call(cx, inputs, params)?])
     }
     /// The ONNX operators of one call on `inputs`; a one-input layer's are its `onnx`.
     fn call_onnx(
@@ -247,7 +268,7 @@ impl ParamDecl {
 }
 
 /// The one input of a call of a layer that takes one, or an error naming the layer.
-fn one_input<'a, L: Layer + ?Sized, T>(layer: &L, inputs: &'a [T]) -> Result<&'a T> {
+pub(crate) fn one_input<'a, L: Layer + ?Sized, T>(layer: &L, inputs: &'a [T]) -> Result<&'a T> {
     match inputs {
         [x] => Ok(x),
         _ => Err(bad_config(

@@ -111,7 +111,11 @@ pub(crate) fn vjp_update(
 }
 
 /// The window's clamped start in each dimension: `clamp(start, 0, dim - size)`.
-fn clamped(starts: &[In<'_>], dims: &[usize], sizes: &[usize]) -> Result<[usize; MAX_RANK]> {
+pub(crate) fn clamped(
+    starts: &[In<'_>],
+    dims: &[usize],
+    sizes: &[usize],
+) -> Result<[usize; MAX_RANK]> {
     let mut at = [0usize; MAX_RANK];
     for (d, s) in starts.iter().enumerate() {
         let v = match s.data {

@@ -38,12 +38,12 @@ impl<A: Architecture> Model<A> {
             r.reset_metrics()?;
             r.start_chain()?;
         }
-        let mut batch = [Batch {
+        let mut batch = Batch {
             x,
             y,
             sample_weight: None,
-        }];
-        self.train_call(&mut batch, &mut Staging::default(), false)?;
+        };
+        self.train_call(&mut batch, 1, &mut Staging::default(), false)?;
         let mut logs = Logs::default();
         let out = self.compiled_mut()?.read_pending_logs(&mut logs)?;
         self.sync_weights()?;

@@ -8,7 +8,7 @@ use super::spares::Spares;
 use super::staging::{with_rows, Staging};
 use super::step::{train_graph, StepKey};
 use super::{Fit, History, Logs};
-use crate::data::{Batch, Data, Dataset, IntoData};
+use crate::data::{Batch, Data, Dataset, Groups, IntoData};
 use crate::nn::Architecture;
 use crate::Model;
 use crate::{Error, Result, Tensor};
@@ -172,9 +172,10 @@ impl<A: Architecture> Model<A> {
         }
         let first_epoch = control.resume_epoch.unwrap_or(opts.initial_epoch);
         let mut stage = Staging::default();
-        // Batch buffers, reused from step to step (and epoch to epoch); those of another
-        // size (the partial last batch's, or the full ones' while it runs) wait in `spare`.
-        let mut pool: Vec<Batch> = Vec::new();
+        // The call's batches, stacked, reused from call to call (and epoch to epoch);
+        // those of another size (the partial last call's, or the full ones' while it
+        // runs) wait in `spare`.
+        let mut group = Batch::default();
         let mut spare: Spares<Batch> = Spares::default();
         let mut logs = Logs::default();
         // The last epoch that ran to its end, and whether TerminateOnNaN stopped training.
@@ -192,35 +193,29 @@ impl<A: Architecture> Model<A> {
             let mut progress = Progress::new(opts.verbose, steps);
             let started = Instant::now();
             let mut done = 0;
-            let mut batches = ds.iter(epoch);
+            let mut calls = Groups::new(ds.iter(epoch));
             let mut first = true;
             let mut epoch_start = 0u64;
             let mut last_read = Instant::now();
             // The last call whose batch end the callbacks have not heard of.
             let mut unreported: Option<usize> = None;
-            // `pool[..count]` are batches waiting to run as one call of up to k steps.
-            let mut count = 0;
             loop {
-                if pool.len() <= count {
-                    pool.push(Batch::default());
-                }
-                if let Some(n) = batches.next_rows() {
+                if let Some(n) = calls.next_rows(k) {
                     spare.fit(
-                        &mut pool[count],
+                        &mut group,
                         // An empty (new) buffer is filled in place, not kept.
                         |b| b.x.dims().first().is_some_and(|&r| r == n || r == 0),
                         || Ok(Batch::default()),
                     )?;
                 }
-                let more = match batches.next_into(&mut pool[count]) {
-                    Some(r) => {
-                        r?;
-                        true
-                    }
-                    None => false,
+                // A call runs up to k batches of one size: a batch of another size (the
+                // partial last one) starts a call of its own.
+                let run = match calls.next_into(&mut group, k) {
+                    Some(r) => r?,
+                    None => 0,
                 };
-                if more {
-                    let b = &mut pool[count];
+                if run > 0 {
+                    let b = &mut group;
                     if !checked {
                         let n = check_pair("fit_dataset batch", &b.x, &b.y)?;
                         self.check_inputs("fit_dataset batch", &b.x)?;
@@ -241,47 +236,25 @@ impl<A: Architecture> Model<A> {
                         epoch_start = r.start_chain()?;
                         first = false;
                     }
-                }
-                // Run what is pending when k equal batches are there, when a batch of
-                // another size (the partial last one) arrives, or at the end of the epoch.
-                let differs = more && count > 0 && pool[count].x.dims()[0] != pool[0].x.dims()[0];
-                let run = if differs {
-                    count
-                } else if more {
-                    count + 1
-                } else {
-                    count
-                };
-                let ready = run > 0 && (run == k || differs || !more);
-                if !more || !differs {
-                    count += more as usize;
-                }
-                // Callbacks that are not async-safe hear of each call at once, with its
-                // logs (read below); async-safe ones once the next call is launched, or at
-                // the end of the epoch, with the logs as last read.
-                if ready {
+                    // Callbacks that are not async-safe hear of each call at once, with
+                    // its logs (read below); async-safe ones once the next call is
+                    // launched, or at the end of the epoch, with the logs as last read.
                     if !every_call {
                         let due = unreported.take();
                         batch_end(&mut callbacks, due, &logs, &mut control, self)?;
                     }
-                    self.train_call(&mut pool[..run], &mut stage, opts.pad_to_replicas)?;
+                    self.train_call(&mut group, run, &mut stage, opts.pad_to_replicas)?;
                     done += run;
                     unreported = Some(done - 1);
-                    if differs {
-                        pool.swap(0, run);
-                        count = 1;
-                    } else {
-                        count = 0;
-                    }
                 }
-                let end = !more && count == 0;
+                let end = run == 0;
                 // Reading a call's logs makes the host wait for the device (and on XLA
                 // costs a transfer), and the device chain stops on a bad step by itself,
                 // so logs are read for the progress bar now and then and at the end of
                 // the epoch; after every call for callbacks that are not async-safe (they
                 // may look at the model between calls, as in Keras), which then hear of
                 // the call at once.
-                let read_now = end || (ready && (every_call || last_read.elapsed() >= READ_EVERY));
+                let read_now = end || every_call || last_read.elapsed() >= READ_EVERY;
                 if let Some(out) = read_now
                     .then(|| self.compiled_mut()?.read_pending_logs(&mut logs))
                     .transpose()?
@@ -361,24 +334,31 @@ impl<A: Architecture> Model<A> {
         Ok(history)
     }
 
-    /// Launches one train call over `batches` (equal-sized; one step each), chained to
-    /// the previous call's status. Under a data-parallel strategy each batch is the
-    /// global one, split over the replicas (padded when `pad`).
+    /// Launches one train call of `k` steps over `group` (`k` batches of one size,
+    /// stacked), chained to the previous call's status. Under a data-parallel strategy
+    /// each batch is the global one, split over the replicas (padded when `pad`).
     pub(super) fn train_call(
         &mut self,
-        batches: &mut [Batch],
+        group: &mut Batch,
+        k: usize,
         stage: &mut Staging,
         pad: bool,
     ) -> Result<()> {
-        let k = batches.len();
-        let batch = batches[0].x.dims()[0];
-        stage.fill(batches)?;
+        let rows = group.x.dims().first().copied().unwrap_or(0);
+        if k == 0 || rows % k != 0 {
+            return Err(Error::invalid(
+                "fit",
+                format!("internal: {rows} rows are not {k} batches of one size"),
+            ));
+        }
+        let batch = rows / k;
+        stage.fill(group)?;
         {
             let t = self.compiled()?;
             let at = t.runner()?.iterations();
             stage.set_lr(k, |i| t.optimizer.config().learning_rate.at(at + i as u64))?;
         }
-        let mut inputs = stage.inputs(batches);
+        let mut inputs = stage.inputs(group);
         let [x, y, ..] = &inputs;
         // The step graph sees one replica's rows of each batch (all of them on one device).
         let dist = self.dist("fit", batch, pad)?;

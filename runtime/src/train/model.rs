@@ -22,8 +22,9 @@ pub(crate) struct Built {
     pub input: Vec<usize>,
     /// Each input's shape.
     pub inputs: Vec<Vec<usize>>,
-    /// Output shape of each call of the topology (of each layer, in a stack).
-    pub outputs: Vec<Vec<usize>>,
+    /// Output shapes of each call of the topology (of each layer, in a stack), one per
+    /// output of the call (a recurrent layer's states after its output).
+    pub outputs: Vec<Vec<Vec<usize>>>,
     /// The shape of one sample's prediction as the step graphs give it: the output's, or
     /// for a model with several outputs their elements side by side.
     pub output: Vec<usize>,
@@ -230,7 +231,10 @@ impl<A: Architecture> Model<A> {
                 .inputs
                 .iter()
                 .map(|&p| match p {
-                    Port::Call(c) => outputs[c].as_slice(),
+                    Port::Call { call, output } => outputs
+                        .get(call)
+                        .and_then(|o| o.get(output))
+                        .map_or(&[][..], |s| s.as_slice()),
                     Port::Input(i) => inputs.get(i).map_or(&[][..], |s| s.as_slice()),
                 })
                 .collect();
@@ -254,7 +258,11 @@ impl<A: Architecture> Model<A> {
             .outputs
             .iter()
             .map(|&p| match p {
-                Port::Call(c) => outputs.get(c).cloned().unwrap_or_default(),
+                Port::Call { call, output } => outputs
+                    .get(call)
+                    .and_then(|o| o.get(output))
+                    .cloned()
+                    .unwrap_or_default(),
                 Port::Input(i) => inputs.get(i).cloned().unwrap_or_default(),
             })
             .collect();
@@ -457,9 +465,9 @@ impl<A: Architecture> Model<A> {
             .outputs
             .iter()
             .map(|&p| match p {
-                Port::Call(c) => topology
+                Port::Call { call, .. } => topology
                     .calls
-                    .get(c)
+                    .get(call)
                     .and_then(|call| layers.get(call.layer))
                     .map_or("?".to_string(), |l| l.name().to_string()),
                 Port::Input(i) => inputs.get(i).map_or("?", |n| n).to_string(),
@@ -569,10 +577,11 @@ fn summary(
     }
     let port_text = |p: Port| match p {
         Port::Input(i) => format!("{}[0][0]", inputs.get(i).copied().unwrap_or("?")),
-        Port::Call(c) => {
-            let layer = topology.calls[c].layer;
+        Port::Call { call, output } => {
+            let layer = topology.calls.get(call).map_or(usize::MAX, |c| c.layer);
             let name = layers.get(layer).map_or("?", |l| l.name());
-            format!("{name}[{}][0]", node[c])
+            let node = node.get(call).copied().unwrap_or(0);
+            format!("{name}[{node}][{output}]")
         }
     };
     let (mut total, mut trainable) = (0, 0);
@@ -583,9 +592,17 @@ fn summary(
             .collect();
         let (shape, count) = match built {
             Some(b) => {
-                let shape = calls
-                    .last()
-                    .map_or("?".to_string(), |&c| shape_text(&b.outputs[c]));
+                let shape = calls.last().map_or("?".to_string(), |&c| {
+                    match b.outputs.get(c).map(Vec::as_slice) {
+                        Some([one]) => shape_text(one),
+                        // Keras lists a call's several outputs in brackets.
+                        Some(all) => {
+                            let all: Vec<String> = all.iter().map(|s| shape_text(s)).collect();
+                            format!("[{}]", all.join(", "))
+                        }
+                        None => "?".to_string(),
+                    }
+                });
                 let own = &b.params[b.ranges[i].clone()];
                 let n: usize = own.iter().map(|p| p.numel()).sum();
                 let t: usize = own.iter().filter(|p| p.trainable).map(|p| p.numel()).sum();

@@ -194,14 +194,37 @@ impl Frame {
 /// iteration allocates nothing.
 const INLINE_OPERANDS: usize = 8;
 
+/// The first `n` elements at `loc`, in a frame running `plan`.
 fn data_of<'a>(
     loc: Loc,
     params: &'a [Buffer],
     arena: &'a [Storage],
-    consts: &'a [Storage],
+    plan: &'a Plan,
     n: usize,
 ) -> Data<'a> {
-    storage_of(loc, params, arena, consts).prefix(n)
+    let Loc::Window(w) = loc else {
+        return storage_of(loc, params, arena, &plan.consts).prefix(n);
+    };
+    let win = &plan.windows[w];
+    let mut starts = [EMPTY_IN; crate::types::MAX_RANK];
+    for (k, (&l, &v)) in win.starts.iter().zip(&win.start_nodes).enumerate() {
+        if let Some(s) = starts.get_mut(k) {
+            *s = In {
+                data: storage_of(l, params, arena, &plan.consts).prefix(1),
+                ty: &plan.nodes[v].ty,
+            };
+        }
+    }
+    let (dims, sizes) = (win.of.dims(), win.ty.dims());
+    // The verifier made the starts integer scalars, one per dimension, so the clamping
+    // cannot fail; were it to, the window's first run is still memory of the operand.
+    let at = ops::dynamic_slice::clamped(&starts[..win.starts.len()], dims, sizes)
+        .unwrap_or([0; crate::types::MAX_RANK]);
+    let strides = crate::kernel::strided::strides(dims);
+    let offset: usize = (0..dims.len()).map(|d| at[d] * strides[d] as usize).sum();
+    storage_of(win.base, params, arena, &plan.consts)
+        .range(offset, n)
+        .unwrap_or(Data::F32(&[]))
 }
 
 /// Empty storage, standing in for an argument that is not native (which `check_args`
@@ -218,6 +241,8 @@ fn storage_of<'a>(
         Loc::Param(i) => params[i].native_storage().unwrap_or(&NO_STORAGE),
         Loc::Slot(i) => &arena[i],
         Loc::Const(i) => &consts[i],
+        // Windows are never outputs nor loop results (the planner gives them neither).
+        Loc::Window(_) => &NO_STORAGE,
     }
 }
 
@@ -459,7 +484,7 @@ fn run_loop(
         if entry.get(k) != Some(&Entry::Copy) {
             continue;
         }
-        let src = data_of(l, params, arena, &plan.consts, plan.nodes[v].ty.numel());
+        let src = data_of(l, params, arena, plan, plan.nodes[v].ty.numel());
         copy_into(
             "while init",
             src,
@@ -477,7 +502,9 @@ fn run_loop(
             let outer = match l {
                 Loc::Param(i) => params[i].native_storage_mut(),
                 Loc::Slot(i) => Ok(&mut arena[i]),
-                Loc::Const(_) => Err(internal_loop("a constant cannot move into a loop")),
+                Loc::Const(_) | Loc::Window(_) => Err(internal_loop(
+                    "a constant or a window cannot move into a loop",
+                )),
             };
             match (outer, lf.carried[k].native_storage_mut()) {
                 (Ok(outer), Ok(inner)) => std::mem::swap(outer, inner),
@@ -600,7 +627,7 @@ fn gather(
         match loc {
             // Its own exact-size slot: the storage changes hands, nothing is copied.
             Loc::Slot(s) if lp.swap[k] => std::mem::swap(&mut arena[s], next),
-            Loc::Slot(_) | Loc::Param(_) | Loc::Const(_) => {
+            Loc::Slot(_) | Loc::Param(_) | Loc::Const(_) | Loc::Window(_) => {
                 let src =
                     storage_of(loc, carried, arena, &lp.body.consts).prefix(lp.carried[k].numel());
                 copy_into("while body", src, next.data_mut())?;
@@ -636,7 +663,7 @@ fn run_kernel(
         let make = |k: usize| {
             let ty = &plan.nodes[in_nodes[k]].ty;
             In {
-                data: data_of(ins[k], params, arena, &plan.consts, ty.numel()),
+                data: data_of(ins[k], params, arena, plan, ty.numel()),
                 ty,
             }
         };
@@ -726,7 +753,7 @@ fn run_pool_indexed(
         let input = |k: usize| {
             let ty = &plan.nodes[in_nodes[k]].ty;
             In {
-                data: data_of(ins[k], params, arena, &plan.consts, ty.numel()),
+                data: data_of(ins[k], params, arena, plan, ty.numel()),
                 ty,
             }
         };
@@ -874,7 +901,7 @@ fn run_fused(
                 ins[i],
                 params,
                 arena,
-                &plan.consts,
+                plan,
                 plan.nodes[k.inputs[i].0].ty.numel(),
             )
         };

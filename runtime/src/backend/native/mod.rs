@@ -30,6 +30,9 @@ pub(crate) mod replicated;
 pub(crate) mod testing;
 #[cfg(test)]
 mod while_tests;
+mod window;
+#[cfg(test)]
+mod window_tests;
 
 pub use crate::kernel::Storage;
 pub use replicated::MAX_NATIVE_REPLICAS;

@@ -15,6 +15,7 @@ use super::bias_relu_pool::Fused;
 use super::fuse::{self, FusedKernel, Pattern};
 use super::fused_adam;
 use super::loop_entry::{self, Entry};
+use super::window::{self, Window};
 use crate::backend::CompileOptions;
 use crate::ir::{DType, FusionClass, Graph, Node, Op, Source, Value};
 use crate::kernel::data::Storage;
@@ -28,6 +29,8 @@ pub(crate) enum Loc {
     Slot(usize),
     /// Constant `i`, materialised at compile time.
     Const(usize),
+    /// `Plan::windows[i]`: a run of an argument's or constant's memory (see `window`).
+    Window(usize),
 }
 
 /// One kernel call.
@@ -106,6 +109,8 @@ pub(crate) struct Plan {
     /// Per node: the max pooling with a bias and ReLU fused in, or its gradient with the
     /// ReLU's (see `bias_relu_pool`).
     pub fused_pools: Vec<Option<Fused>>,
+    /// The dynamic slices read where they lie (`Loc::Window`).
+    pub windows: Vec<Window>,
 }
 
 /// A while loop's regions, each planned as a graph of its own (with its own arena when it
@@ -534,6 +539,36 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
             }
         }
     }
+    // Dynamic slices read in place (see `window`): of an argument or a constant, not an
+    // output, their starts not windows themselves.
+    let mut window_of: Vec<Option<(usize, Vec<usize>)>> = vec![None; n];
+    #[cfg(test)]
+    let units_read_in_place: &[Unit] = if super::testing::windows_disabled() {
+        &[]
+    } else {
+        &units
+    };
+    #[cfg(not(test))]
+    let units_read_in_place: &[Unit] = &units;
+    for u in units_read_in_place {
+        let Unit::Kernel(i) = *u else { continue };
+        let plain = siblings[i].is_empty()
+            && !is_output[i]
+            && fused_pools[i].is_none()
+            && kernel_grads[i].is_none();
+        let Some((x, starts)) = window::candidate(&nodes, i).filter(|_| plain) else {
+            continue;
+        };
+        let base = root[x];
+        let starts: Vec<usize> = starts.iter().map(|&v| root[v]).collect();
+        let stable = matches!(
+            class[base],
+            FusionClass::Source(Source::Argument(_) | Source::Literal(_))
+        );
+        if stable && starts.iter().all(|&v| window_of[v].is_none()) {
+            window_of[i] = Some((base, starts));
+        }
+    }
     let mut last_use = vec![0usize; n];
     for (pos, r) in reads.iter().enumerate() {
         for &v in r {
@@ -616,8 +651,30 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         }
     }
 
+    // An argument updated in place changes while the plan runs: a window of it, or at
+    // starts read from it, is copied (the update was placed as if every slice were).
+    // The others keep their operand and starts in memory until their last reader.
+    let updated = |v: usize| in_place.iter().any(|&(p, _)| g.params()[p].index() == v);
+    for w in window_of.iter_mut() {
+        if w.as_ref()
+            .is_some_and(|(base, starts)| std::iter::once(base).chain(starts).any(|&v| updated(v)))
+        {
+            *w = None;
+        }
+    }
+    for (pos, r) in reads.iter().enumerate() {
+        for &v in r {
+            if let Some((base, starts)) = &window_of[v] {
+                for &u in std::iter::once(base).chain(starts) {
+                    last_use[u] = last_use[u].max(pos);
+                }
+            }
+        }
+    }
+
     // ---- locations, slots and steps
     let mut loc: Vec<Option<Loc>> = vec![None; n];
+    let mut windows: Vec<Window> = Vec::new();
     let mut consts = Vec::new();
     for i in (0..n).filter(|&i| live[i]) {
         match class[i] {
@@ -660,6 +717,20 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                 true
             }
         });
+        if let (Unit::Kernel(i), Some((base, starts))) = (unit, window_of_unit(unit, &window_of)) {
+            let Op::DynamicSlice { x, .. } = &nodes[*i].op else {
+                unreachable!("windows are dynamic slices")
+            };
+            loc[*i] = Some(Loc::Window(windows.len()));
+            windows.push(Window {
+                base: resolve(&loc, *base),
+                of: nodes[x.index()].ty.clone(),
+                ty: nodes[*i].ty.clone(),
+                starts: starts.iter().map(|&v| resolve(&loc, v)).collect(),
+                start_nodes: starts.clone(),
+            });
+            continue;
+        }
         let written: Vec<usize> = match unit {
             Unit::Kernel(i) if !siblings[*i].is_empty() => siblings[*i].clone(),
             Unit::Kernel(i) => vec![*i],
@@ -814,7 +885,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
                         let exact = slots[s].1 == nodes[o.index()].ty.numel();
                         exact && !std::mem::replace(&mut claimed[s], true)
                     }
-                    Loc::Param(_) | Loc::Const(_) => false,
+                    Loc::Param(_) | Loc::Const(_) | Loc::Window(_) => false,
                 };
                 OutputPlan::Update {
                     loc: l,
@@ -838,10 +909,22 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         indices,
         loops,
         fused_pools,
+        windows,
     };
     #[cfg(test)]
     super::testing::record(g.name(), &plan);
     plan
+}
+
+/// The operand and starts of the window that unit `u` is, if it is one.
+fn window_of_unit<'a>(
+    u: &Unit,
+    window_of: &'a [Option<(usize, Vec<usize>)>],
+) -> Option<&'a (usize, Vec<usize>)> {
+    match u {
+        Unit::Kernel(i) => window_of[*i].as_ref(),
+        Unit::Group(_) => None,
+    }
 }
 
 /// Pairs each max/min pooling with the `select_and_scatter_add` (its gradient) that

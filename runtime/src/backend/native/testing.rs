@@ -187,3 +187,19 @@ pub(crate) fn conv_pool_grad_disabled() -> bool {
 pub(crate) fn without_conv_pool_grad<R>(f: impl FnOnce() -> R) -> R {
     switched_on(&NO_CONV_POOL_GRAD, f)
 }
+
+thread_local! {
+    static NO_WINDOWS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the planner copies every dynamic slice out on this thread (see
+/// [`without_windows`]).
+pub(crate) fn windows_disabled() -> bool {
+    NO_WINDOWS.with(|c| c.get())
+}
+
+/// Runs `f` with the planner's in-place reading of dynamic slices (`window`) off on this
+/// thread: the copying plan the windows are compared with.
+pub(crate) fn without_windows<R>(f: impl FnOnce() -> R) -> R {
+    switched_on(&NO_WINDOWS, f)
+}

@@ -6,7 +6,7 @@
 
 use crate::ir::{Comparison, DType, DotDims, Graph, TensorType, Value};
 use crate::nn::entry::{activation, args, initializer};
-use crate::nn::layer::{bad_config, expect_params, Forward, Layer};
+use crate::nn::layer::{bad_config, expect_params, one_input, Forward, Layer};
 use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::nn::{Activation, Initializer};
 use crate::Result;
@@ -33,7 +33,8 @@ macro_rules! recurrent_layer {
             pub recurrent_dropout: f64,
             /// The output at every step `(timesteps, units)`, not only the last `(units,)`.
             pub return_sequences: bool,
-            /// Not supported yet: must be false (a layer call has one output).
+            /// A call also gives the final states after the output (Keras' order: `h`, and
+            /// an LSTM's `c`), each `(units,)`: the scan's last carries.
             pub return_state: bool,
             /// Reads the sequence from its end; the sequence output is in the order read.
             pub go_backwards: bool,
@@ -83,6 +84,7 @@ macro_rules! recurrent_layer {
                     recurrent_dropout: self.recurrent_dropout,
                     use_bias: self.use_bias,
                     return_sequences: self.return_sequences,
+                    return_state: self.return_state,
                     go_backwards: self.go_backwards,
                 }
             }
@@ -124,6 +126,7 @@ struct Options {
     recurrent_dropout: f64,
     use_bias: bool,
     return_sequences: bool,
+    return_state: bool,
     go_backwards: bool,
 }
 
@@ -252,7 +255,9 @@ fn recurrent_product(
     g.concatenate(&parts, 1)
 }
 
-/// The layer's computation of `x` (`[batch, timesteps, features]`).
+/// The layer's computation of `x` (`[batch, timesteps, features]`): its output, then,
+/// with `return_state`, its final states (`h`, and an LSTM's `c`), which are the scan's
+/// last carries (with `go_backwards`, the state after the sequence's first step).
 fn run(
     layer: &dyn Layer,
     cx: &mut Forward<'_>,
@@ -260,7 +265,7 @@ fn run(
     params: &[Value],
     o: Options,
     cell: Cell,
-) -> Result<Value> {
+) -> Result<Vec<Value>> {
     let ty = cx.g.try_ty("recurrent", x)?.clone();
     let dims = ty.dims().to_vec();
     // The input's rank and the arguments, by the catalogue's rules.
@@ -455,15 +460,28 @@ fn run(
     step.set_outputs(next)?;
 
     let (last, ys) = g.scan(&init, &[xs], &step)?;
-    if o.return_sequences {
+    let y = if o.return_sequences {
         let y = ys
             .first()
             .copied()
             .ok_or_else(|| bad_config(layer, "the scan returned no sequence output"))?;
-        g.transpose(y, &[1, 0, 2])
+        g.transpose(y, &[1, 0, 2])?
     } else {
-        Ok(last[0])
+        last[0]
+    };
+    let mut outputs = vec![y];
+    if o.return_state {
+        outputs.extend(&last[..n_state]);
     }
+    Ok(outputs)
+}
+
+/// The first of a call's outputs (what `forward` gives).
+fn first(layer: &dyn Layer, outputs: Vec<Value>) -> Result<Value> {
+    outputs
+        .into_iter()
+        .next()
+        .ok_or_else(|| bad_config(layer, "the recurrent loop gave no output"))
 }
 
 /// Recurrent layers have no ONNX mapping yet (ONNX's RNN, LSTM and GRU take other gate
@@ -490,6 +508,17 @@ impl Layer for SimpleRNN {
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        let all = self.call_all(cx, &[x], params)?;
+        first(self, all)
+    }
+
+    fn call_all(
+        &self,
+        cx: &mut Forward<'_>,
+        inputs: &[Value],
+        params: &[Value],
+    ) -> Result<Vec<Value>> {
+        let x = *one_input(self, inputs)?;
         let cell = Cell::Simple {
             activation: self.activation,
         };
@@ -521,6 +550,17 @@ impl Layer for LSTM {
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        let all = self.call_all(cx, &[x], params)?;
+        first(self, all)
+    }
+
+    fn call_all(
+        &self,
+        cx: &mut Forward<'_>,
+        inputs: &[Value],
+        params: &[Value],
+    ) -> Result<Vec<Value>> {
+        let x = *one_input(self, inputs)?;
         let cell = Cell::Lstm {
             activation: self.activation,
             recurrent: self.recurrent_activation,
@@ -553,6 +593,17 @@ impl Layer for GRU {
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        let all = self.call_all(cx, &[x], params)?;
+        first(self, all)
+    }
+
+    fn call_all(
+        &self,
+        cx: &mut Forward<'_>,
+        inputs: &[Value],
+        params: &[Value],
+    ) -> Result<Vec<Value>> {
+        let x = *one_input(self, inputs)?;
         let cell = Cell::Gru {
             activation: self.activation,
             recurrent: self.recurrent_activation,

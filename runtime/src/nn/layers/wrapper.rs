@@ -7,7 +7,7 @@
 use super::recurrent::{SimpleRNN, GRU, LSTM};
 use crate::ir::Value;
 use crate::nn::entry::merge_mode;
-use crate::nn::layer::{bad_config, Forward, Layer};
+use crate::nn::layer::{bad_config, one_input, Forward, Layer};
 use crate::nn::onnx::{OnnxForward, OnnxValue};
 use crate::{Error, Result};
 use std::fmt;
@@ -164,6 +164,22 @@ impl Layer for Bidirectional {
     }
 
     fn forward(&self, cx: &mut Forward<'_>, x: Value, params: &[Value]) -> Result<Value> {
+        let all = self.call_all(cx, &[x], params)?;
+        all.into_iter()
+            .next()
+            .ok_or_else(|| bad_config(self, "the wrapped layer gave no output"))
+    }
+
+    /// The joined output, then (the wrapped layer returning states) the forward copy's
+    /// states and the backward copy's, as Keras 3 orders them; `merge_mode` joins the
+    /// outputs only.
+    fn call_all(
+        &self,
+        cx: &mut Forward<'_>,
+        inputs: &[Value],
+        params: &[Value],
+    ) -> Result<Vec<Value>> {
+        let x = *one_input(self, inputs)?;
         // The wrapped layer and the input, by the catalogue's rules (a layer built by hand
         // that reads backwards already is refused here, as in `model!`).
         let dims = cx.g.try_ty("bidirectional", x)?.dims().to_vec();
@@ -179,14 +195,18 @@ impl Layer for Bidirectional {
             ));
         }
         let (forward, backward) = params.split_at(params.len() / 2);
-        let y = self.layer.layer().forward(cx, x, forward)?;
+        let mut ys = self.layer.layer().call_all(cx, &[x], forward)?;
         let reversed = self.layer.reversed();
-        let mut y_rev = reversed.layer().forward(cx, x, backward)?;
+        let mut ys_rev = reversed.layer().call_all(cx, &[x], backward)?;
+        if ys.is_empty() || ys_rev.is_empty() {
+            return Err(bad_config(self, "the wrapped layer gave no output"));
+        }
+        let (y, mut y_rev) = (ys.remove(0), ys_rev.remove(0));
         let g = &mut *cx.g;
         if self.layer.return_sequences() {
             y_rev = g.reverse(y_rev, &[1])?;
         }
-        match self.merge_mode {
+        let joined = match self.merge_mode {
             MergeMode::Concat => {
                 let last = g.try_ty("bidirectional", y)?.rank().saturating_sub(1);
                 g.concatenate(&[y, y_rev], last)
@@ -198,7 +218,11 @@ impl Layer for Bidirectional {
                 let half = g.full_like(0.5, sum)?;
                 g.mul(sum, half)
             }
-        }
+        }?;
+        let mut all = vec![joined];
+        all.extend(ys);
+        all.extend(ys_rev);
+        Ok(all)
     }
 
     fn onnx(&self, cx: &mut OnnxForward<'_>, _: OnnxValue, _: &[OnnxValue]) -> Result<OnnxValue> {
