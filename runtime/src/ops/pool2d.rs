@@ -14,8 +14,6 @@ mod conv_band;
 mod disjoint;
 mod pooled_grad;
 
-pub(crate) use pooled_grad::ConvTaps;
-
 /// Below this many touched elements a pooling runs on the calling thread.
 const PARALLEL_MIN: usize = 1 << 15;
 

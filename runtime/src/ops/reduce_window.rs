@@ -4,6 +4,7 @@
 use super::pool2d::{self, Pool2d};
 use super::In;
 use crate::ir::{Graph, ReduceOp, TensorType, Value, Window, MAX_RANK};
+use crate::kernel::conv_direct::Direct2d;
 use crate::kernel::data::{Data, DataMut};
 use crate::kernel::real::Real;
 use crate::kernel::strided;
@@ -565,19 +566,16 @@ pub(crate) fn native_select_and_scatter_bias_relu(
 
 // ---- a convolution's kernel and bias gradients from its pooled cotangent (native planner)
 
-/// Input features up to which the planner computes a convolution's kernel gradient from
-/// the pooled cotangent (`native_pooled_kernel_grad`): the direct kernel's range, where
-/// the sums per selected pixel are short and `dY` costs more than they do.
-const POOLED_GRAD_CIN: usize = 4;
-
-/// The convolution's geometry as `native_pooled_kernel_grad` walks it: `forward` of an
-/// image of type `image` giving `y` (the pooling's operand), the kernel gradient `dw`.
-fn conv_taps(
+/// The convolution's geometry as the direct kernel gradient takes it: `forward` of an
+/// image of type `image` giving `y` (the pooling's operand), the kernel gradient `dw`, all
+/// `f32`; `None` unless the direct kernel computes it on this CPU (few input features:
+/// the convolution's kernel gradient the unfused plan runs there).
+fn direct_taps(
     forward: &crate::ir::ConvParams,
     image: &TensorType,
     y: &TensorType,
     dw: &TensorType,
-) -> Option<pool2d::ConvTaps> {
+) -> Option<Direct2d> {
     let (x, yd, k) = (image.dims(), y.dims(), dw.dims());
     let two = |v: &[usize]| v.len() == 2;
     let shaped = x.len() == 4 && yd.len() == 4 && k.len() == 4;
@@ -590,31 +588,41 @@ fn conv_taps(
         && x[0] == yd[0]
         && k[2] == x[3]
         && k[3] == yd[3]
-        && image.dtype == y.dtype
-        && y.dtype == dw.dtype
-        && matches!(y.dtype, crate::ir::DType::F32 | crate::ir::DType::F64);
-    ok.then(|| pool2d::ConvTaps {
-        h: x[1],
-        w: x[2],
+        && [image, y, dw]
+            .iter()
+            .all(|t| t.dtype == crate::ir::DType::F32);
+    let d = ok.then(|| Direct2d {
+        batch: x[0],
+        input: [x[1], x[2]],
         cin: x[3],
-        kh: k[0],
-        kw: k[1],
+        kernel: [k[0], k[1]],
+        cout: k[3],
+        output: [yd[1], yd[2]],
         strides: [forward.strides[0], forward.strides[1]],
         dilation: [forward.rhs_dilation[0], forward.rhs_dilation[1]],
         pad: [forward.padding[0].0, forward.padding[1].0],
-    })
+    })?;
+    d.supported().then_some(d)
+}
+
+/// The pooling `w` of `operand` to `pooled` when the fused kernels rebuild the
+/// cotangent of its operand row by row: a fused bias and ReLU max pooling whose windows
+/// never overlap.
+fn band_pool(operand: &TensorType, pooled: &TensorType, w: &Window) -> Option<Pool2d> {
+    Pool2d::of(operand.dims(), pooled.dims(), w).filter(|p| p.bias_relu_indexable() && p.disjoint())
 }
 
 /// Whether the planner may compute the kernel gradient `dw` of the convolution `forward`
-/// of `image` (output `y`, pooled by a fused bias and ReLU max pooling) from the pooled
-/// cotangent: a float 2-D convolution on few input features.
+/// of `image` (output `y`, pooled by `w` to `pooled` by a fused bias and ReLU max
+/// pooling) from the pooled cotangent: an `f32` convolution the direct kernel gradient
+/// computes, a pooling whose windows never overlap.
 pub(crate) fn pooled_kernel_grad_fusable(
     forward: &crate::ir::ConvParams,
     image: &TensorType,
-    y: &TensorType,
+    (y, w, pooled): (&TensorType, &Window, &TensorType),
     dw: &TensorType,
 ) -> bool {
-    conv_taps(forward, image, y, dw).is_some_and(|c| c.cin <= POOLED_GRAD_CIN)
+    direct_taps(forward, image, y, dw).is_some() && band_pool(y, pooled, w).is_some()
 }
 
 /// The kernel gradient (of type `out_ty`) of the convolution `forward` of `image` whose
@@ -632,10 +640,10 @@ pub(crate) fn native_pooled_kernel_grad(
     out: DataMut<'_>,
 ) -> Result<()> {
     let op = "convolution";
-    let p = Pool2d::of(operand.dims(), source.ty.dims(), w)
-        .filter(|p| p.bias_relu_indexable() && index.len() == source.ty.numel())
+    let p = band_pool(operand, source.ty, w)
+        .filter(|_| index.len() == source.ty.numel())
         .ok_or_else(|| Error::shape(op, "not a fusable 2-D pooling"))?;
-    let conv = conv_taps(forward, image.ty, operand, out_ty)
+    let conv = direct_taps(forward, image.ty, operand, out_ty)
         .filter(|_| image.ty.numel() == image.data.len() && out_ty.numel() == out.as_data().len())
         .ok_or_else(|| Error::shape(op, "not a pooled convolution's kernel gradient"))?;
     let bad = || Error::shape(op, "constants out of the type's range");
@@ -644,13 +652,8 @@ pub(crate) fn native_pooled_kernel_grad(
             let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
             p.pooled_kernel_grad(&conv, x, (s, index), &gate, o)
         }
-        (Data::F64(x), Data::F64(s), DataMut::F64(o)) => {
-            let (_, gate) = f.act::<f64>().ok_or_else(bad)?;
-            p.pooled_kernel_grad(&conv, x, (s, index), &gate, o)
-        }
-        (x, _, _) => return Err(super::unsupported(op, x.dtype())),
+        (x, _, _) => Err(super::unsupported(op, x.dtype())),
     }
-    Ok(())
 }
 
 /// The bias gradient (`dY` summed over all but its channels) of the pooling of
@@ -662,18 +665,14 @@ pub(crate) fn native_pooled_bias_grad(
     out: DataMut<'_>,
 ) -> Result<()> {
     let op = "reduce";
-    let p = Pool2d::of(operand.dims(), source.ty.dims(), w)
-        .filter(|p| p.bias_relu_indexable() && index.len() == source.ty.numel())
+    let p = band_pool(operand, source.ty, w)
+        .filter(|_| index.len() == source.ty.numel())
         .filter(|_| out.as_data().len() == operand.dims()[3])
         .ok_or_else(|| Error::shape(op, "not a fusable 2-D pooling's bias gradient"))?;
     let bad = || Error::shape(op, "constants out of the type's range");
     match (source.data, out) {
         (Data::F32(s), DataMut::F32(o)) => {
             let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
-            p.pooled_bias_grad((s, index), &gate, o)
-        }
-        (Data::F64(s), DataMut::F64(o)) => {
-            let (_, gate) = f.act::<f64>().ok_or_else(bad)?;
             p.pooled_bias_grad((s, index), &gate, o)
         }
         (s, _) => return Err(super::unsupported(op, s.dtype())),

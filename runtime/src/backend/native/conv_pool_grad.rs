@@ -7,13 +7,16 @@
 //! read it straight back. In a network's first layer nothing else reads `dY` (the image
 //! needs no gradient), and `dY` is zero but at one element per pooled output. The planner
 //! then gives the kernel and bias gradients `g` and the record instead
-//! (`Fused::PooledKernelGrad`, `Fused::PooledBiasGrad`): their kernels add each selected
-//! element's contribution (`ops::reduce_window::native_pooled_kernel_grad`), `dY` is
-//! never written and its node is left dead.
+//! (`Fused::PooledKernelGrad`, `Fused::PooledBiasGrad`): the kernel gradient rebuilds
+//! `dY` a band of rows at a time in cache and runs the direct kernel gradient on each
+//! band, the bias gradient adds the gated pooled cotangent
+//! (`ops::reduce_window::native_pooled_kernel_grad`); `dY` is never written in full and
+//! its node is left dead.
 //!
-//! Unlike the other fusions this one changes the order of the sums: its results are
-//! deterministic (the same on any number of threads) and within rounding of the unfused
-//! plan's, not the same bits.
+//! The results are deterministic (the same on any number of threads). The kernel
+//! gradient is the unfused plan's bits where the two cut the batch's rows into the same
+//! parts (the unfused one's parts follow the cores); the bias gradient's sum runs in
+//! another order, within rounding of the unfused plan's.
 
 use super::bias_relu_pool::Fused;
 use crate::ir::{ConvParams, Node, Op, ReduceOp, Value};
@@ -78,7 +81,8 @@ pub(crate) fn rewrite(
 
 /// The readers of the fused gradient `g`, when they are one kernel gradient of the
 /// convolution whose output `g` is the cotangent of (in `conv_grad`'s form, of a
-/// geometry the fused kernel takes) and at most one bias gradient: those two nodes.
+/// geometry the fused kernel takes: the direct kernel gradient's, a pooling whose windows
+/// never overlap) and at most one bias gradient: those two nodes.
 fn gradients(
     nodes: &[Node],
     kernel_grads: &[Option<ConvParams>],
@@ -88,6 +92,10 @@ fn gradients(
 ) -> Option<(usize, Option<usize>)> {
     let (mut kernel, mut bias) = (None, None);
     let y = &nodes[g].ty;
+    let Op::SelectAndScatterAdd { source, window, .. } = &nodes[g].op else {
+        return None;
+    };
+    let pooling = (y, window, &nodes[source.index()].ty);
     for &r in readers {
         if fused[r].is_some() {
             return None;
@@ -98,7 +106,7 @@ fn gradients(
             {
                 let forward = kernel_grads[r].as_ref()?;
                 let image = &nodes[lhs.index()].ty;
-                if !pooled_kernel_grad_fusable(forward, image, y, &nodes[r].ty) {
+                if !pooled_kernel_grad_fusable(forward, image, pooling, &nodes[r].ty) {
                     return None;
                 }
                 kernel = Some(r);
