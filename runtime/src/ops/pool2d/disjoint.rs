@@ -92,6 +92,27 @@ impl Pool2d {
     }
 }
 
+/// The value of each channel's selected element of one window, `gate.apply(0 + s, bits)`
+/// from the window's cotangents and index bytes (what `scatter_disjoint_rows` writes
+/// there), into `out`: the bias gradient's terms.
+pub(super) fn selected_values<T: num_traits::Float + 'static>(
+    simd: Simd,
+    out: &mut [T],
+    (s, ix): (&[T], &[u8]),
+    gate: &ReluGate<T>,
+) {
+    // Every position selected: no bit of the index byte compared.
+    let sel = Selected {
+        s,
+        ix,
+        k: 0,
+        mask: 0,
+        gate: Some(gate),
+    };
+    // SAFETY: `simd` is what the CPU supports.
+    unsafe { pixel(simd, out, sel) };
+}
+
 /// What one input pixel's channels are written from: its window's cotangents `s` and
 /// index bytes `ix`, the pixel's position `k` in that window, which bits of an index
 /// byte are the position (`mask`), and the ReLU gate if any.

@@ -11,7 +11,8 @@
 //! (`conv_direct::kernel_grad_rows`): every element and every product is the unfused
 //! plan's, so an image holding an infinity or NaN gives the unfused plan's NaN, and the
 //! sum differs from the unfused one only in how the batch's rows are cut into parts.
-//! The bias gradient `db[co] = Σ dY[pixel, co]` adds `gate · g` per pooled output.
+//! The bias gradient `db[co] = Σ dY[pixel, co]` adds per pooled output the value of its
+//! selected element (`gate · (0 + g)`, as the scatter writes it).
 //!
 //! The sums are deterministic: the rows are cut into parts that depend on the shape
 //! alone, each part summed on its own, the parts then added in order.
@@ -96,13 +97,16 @@ impl Pool2d {
             out.fill(T::zero());
             return;
         }
+        let simd = Simd::detect();
         let mut partial = vec![T::zero(); parts * p.c];
         crew::run_chunks(&mut partial, parts, p.c, &|start, acc: &mut [T]| {
+            let mut v = vec![T::zero(); p.c];
             for b in crew::part(p.n, parts, start / p.c) {
                 p.each_window(b, |so, _| {
-                    let (s, ix) = (&src[so..so + p.c], &index[so..so + p.c]);
-                    for ((a, &g), &bits) in acc.iter_mut().zip(s).zip(ix) {
-                        *a = *a + gate.apply(g, bits);
+                    let window = (&src[so..so + p.c], &index[so..so + p.c]);
+                    super::disjoint::selected_values(simd, &mut v, window, gate);
+                    for (a, &v) in acc.iter_mut().zip(&v) {
+                        *a = *a + v;
                     }
                 });
             }
