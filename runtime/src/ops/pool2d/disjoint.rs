@@ -68,26 +68,35 @@ impl Pool2d {
             }
             let (i0, i1) = Pool2d::span(o, p.sh, p.kh, p.ph, p.h);
             debug_assert!(i0 <= i && i < i1);
-            for (j, px) in orow.chunks_exact_mut(p.c).enumerate() {
-                let (q, dj) = ((j + p.pw) / p.sw, (j + p.pw) % p.sw);
-                if dj >= p.kw || q >= p.ow {
-                    px.fill(T::zero());
+            // Window by window (their columns in order, none shared), the columns between
+            // and after them zero: no division per pixel.
+            let mut next = 0;
+            for q in 0..p.ow {
+                let (j0, j1) = Pool2d::span(q, p.sw, p.kw, p.pw, p.w);
+                if j0 == j1 {
                     continue;
                 }
-                let (j0, j1) = Pool2d::span(q, p.sw, p.kw, p.pw, p.w);
-                // The element's position in its clipped window, row-major (as recorded).
-                let k = ((i - i0) * (j1 - j0) + (j - j0)) as u8;
+                debug_assert!(next <= j0);
+                orow[next * p.c..j0 * p.c].fill(T::zero());
                 let so = ((b * p.oh + o) * p.ow + q) * p.c;
-                let sel = Selected {
-                    s: &src[so..so + p.c],
-                    ix: &index[so..so + p.c],
-                    k,
-                    mask,
-                    gate,
-                };
-                // SAFETY: `simd` is what the CPU supports.
-                unsafe { pixel(simd, px, sel) };
+                let (s, ix) = (&src[so..so + p.c], &index[so..so + p.c]);
+                for j in j0..j1 {
+                    // The element's position in its clipped window, row-major (as recorded).
+                    let k = ((i - i0) * (j1 - j0) + (j - j0)) as u8;
+                    let px = &mut orow[j * p.c..(j + 1) * p.c];
+                    let sel = Selected {
+                        s,
+                        ix,
+                        k,
+                        mask,
+                        gate,
+                    };
+                    // SAFETY: `simd` is what the CPU supports.
+                    unsafe { pixel(simd, px, sel) };
+                }
+                next = j1;
             }
+            orow[next * p.c..].fill(T::zero());
         }
     }
 }
