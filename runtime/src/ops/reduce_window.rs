@@ -638,6 +638,7 @@ pub(crate) fn native_pooled_kernel_grad(
     index: &[u8],
     out_ty: &TensorType,
     out: DataMut<'_>,
+    scratch: &mut Vec<f32>,
 ) -> Result<()> {
     let op = "convolution";
     let p = band_pool(operand, source.ty, w)
@@ -650,7 +651,7 @@ pub(crate) fn native_pooled_kernel_grad(
     match (image.data, source.data, out) {
         (Data::F32(x), Data::F32(s), DataMut::F32(o)) => {
             let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
-            p.pooled_kernel_grad(&conv, x, (s, index), &gate, o)
+            p.pooled_kernel_grad(&conv, x, (s, index), &gate, o, scratch)
         }
         (x, _, _) => Err(super::unsupported(op, x.dtype())),
     }
@@ -663,6 +664,7 @@ pub(crate) fn native_pooled_bias_grad(
     (operand, w, f): (&TensorType, &Window, &BiasReluPool),
     index: &[u8],
     out: DataMut<'_>,
+    scratch: &mut Vec<f32>,
 ) -> Result<()> {
     let op = "reduce";
     let p = band_pool(operand, source.ty, w)
@@ -673,7 +675,7 @@ pub(crate) fn native_pooled_bias_grad(
     match (source.data, out) {
         (Data::F32(s), DataMut::F32(o)) => {
             let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
-            p.pooled_bias_grad((s, index), &gate, o)
+            p.pooled_bias_grad((s, index), &gate, o, scratch)
         }
         (s, _) => return Err(super::unsupported(op, s.dtype())),
     }

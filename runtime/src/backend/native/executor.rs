@@ -820,6 +820,7 @@ fn run_pool_indexed(
                     &indices[i],
                     &node.ty,
                     out_view,
+                    scratch,
                 ),
                 (Err(e), _) => Err(e),
                 (_, None) => Err(Error::Backend {
@@ -837,6 +838,7 @@ fn run_pool_indexed(
                     (operand, window, f),
                     &indices[i],
                     out_view,
+                    scratch,
                 )
             }),
             (Op::ReduceWindow { op, window, .. }, PoolIndex::Record(i), None) => {

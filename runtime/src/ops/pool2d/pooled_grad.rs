@@ -34,7 +34,8 @@ const BAND: usize = 4096;
 impl Pool2d {
     /// The kernel gradient `[kh, kw, cin, c]` of the convolution `conv` of `image` whose
     /// output this (`disjoint`) pooling pooled, from the pooling's cotangent `src` and the
-    /// `index` `reduce_index_bias_relu` recorded (the ReLU's gradient `gate`).
+    /// `index` `reduce_index_bias_relu` recorded (the ReLU's gradient `gate`). The parts'
+    /// sums and bands live in `scratch` (grown once, kept by the caller).
     pub(in crate::ops) fn pooled_kernel_grad(
         &self,
         conv: &Direct2d,
@@ -42,9 +43,18 @@ impl Pool2d {
         (src, index): (&[f32], &[u8]),
         gate: &ReluGate<f32>,
         out: &mut [f32],
+        scratch: &mut Vec<f32>,
     ) -> Result<()> {
         let p = *self;
-        debug_assert!(p.disjoint());
+        let bad = || {
+            crate::Error::shape(
+                "convolution",
+                "a pooled kernel gradient's operands do not match their geometry",
+            )
+        };
+        if !p.disjoint() {
+            return Err(bad());
+        }
         let row = p.w * p.c;
         let rows = p.n * p.h;
         let len = out.len();
@@ -54,12 +64,18 @@ impl Pool2d {
             return Ok(());
         }
         let band = (BAND / row).max(1);
+        // Per part: its sums, then its band of `dY`.
+        let stride = len + band * row;
+        if scratch.len() < parts * stride {
+            scratch.resize(parts * stride, 0.0);
+        }
+        let scratch = &mut scratch[..parts * stride];
         let simd = Simd::detect();
         let failed = std::sync::atomic::AtomicBool::new(false);
-        let mut partial = vec![0.0f32; parts * len];
-        crew::run_chunks(&mut partial, parts, len, &|start, acc: &mut [f32]| {
-            let mut dy = vec![0.0f32; band * row];
-            let mut r = crew::part(rows, parts, start / len);
+        crew::run_chunks(scratch, parts, stride, &|start, chunk: &mut [f32]| {
+            let (acc, dy) = chunk.split_at_mut(len);
+            acc.fill(0.0);
+            let mut r = crew::part(rows, parts, start / stride);
             while !r.is_empty() {
                 // A band inside one image.
                 let (b, i) = (r.start / p.h, r.start % p.h);
@@ -74,44 +90,48 @@ impl Pool2d {
             }
         });
         if failed.into_inner() {
-            return Err(crate::Error::shape(
-                "convolution",
-                "a pooled kernel gradient's operands do not match their geometry",
-            ));
+            return Err(bad());
         }
-        add_parts(&partial, out);
+        add_parts(scratch, stride, out);
         Ok(())
     }
 
     /// The bias gradient `[c]` (`dY` summed over all but its channels) from the pooling's
     /// cotangent `src` and `index`, as `pooled_kernel_grad`.
-    pub(in crate::ops) fn pooled_bias_grad<T: num_traits::Float + Send + Sync + 'static>(
+    pub(in crate::ops) fn pooled_bias_grad(
         &self,
-        (src, index): (&[T], &[u8]),
-        gate: &ReluGate<T>,
-        out: &mut [T],
+        (src, index): (&[f32], &[u8]),
+        gate: &ReluGate<f32>,
+        out: &mut [f32],
+        scratch: &mut Vec<f32>,
     ) {
         let p = *self;
         let parts = p.n.min(PARTS);
         if parts == 0 || p.c == 0 {
-            out.fill(T::zero());
+            out.fill(0.0);
             return;
         }
+        // Per part: its sums, then a window's values.
+        let stride = 2 * p.c;
+        if scratch.len() < parts * stride {
+            scratch.resize(parts * stride, 0.0);
+        }
+        let scratch = &mut scratch[..parts * stride];
         let simd = Simd::detect();
-        let mut partial = vec![T::zero(); parts * p.c];
-        crew::run_chunks(&mut partial, parts, p.c, &|start, acc: &mut [T]| {
-            let mut v = vec![T::zero(); p.c];
-            for b in crew::part(p.n, parts, start / p.c) {
+        crew::run_chunks(scratch, parts, stride, &|start, chunk: &mut [f32]| {
+            let (acc, v) = chunk.split_at_mut(p.c);
+            acc.fill(0.0);
+            for b in crew::part(p.n, parts, start / stride) {
                 p.each_window(b, |so, _| {
                     let window = (&src[so..so + p.c], &index[so..so + p.c]);
-                    super::disjoint::selected_values(simd, &mut v, window, gate);
-                    for (a, &v) in acc.iter_mut().zip(&v) {
-                        *a = *a + v;
+                    super::disjoint::selected_values(simd, v, window, gate);
+                    for (a, &v) in acc.iter_mut().zip(&*v) {
+                        *a += v;
                     }
                 });
             }
         });
-        add_parts(&partial, out);
+        add_parts(scratch, stride, out);
     }
 
     /// Calls `f(offset of the window's outputs in the cotangent, clipped window)` for each
@@ -134,13 +154,14 @@ impl Pool2d {
     }
 }
 
-/// `out` = the `out.len()`-long parts of `partial` added in order.
-fn add_parts<T: num_traits::Float>(partial: &[T], out: &mut [T]) {
+/// `out` = the first `out.len()` elements of each `stride`-long part of `parts` (a part's
+/// sums), added in order.
+fn add_parts(parts: &[f32], stride: usize, out: &mut [f32]) {
     let len = out.len();
-    out.copy_from_slice(&partial[..len]);
-    for part in partial[len..].chunks_exact(len) {
-        for (o, &v) in out.iter_mut().zip(part) {
-            *o = *o + v;
+    out.copy_from_slice(&parts[..len]);
+    for part in parts[stride..].chunks_exact(stride) {
+        for (o, &v) in out.iter_mut().zip(&part[..len]) {
+            *o += v;
         }
     }
 }
