@@ -74,8 +74,9 @@ fn rows_of(t: &Tensor, n: usize) -> Option<(usize, usize)> {
 }
 
 impl Lookahead {
-    /// Room for batches of `batch` samples (allocated with the epoch's order, not during
-    /// its steps).
+    /// Room for batches of `batch` samples, allocated with the epoch's order; a call of
+    /// several batches (`data::Groups`) grows it once, at the epoch's first call, before
+    /// that call's steps run.
     pub(super) fn new(batch: usize) -> Lookahead {
         Lookahead {
             plan: Box::new(Plan {

@@ -14,6 +14,7 @@
 //! (which can change nothing but the sign of a zero sum).
 
 use crate::kernel::crew;
+use crate::kernel::simd::{level, Level};
 use crate::{Error, Result};
 
 /// Input features this kernel is for: with more, the im2col product is deep enough.
@@ -24,6 +25,10 @@ const MAX_TAPS: usize = 64;
 /// Neighbouring output pixels computed together (three pixels × four vectors of features
 /// are twelve accumulators, which with the broadcasts fill AVX2's sixteen registers).
 const PIXELS: usize = 3;
+/// Neighbouring output pixels computed together with AVX-512 (six pixels × two vectors
+/// of sixteen features are twelve accumulators of its thirty-two registers, and each
+/// tap's weights serve twice as many pixels).
+const WIDE_PIXELS: usize = 6;
 /// Output features per register block: four vectors of eight.
 const BLOCK: usize = 32;
 /// Tasks per core, so a core that finishes early takes work from one that started late.
@@ -237,22 +242,73 @@ fn pixels(
     let mut c0 = 0;
     while c0 < cout {
         let width = BLOCK.min(cout - c0);
+        // Whole vectors of sixteen features with AVX-512, the rest with AVX2.
+        let wide = if level() >= Level::Avx512 {
+            width / 16 * 16
+        } else {
+            0
+        };
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `supported` checked AVX2 and FMA; the taps' offsets stay inside `x` and
-        // `w` (built from the geometry `conv2d` checked the slices against); `dst` holds
-        // `count` rows of `cout`.
+        // SAFETY: `supported` checked AVX2 and FMA, and `level` AVX-512F where `wide > 0`;
+        // the taps' offsets stay inside `x` and `w` (built from the geometry `conv2d`
+        // checked the slices against); `dst` holds `count` rows of `cout`.
         unsafe {
-            block_avx2(
-                x.as_ptr(),
-                (first, step, count),
-                taps,
-                w.as_ptr().add(c0),
-                dst.as_mut_ptr().add(c0),
-                cout,
-                width,
-            )
+            let (x, at) = (x.as_ptr(), (first, step, count));
+            let (w, dst) = (w.as_ptr().add(c0), dst.as_mut_ptr().add(c0));
+            if wide > 0 {
+                block_avx512(x, at, taps, w, dst, cout, wide);
+            }
+            if wide < width {
+                block_avx2(x, at, taps, w.add(wide), dst.add(wide), cout, width - wide);
+            }
         };
         c0 += width;
+    }
+}
+
+/// [`block_avx2`] for `width` (16 or 32) output features in AVX-512 vectors of sixteen:
+/// `WIDE_PIXELS` at a time, each feature's sum in the same order (so the same bits).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn block_avx512(
+    x: *const f32,
+    (first, step, count): (isize, isize, usize),
+    taps: &[Tap],
+    w: *const f32,
+    dst: *mut f32,
+    cout: usize,
+    width: usize,
+) {
+    let at = |q: usize| first + q as isize * step;
+    let bases = |q: usize| -> [isize; WIDE_PIXELS] { std::array::from_fn(|i| at(q + i)) };
+    // SAFETY: forwarded from `pixels`.
+    unsafe {
+        macro_rules! vectors {
+            ($v:literal) => {{
+                let mut q = 0;
+                while q + WIDE_PIXELS <= count {
+                    kernel_avx512::<WIDE_PIXELS, $v>(x, bases(q), taps, w, dst.add(q * cout), cout);
+                    q += WIDE_PIXELS;
+                }
+                let d = dst.add(q * cout);
+                let b = bases(q);
+                match count - q {
+                    5 => {
+                        kernel_avx512::<5, $v>(x, [b[0], b[1], b[2], b[3], b[4]], taps, w, d, cout)
+                    }
+                    4 => kernel_avx512::<4, $v>(x, [b[0], b[1], b[2], b[3]], taps, w, d, cout),
+                    3 => kernel_avx512::<3, $v>(x, [b[0], b[1], b[2]], taps, w, d, cout),
+                    2 => kernel_avx512::<2, $v>(x, [b[0], b[1]], taps, w, d, cout),
+                    1 => kernel_avx512::<1, $v>(x, [b[0]], taps, w, d, cout),
+                    _ => {}
+                }
+            }};
+        }
+        match width / 16 {
+            2 => vectors!(2),
+            1 => vectors!(1),
+            _ => {}
+        }
     }
 }
 
@@ -308,40 +364,68 @@ unsafe fn block_avx2(
 }
 
 /// `P` pixels × `V` vectors of output features: per tap, the weights' `V` vectors are
-/// loaded once and the pixels' `P` inputs broadcast.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_avx2<const P: usize, const V: usize>(
-    x: *const f32,
-    bases: [isize; P],
-    taps: &[Tap],
-    w: *const f32,
-    dst: *mut f32,
-    cout: usize,
-) {
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm256_setzero_ps(); V]; P];
-    for &(off, wi) in taps {
-        // SAFETY: the caller's bounds.
-        unsafe {
-            let xs: [__m256; P] =
-                std::array::from_fn(|q| _mm256_set1_ps(*x.offset(bases[q] + off)));
-            let wp = w.add(wi);
-            for v in 0..V {
-                let wv = _mm256_loadu_ps(wp.add(v * 8));
-                for (row, &xq) in acc.iter_mut().zip(&xs) {
-                    row[v] = _mm256_fmadd_ps(xq, wv, row[v]);
+/// loaded once and the pixels' `P` inputs broadcast. One body for each vector width
+/// (`$lanes` features a register), as its own function compiled for its instructions.
+macro_rules! pixel_kernel {
+    ($name:ident, $features:literal, $vec:ty, $lanes:literal,
+     $zero:ident, $splat:ident, $load:ident, $fmadd:ident, $store:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const P: usize, const V: usize>(
+            x: *const f32,
+            bases: [isize; P],
+            taps: &[Tap],
+            w: *const f32,
+            dst: *mut f32,
+            cout: usize,
+        ) {
+            use std::arch::x86_64::*;
+            let mut acc = [[$zero(); V]; P];
+            for &(off, wi) in taps {
+                // SAFETY: the caller's bounds.
+                unsafe {
+                    let xs: [$vec; P] = std::array::from_fn(|q| $splat(*x.offset(bases[q] + off)));
+                    let wp = w.add(wi);
+                    for v in 0..V {
+                        let wv = $load(wp.add(v * $lanes));
+                        for (row, &xq) in acc.iter_mut().zip(&xs) {
+                            row[v] = $fmadd(xq, wv, row[v]);
+                        }
+                    }
+                }
+            }
+            for (q, row) in acc.iter().enumerate() {
+                for (v, &a) in row.iter().enumerate() {
+                    // SAFETY: `dst` holds `P` rows of `cout` features, `V` vectors from here.
+                    unsafe { $store(dst.add(q * cout + v * $lanes), a) };
                 }
             }
         }
-    }
-    for (q, row) in acc.iter().enumerate() {
-        for (v, &a) in row.iter().enumerate() {
-            // SAFETY: `dst` holds `P` rows of `cout` features, `V` vectors from here.
-            unsafe { _mm256_storeu_ps(dst.add(q * cout + v * 8), a) };
-        }
-    }
+    };
 }
+
+pixel_kernel!(
+    kernel_avx2,
+    "avx2,fma",
+    __m256,
+    8,
+    _mm256_setzero_ps,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_fmadd_ps,
+    _mm256_storeu_ps
+);
+pixel_kernel!(
+    kernel_avx512,
+    "avx512f",
+    __m512,
+    16,
+    _mm512_setzero_ps,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_fmadd_ps,
+    _mm512_storeu_ps
+);
 
 /// Taps of one kernel row (kernel columns × input features) accumulated together by the
 /// kernel gradient: as `PIXELS` in the forward, three × four vectors of accumulators.

@@ -13,6 +13,7 @@ pub(crate) mod hub;
 pub(crate) mod real;
 pub(crate) mod rows;
 pub(crate) mod sgemm;
+pub(crate) mod simd;
 pub(crate) mod strided;
 
 pub(crate) use ctx::{KernelCtx, ReplicaCtx};

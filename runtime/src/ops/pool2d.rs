@@ -9,6 +9,9 @@
 
 use crate::ir::Window;
 use crate::kernel::crew;
+// The instructions the pooling kernels run on, picked at run time (one binary, wide
+// vectors where they exist).
+use crate::kernel::simd::Level as Simd;
 
 mod conv_band;
 mod disjoint;
@@ -168,7 +171,7 @@ impl Pool2d {
     ) {
         use super::reduce_window::{above, below, max_of, min_of};
         #[cfg(target_arch = "x86_64")]
-        if Simd::detect() == Simd::Avx2
+        if crate::kernel::simd::level().avx2()
             && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
         {
             // SAFETY: T is f32 (checked above): the same memory, the same type.
@@ -224,7 +227,7 @@ impl Pool2d {
     ) {
         debug_assert!(self.bias_relu_indexable() && index.len() == out.len());
         debug_assert!(bias.len() == self.c);
-        let simd = Simd::detect();
+        let simd = crate::kernel::simd::level();
         self.walk_indexed(x, out, index, T::neg_infinity(), |img, offs, a, ix| {
             // SAFETY: `simd` is what the CPU supports.
             unsafe { bias_relu_window(simd, (img, offs, bias, act), a, ix) }
@@ -632,26 +635,6 @@ fn record<T: Copy, const L: usize>(
     }
 }
 
-/// Which instructions the fused pooling's window loop is compiled for (picked at run
-/// time, as the fused elementwise kernels do: one binary, wide vectors where they exist).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Simd {
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    Avx2,
-    Baseline,
-}
-
-impl Simd {
-    fn detect() -> Simd {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            return Simd::Avx2;
-        }
-        Simd::Baseline
-    }
-}
-
 /// One window of the fused bias, ReLU and max pooling, all channels: `w` is the image,
 /// the window's offsets in it, the bias and the constants.
 type BiasReluWindow<'a, T> = (&'a [T], &'a [usize], &'a [T], &'a BiasRelu<T>);
@@ -694,6 +677,10 @@ unsafe fn bias_relu_window<T: num_traits::Float + 'static>(
     unsafe {
         match (simd, w.3.bias_first) {
             #[cfg(target_arch = "x86_64")]
+            (Simd::Avx512, false) => window_bias_relu_avx512::<T, false>(w, a, ix),
+            #[cfg(target_arch = "x86_64")]
+            (Simd::Avx512, true) => window_bias_relu_avx512::<T, true>(w, a, ix),
+            #[cfg(target_arch = "x86_64")]
             (Simd::Avx2, false) => window_bias_relu_avx2::<T, false>(w, a, ix),
             #[cfg(target_arch = "x86_64")]
             (Simd::Avx2, true) => window_bias_relu_avx2::<T, true>(w, a, ix),
@@ -701,6 +688,121 @@ unsafe fn bias_relu_window<T: num_traits::Float + 'static>(
             (_, true) => window_bias_relu::<T, true>(w, a, ix),
         }
     }
+}
+
+/// [`window_bias_relu_avx2`] with AVX-512 for blocks of sixteen channels: the comparisons
+/// land in mask registers and each selection is one masked move, where AVX2 spends two
+/// instructions on every blend.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn window_bias_relu_avx512<T: num_traits::Float + 'static, const BIAS_FIRST: bool>(
+    w: BiasReluWindow<'_, T>,
+    acc: &mut [T],
+    ix: &mut [u8],
+) {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return window_bias_relu::<T, BIAS_FIRST>(w, acc, ix);
+    }
+    let c = acc.len();
+    let wide = c / 16 * 16;
+    if wide > 0 {
+        let (img, offs, bias, act) = w;
+        // SAFETY: T is f32 (checked above): the same memory, the same type.
+        let (img, bias, act, out) = unsafe {
+            (
+                std::slice::from_raw_parts(img.as_ptr() as *const f32, img.len()),
+                std::slice::from_raw_parts(bias.as_ptr() as *const f32, bias.len()),
+                &*(act as *const BiasRelu<T> as *const BiasRelu<f32>),
+                std::slice::from_raw_parts_mut(acc.as_mut_ptr() as *mut f32, wide),
+            )
+        };
+        for c0 in (0..wide).step_by(16) {
+            // SAFETY: the CPU has AVX-512F (this function's features).
+            unsafe {
+                record_bias_relu_avx512::<BIAS_FIRST>(
+                    img,
+                    offs,
+                    c0,
+                    &bias[c0..c0 + 16],
+                    act,
+                    &mut out[c0..c0 + 16],
+                    &mut ix[c0..c0 + 16],
+                )
+            };
+        }
+    }
+    if wide < c {
+        let (img, offs, bias, act) = w;
+        // The channels past the last sixteen, from their own offsets in the image.
+        let rest = (&img[wide..], offs, &bias[wide..], act);
+        // SAFETY: the CPU has AVX2 (this function's features).
+        unsafe { window_bias_relu_avx2::<T, BIAS_FIRST>(rest, &mut acc[wide..], &mut ix[wide..]) };
+    }
+}
+
+/// [`record_bias_relu_avx2`] for sixteen `f32` channels: the same comparisons (ordered,
+/// quiet) and the same selections, lane by lane.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn record_bias_relu_avx512<const BIAS_FIRST: bool>(
+    img: &[f32],
+    offs: &[usize],
+    c0: usize,
+    bias: &[f32],
+    act: &BiasRelu<f32>,
+    acc: &mut [f32],
+    index: &mut [u8],
+) {
+    use std::arch::x86_64::*;
+    assert!(bias.len() == 16 && acc.len() == 16 && index.len() == 16 && !offs.is_empty());
+    let load = |off: usize| -> __m512 {
+        let v = &img[off + c0..off + c0 + 16];
+        // SAFETY: sixteen in-bounds elements.
+        unsafe { _mm512_loadu_ps(v.as_ptr()) }
+    };
+    // SAFETY: sixteen elements (asserted).
+    let b = unsafe { _mm512_loadu_ps(bias.as_ptr()) };
+    let floor = _mm512_set1_ps(act.floor);
+    let at = |v: __m512| -> (__m512, __m512) {
+        let s = if BIAS_FIRST {
+            _mm512_add_ps(b, v)
+        } else {
+            _mm512_add_ps(v, b)
+        };
+        // `s <= floor ? floor : s`
+        let le = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(s, floor);
+        (s, _mm512_mask_blend_ps(le, s, floor))
+    };
+    // max_of(acc, r): `acc >= r ? acc : r`
+    let max_of = |a: __m512, r: __m512| {
+        let ge = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(a, r);
+        _mm512_mask_blend_ps(ge, r, a)
+    };
+    let (s, r) = at(load(offs[0]));
+    let mut a = max_of(_mm512_set1_ps(f32::NEG_INFINITY), r);
+    let (mut br, mut bs, mut bk) = (r, s, _mm512_setzero_si512());
+    for (k, &off) in offs.iter().enumerate().skip(1) {
+        let (s, r) = at(load(off));
+        a = max_of(a, r);
+        let gt = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(r, br);
+        br = _mm512_mask_blend_ps(gt, br, r);
+        bs = _mm512_mask_blend_ps(gt, bs, s);
+        bk = _mm512_mask_blend_epi32(gt, bk, _mm512_set1_epi32(k as i32));
+    }
+    // SAFETY: sixteen writable elements (asserted).
+    unsafe { _mm512_storeu_ps(acc.as_mut_ptr(), a) };
+    // The index bytes: position | GT if `a > gt` | EQ if `a == eq`, as the AVX2 kernel.
+    let above = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(bs, _mm512_set1_ps(act.gt));
+    let equal = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(bs, _mm512_set1_ps(act.eq));
+    let bits = _mm512_mask_or_epi32(bk, above, bk, _mm512_set1_epi32(i32::from(GT)));
+    let bits = _mm512_mask_or_epi32(bits, equal, bits, _mm512_set1_epi32(i32::from(EQ)));
+    // SAFETY: sixteen writable bytes (asserted); each lane's low byte, in order.
+    unsafe {
+        _mm_storeu_si128(
+            index.as_mut_ptr() as *mut __m128i,
+            _mm512_cvtepi32_epi8(bits),
+        )
+    };
 }
 
 /// [`window_bias_relu`] with AVX2: for `f32`, each block of eight channels in one vector
@@ -1211,6 +1313,69 @@ mod tests {
             }
         }
         assert!(checked > 250, "{checked}");
+    }
+
+    /// The fused bias, ReLU and max pooling gives the portable kernel's outputs and index
+    /// bytes on every instruction set the CPU has (channel counts around both vector
+    /// widths, NaNs, ties, padding, overlapping windows).
+    #[test]
+    fn bias_relu_pooling_is_the_same_on_every_instruction_set() {
+        let mut checked = 0;
+        for &(n, h, w) in &[(1, 5, 5), (2, 7, 6), (1, 26, 26)] {
+            for &c in &[1, 7, 8, 15, 16, 17, 24, 32, 70] {
+                for &(kh, kw, sh, sw) in &[(2, 2, 2, 2), (3, 3, 2, 2), (2, 3, 1, 2)] {
+                    for same in [false, true] {
+                        let xd = [n, h, w, c];
+                        let win = Window {
+                            dims: vec![1, kh, kw, 1],
+                            strides: vec![1, sh, sw, 1],
+                            padding: vec![
+                                (0, 0),
+                                pad(h, kh, sh, same),
+                                pad(w, kw, sw, same),
+                                (0, 0),
+                            ],
+                        };
+                        let Some(od) = out_dims(&xd, &win) else {
+                            continue;
+                        };
+                        let p = Pool2d::of(&xd, &od, &win).expect("an NHWC pooling");
+                        let no: usize = od.iter().product();
+                        // Integers on a coarse grid tie often; NaNs every fifth element.
+                        let x: Vec<f32> = data(xd.iter().product(), checked, 5)
+                            .iter()
+                            .map(|v| (v * 4.0).round() / 4.0)
+                            .collect();
+                        let bias = data(c, checked + 2, 0);
+                        for (floor, gt, eq, bias_first) in
+                            [(0.0, 0.0, 0.0, false), (-1.0, 1.0, 0.0, true)]
+                        {
+                            let act = BiasRelu {
+                                bias_first,
+                                floor,
+                                gt,
+                                eq,
+                            };
+                            let mut want = None;
+                            crate::kernel::simd::for_each_level(|simd| {
+                                let (mut o, mut ix) = (vec![9.0; no], vec![0u8; no]);
+                                p.reduce_index_bias_relu(&x, &bias, &mut o, &mut ix, &act);
+                                let got = (bits(&o), ix);
+                                match &want {
+                                    None => want = Some((simd, got)),
+                                    Some((first, w)) => assert!(
+                                        w == &got,
+                                        "{simd:?} against {first:?}: {xd:?} {win:?} {act:?}"
+                                    ),
+                                }
+                            });
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 100, "{checked}");
     }
 
     /// Times the recording poolings on the `cnn` workload's first pooling (run with

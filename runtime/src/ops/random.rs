@@ -98,12 +98,28 @@ fn fill_chunk<T: Copy, S: Fn([u32; 2]) -> T + Copy>(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports the feature the function is compiled for.
-            return unsafe { fill_avx2(key, start, out, sample) };
+        use crate::kernel::simd::{level, Level};
+        match level() {
+            // SAFETY: the CPU supports the features the functions are compiled for.
+            Level::Avx512 => return unsafe { fill_avx512(key, start, out, sample) },
+            Level::Avx2 => return unsafe { fill_avx2(key, start, out, sample) },
+            Level::Baseline => {}
         }
     }
-    fill_lanes(key, start, out, sample)
+    fill_lanes::<LANES, T, S>(key, start, out, sample)
+}
+
+/// Sixteen lanes fill one 512-bit register, and AVX-512 rotates a register by a constant
+/// in one instruction (AVX2 needs two shifts and an or).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn fill_avx512<T: Copy, S: Fn([u32; 2]) -> T + Copy>(
+    key: [u32; 2],
+    start: usize,
+    out: &mut [T],
+    sample: S,
+) {
+    fill_lanes::<{ 2 * LANES }, T, S>(key, start, out, sample)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -114,31 +130,31 @@ unsafe fn fill_avx2<T: Copy, S: Fn([u32; 2]) -> T + Copy>(
     out: &mut [T],
     sample: S,
 ) {
-    fill_lanes(key, start, out, sample)
+    fill_lanes::<LANES, T, S>(key, start, out, sample)
 }
 
 #[inline(always)]
-fn lane_round<const R: u32>(x0: &mut [u32; LANES], x1: &mut [u32; LANES]) {
-    for l in 0..LANES {
+fn lane_round<const N: usize, const R: u32>(x0: &mut [u32; N], x1: &mut [u32; N]) {
+    for l in 0..N {
         x0[l] = x0[l].wrapping_add(x1[l]);
         x1[l] = x1[l].rotate_left(R) ^ x0[l];
     }
 }
 
 #[inline(always)]
-fn fill_lanes<T: Copy, S: Fn([u32; 2]) -> T + Copy>(
+fn fill_lanes<const N: usize, T: Copy, S: Fn([u32; 2]) -> T + Copy>(
     key: [u32; 2],
     start: usize,
     out: &mut [T],
     sample: S,
 ) {
     let ks = [key[0], key[1], 0x1BD1_1BDA ^ key[0] ^ key[1]];
-    let mut chunks = out.chunks_exact_mut(LANES);
+    let mut chunks = out.chunks_exact_mut(N);
     let mut i = start;
     for chunk in &mut chunks {
-        let mut x0 = [0u32; LANES];
-        let mut x1 = [0u32; LANES];
-        for l in 0..LANES {
+        let mut x0 = [0u32; N];
+        let mut x1 = [0u32; N];
+        for l in 0..N {
             let c = (i + l) as u64;
             x0[l] = ((c >> 32) as u32).wrapping_add(ks[0]);
             x1[l] = (c as u32).wrapping_add(ks[1]);
@@ -147,25 +163,25 @@ fn fill_lanes<T: Copy, S: Fn([u32; 2]) -> T + Copy>(
         // or per lane vector); the schedule is `threefry2x32`'s.
         for s in 1..=5 {
             if s % 2 == 1 {
-                lane_round::<13>(&mut x0, &mut x1);
-                lane_round::<15>(&mut x0, &mut x1);
-                lane_round::<26>(&mut x0, &mut x1);
-                lane_round::<6>(&mut x0, &mut x1);
+                lane_round::<N, 13>(&mut x0, &mut x1);
+                lane_round::<N, 15>(&mut x0, &mut x1);
+                lane_round::<N, 26>(&mut x0, &mut x1);
+                lane_round::<N, 6>(&mut x0, &mut x1);
             } else {
-                lane_round::<17>(&mut x0, &mut x1);
-                lane_round::<29>(&mut x0, &mut x1);
-                lane_round::<16>(&mut x0, &mut x1);
-                lane_round::<24>(&mut x0, &mut x1);
+                lane_round::<N, 17>(&mut x0, &mut x1);
+                lane_round::<N, 29>(&mut x0, &mut x1);
+                lane_round::<N, 16>(&mut x0, &mut x1);
+                lane_round::<N, 24>(&mut x0, &mut x1);
             }
-            for l in 0..LANES {
+            for l in 0..N {
                 x0[l] = x0[l].wrapping_add(ks[s % 3]);
                 x1[l] = x1[l].wrapping_add(ks[(s + 1) % 3]).wrapping_add(s as u32);
             }
         }
-        for l in 0..LANES {
+        for l in 0..N {
             chunk[l] = sample([x0[l], x1[l]]);
         }
-        i += LANES;
+        i += N;
     }
     for v in chunks.into_remainder() {
         *v = sample(threefry2x32(key, [((i as u64) >> 32) as u32, i as u32]));
@@ -306,6 +322,52 @@ mod tests {
                     "f64 {i} of {n}"
                 );
                 assert!((0.0..1.0).contains(&f[i]) && (0.0..1.0).contains(&d[i]));
+            }
+        }
+    }
+
+    /// Every lane width the CPU can run gives the scalar definition's bits, over lane
+    /// tails and counters that carry into the high word.
+    #[test]
+    fn each_lane_width_matches_the_definition() {
+        let key = [0x0bad_f00du32, 0x7777_1234];
+        let s = |[w, _]: [u32; 2]| (w >> 9) | 0x3f80_0000;
+        type Fill = fn([u32; 2], usize, &mut [u32]);
+        let mut widths: Vec<(&str, Fill)> = vec![("portable", |k, i, o| {
+            fill_lanes::<LANES, u32, _>(k, i, o, |[w, _]| (w >> 9) | 0x3f80_0000)
+        })];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the feature was detected.
+                widths.push(("avx2", |k, i, o| unsafe {
+                    fill_avx2(k, i, o, |[w, _]| (w >> 9) | 0x3f80_0000)
+                }));
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the feature was detected.
+                widths.push(("avx512", |k, i, o| unsafe {
+                    fill_avx512(k, i, o, |[w, _]| (w >> 9) | 0x3f80_0000)
+                }));
+            }
+        }
+        for (name, fill) in widths {
+            for (start, n) in [
+                (0, 0),
+                (0, 1),
+                (3, 15),
+                (0, 16),
+                (5, 17),
+                (0, 47),
+                ((1 << 32) - 20, 41),
+            ] {
+                let mut got = vec![0u32; n];
+                fill(key, start, &mut got);
+                for (j, g) in got.iter().enumerate() {
+                    let i = (start + j) as u64;
+                    let want = s(threefry2x32(key, [(i >> 32) as u32, i as u32]));
+                    assert_eq!(*g, want, "{name}: element {i} (start {start}, n {n})");
+                }
             }
         }
     }

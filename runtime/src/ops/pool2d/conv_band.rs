@@ -10,7 +10,7 @@
 //! code as [`Pool2d::reduce_index_bias_relu`] in the same order, so output and index are
 //! that pooling's of the convolution's output.
 
-use super::{bias_relu_window, BiasRelu, Pool2d, Simd};
+use super::{bias_relu_window, BiasRelu, Pool2d};
 use crate::kernel::conv_direct::{self, Direct2d};
 use crate::kernel::crew;
 use crate::{Error, Result};
@@ -65,7 +65,7 @@ impl Pool2d {
         if scratch.len() < tasks * band {
             scratch.resize(tasks * band, 0.0);
         }
-        let simd = Simd::detect();
+        let simd = crate::kernel::simd::level();
         let failed = std::sync::atomic::AtomicBool::new(false);
         let (ob, ib, sb) = (
             out.as_mut_ptr() as usize,

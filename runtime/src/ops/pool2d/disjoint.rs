@@ -33,7 +33,7 @@ impl Pool2d {
         if row == 0 || p.h == 0 || p.n == 0 {
             return;
         }
-        let simd = Simd::detect();
+        let simd = crate::kernel::simd::level();
         let rows = |start: usize, chunk: &mut [T]| {
             p.scatter_disjoint_rows(start / row, chunk, (src, index), gate, simd)
         };
@@ -141,7 +141,7 @@ struct Selected<'a, T> {
 #[inline(always)]
 unsafe fn pixel<T: num_traits::Float + 'static>(simd: Simd, out: &mut [T], sel: Selected<'_, T>) {
     #[cfg(target_arch = "x86_64")]
-    if simd == Simd::Avx2 && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+    if simd.avx2() && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
         // SAFETY: T is f32 (checked above): the same memory, the same type; the CPU has
         // AVX2 (the caller's promise).
         unsafe {

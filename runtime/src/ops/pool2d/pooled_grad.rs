@@ -17,7 +17,7 @@
 //! The sums are deterministic: the rows are cut into parts that depend on the shape
 //! alone, each part summed on its own, the parts then added in order.
 
-use super::{Pool2d, ReluGate, Simd};
+use super::{Pool2d, ReluGate};
 use crate::kernel::conv_direct::{self, Direct2d};
 use crate::kernel::crew;
 use crate::Result;
@@ -70,7 +70,7 @@ impl Pool2d {
             scratch.resize(parts * stride, 0.0);
         }
         let scratch = &mut scratch[..parts * stride];
-        let simd = Simd::detect();
+        let simd = crate::kernel::simd::level();
         let failed = std::sync::atomic::AtomicBool::new(false);
         crew::run_chunks(scratch, parts, stride, &|start, chunk: &mut [f32]| {
             let (acc, dy) = chunk.split_at_mut(len);
@@ -117,7 +117,7 @@ impl Pool2d {
             scratch.resize(parts * stride, 0.0);
         }
         let scratch = &mut scratch[..parts * stride];
-        let simd = Simd::detect();
+        let simd = crate::kernel::simd::level();
         crew::run_chunks(scratch, parts, stride, &|start, chunk: &mut [f32]| {
             let (acc, v) = chunk.split_at_mut(p.c);
             acc.fill(0.0);
