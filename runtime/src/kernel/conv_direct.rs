@@ -472,7 +472,8 @@ pub(crate) fn kernel_grad2d(
         let t = start / partial;
         dst.fill(0.0);
         for row in crew::part(rows, tasks, t) {
-            grad_row(g, x, ct, (row / oh, row % oh), columns, dst);
+            let ct_row = &ct[row * ow * g.cout..(row + 1) * ow * g.cout];
+            grad_row(g, x, ct_row, (row / oh, row % oh), columns, dst);
         }
     });
     let (first, rest) = partials.split_at(partial);
@@ -486,12 +487,43 @@ pub(crate) fn kernel_grad2d(
     Ok(())
 }
 
-/// Adds output row `r` of image `b`'s share of the kernel gradient into `dw`; `lo..hi`
-/// are [`Direct2d::inner_columns`].
+/// Adds the share of output rows `rows` of image `b` in the kernel gradient into `dw`
+/// (`[kh, kw, cin, cout]`, not zeroed), from those rows' cotangents `ct_rows` (`[rows,
+/// ow, cout]`): [`kernel_grad2d`]'s sum over one band of rows, row by row in the same
+/// order, for a caller that writes the cotangent a band at a time. Errs (adding nothing)
+/// when the operands do not match the geometry.
+pub(crate) fn kernel_grad_rows(
+    g: &Direct2d,
+    x: &[f32],
+    ct_rows: &[f32],
+    (b, rows): (usize, std::ops::Range<usize>),
+    dw: &mut [f32],
+) -> Result<()> {
+    let [ih, iw] = g.input;
+    let [oh, ow] = g.output;
+    let row = ow * g.cout;
+    if !g.supported()
+        || b >= g.batch
+        || rows.end > oh
+        || x.len() < g.batch * ih * iw * g.cin
+        || ct_rows.len() != rows.len() * row
+        || dw.len() < g.kernel[0] * g.kernel[1] * g.cin * g.cout
+    {
+        return Err(mismatch());
+    }
+    let columns = g.inner_columns();
+    for (r, ct_row) in rows.zip(ct_rows.chunks_exact(row.max(1))) {
+        grad_row(g, x, ct_row, (b, r), columns, dw);
+    }
+    Ok(())
+}
+
+/// Adds output row `r` of image `b`'s share of the kernel gradient into `dw`, from that
+/// row's cotangent `ct_row` (`[ow, cout]`); `lo..hi` are [`Direct2d::inner_columns`].
 fn grad_row(
     g: &Direct2d,
     x: &[f32],
-    ct: &[f32],
+    ct_row: &[f32],
     (b, r): (usize, usize),
     (lo, hi): (usize, usize),
     dw: &mut [f32],
@@ -499,7 +531,6 @@ fn grad_row(
     let [ih, iw] = g.input;
     let ow = g.output[1];
     let (kh, kw, cin, cout) = (g.kernel[0], g.kernel[1], g.cin, g.cout);
-    let ct_row = &ct[(b * g.output[0] + r) * ow * cout..][..ow * cout];
     let col0 = |o: usize| (o * g.strides[1]) as isize - g.pad[1] as isize;
     let row_taps = kw * cin;
     // A kernel row's taps, as offsets from a pixel's first column.

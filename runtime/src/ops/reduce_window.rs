@@ -4,6 +4,7 @@
 use super::pool2d::{self, Pool2d};
 use super::In;
 use crate::ir::{Graph, ReduceOp, TensorType, Value, Window, MAX_RANK};
+use crate::kernel::conv_direct::Direct2d;
 use crate::kernel::data::{Data, DataMut};
 use crate::kernel::real::Real;
 use crate::kernel::strided;
@@ -559,6 +560,124 @@ pub(crate) fn native_select_and_scatter_bias_relu(
             p.scatter_indexed_bias_relu(s, index, o, &gate)
         }
         (s, _) => return Err(super::unsupported("select_and_scatter_add", s.dtype())),
+    }
+    Ok(())
+}
+
+// ---- a convolution's kernel and bias gradients from its pooled cotangent (native planner)
+
+/// The convolution's geometry as the direct kernel gradient takes it: `forward` of an
+/// image of type `image` giving `y` (the pooling's operand), the kernel gradient `dw`, all
+/// `f32`; `None` unless the direct kernel computes it on this CPU (few input features:
+/// the convolution's kernel gradient the unfused plan runs there).
+fn direct_taps(
+    forward: &crate::ir::ConvParams,
+    image: &TensorType,
+    y: &TensorType,
+    dw: &TensorType,
+) -> Option<Direct2d> {
+    let (x, yd, k) = (image.dims(), y.dims(), dw.dims());
+    let two = |v: &[usize]| v.len() == 2;
+    let shaped = x.len() == 4 && yd.len() == 4 && k.len() == 4;
+    let ok = shaped
+        && two(&forward.strides)
+        && two(&forward.rhs_dilation)
+        && forward.padding.len() == 2
+        && forward.lhs_dilation.iter().all(|&d| d == 1)
+        && forward.feature_groups == 1
+        && x[0] == yd[0]
+        && k[2] == x[3]
+        && k[3] == yd[3]
+        && [image, y, dw]
+            .iter()
+            .all(|t| t.dtype == crate::ir::DType::F32);
+    let d = ok.then(|| Direct2d {
+        batch: x[0],
+        input: [x[1], x[2]],
+        cin: x[3],
+        kernel: [k[0], k[1]],
+        cout: k[3],
+        output: [yd[1], yd[2]],
+        strides: [forward.strides[0], forward.strides[1]],
+        dilation: [forward.rhs_dilation[0], forward.rhs_dilation[1]],
+        pad: [forward.padding[0].0, forward.padding[1].0],
+    })?;
+    d.supported().then_some(d)
+}
+
+/// The pooling `w` of `operand` to `pooled` when the fused kernels rebuild the
+/// cotangent of its operand row by row: a fused bias and ReLU max pooling whose windows
+/// never overlap.
+fn band_pool(operand: &TensorType, pooled: &TensorType, w: &Window) -> Option<Pool2d> {
+    Pool2d::of(operand.dims(), pooled.dims(), w).filter(|p| p.bias_relu_indexable() && p.disjoint())
+}
+
+/// Whether the planner may compute the kernel gradient `dw` of the convolution `forward`
+/// of `image` (output `y`, pooled by `w` to `pooled` by a fused bias and ReLU max
+/// pooling) from the pooled cotangent: an `f32` convolution the direct kernel gradient
+/// computes, a pooling whose windows never overlap.
+pub(crate) fn pooled_kernel_grad_fusable(
+    forward: &crate::ir::ConvParams,
+    image: &TensorType,
+    (y, w, pooled): (&TensorType, &Window, &TensorType),
+    dw: &TensorType,
+) -> bool {
+    direct_taps(forward, image, y, dw).is_some() && band_pool(y, pooled, w).is_some()
+}
+
+/// The kernel gradient (of type `out_ty`) of the convolution `forward` of `image` whose
+/// output (of type `operand`) `native_recording_bias_relu`'s pooling by `w` (`f`) pooled,
+/// from that pooling's cotangent `source` and `index`, without the convolution's output
+/// cotangent in memory (`Pool2d::pooled_kernel_grad`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn native_pooled_kernel_grad(
+    image: In<'_>,
+    source: In<'_>,
+    (operand, w, f): (&TensorType, &Window, &BiasReluPool),
+    forward: &crate::ir::ConvParams,
+    index: &[u8],
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+    scratch: &mut Vec<f32>,
+) -> Result<()> {
+    let op = "convolution";
+    let p = band_pool(operand, source.ty, w)
+        .filter(|_| index.len() == source.ty.numel())
+        .ok_or_else(|| Error::shape(op, "not a fusable 2-D pooling"))?;
+    let conv = direct_taps(forward, image.ty, operand, out_ty)
+        .filter(|_| image.ty.numel() == image.data.len() && out_ty.numel() == out.as_data().len())
+        .ok_or_else(|| Error::shape(op, "not a pooled convolution's kernel gradient"))?;
+    let bad = || Error::shape(op, "constants out of the type's range");
+    match (image.data, source.data, out) {
+        (Data::F32(x), Data::F32(s), DataMut::F32(o)) => {
+            let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
+            p.pooled_kernel_grad(&conv, x, (s, index), &gate, o, scratch)
+        }
+        (x, _, _) => Err(super::unsupported(op, x.dtype())),
+    }
+}
+
+/// The bias gradient (`dY` summed over all but its channels) of the pooling of
+/// `native_pooled_kernel_grad`, from the same cotangent and index.
+pub(crate) fn native_pooled_bias_grad(
+    source: In<'_>,
+    (operand, w, f): (&TensorType, &Window, &BiasReluPool),
+    index: &[u8],
+    out: DataMut<'_>,
+    scratch: &mut Vec<f32>,
+) -> Result<()> {
+    let op = "reduce";
+    let p = band_pool(operand, source.ty, w)
+        .filter(|_| index.len() == source.ty.numel())
+        .filter(|_| out.as_data().len() == operand.dims()[3])
+        .ok_or_else(|| Error::shape(op, "not a fusable 2-D pooling's bias gradient"))?;
+    let bad = || Error::shape(op, "constants out of the type's range");
+    match (source.data, out) {
+        (Data::F32(s), DataMut::F32(o)) => {
+            let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
+            p.pooled_bias_grad((s, index), &gate, o, scratch)
+        }
+        (s, _) => return Err(super::unsupported(op, s.dtype())),
     }
     Ok(())
 }

@@ -182,7 +182,9 @@ fn adam_with_ema_keeps_one_update_pass_per_parameter() {
 /// The `cnn` workload's layers (`Conv2D(relu)` → `MaxPooling2D`, twice): the planner fuses
 /// each convolution's bias and ReLU into its pooling and the ReLU's gradient into the
 /// pooling's (four fused kernels in the train step), and training with them is bit for
-/// bit training without them (`testing::without_bias_relu_pool`).
+/// bit training without them (`testing::without_bias_relu_pool`). The first layer's
+/// kernel and bias gradients from its pooled cotangent (`native::conv_pool_grad`) sum in
+/// another order: training with them is within rounding of training without.
 #[test]
 fn a_convnet_trains_the_same_with_bias_and_relu_fused_into_its_poolings() {
     use crate::backend::native::testing::without_bias_relu_pool;
@@ -215,6 +217,14 @@ fn a_convnet_trains_the_same_with_bias_and_relu_fused_into_its_poolings() {
     assert_eq!(fused.conv_pools, banded, "{fused:#?}");
     assert_eq!(stored.conv_pools, 0, "{stored:#?}");
     assert_eq!(fused.steps + banded, stored.steps, "{fused:#?} {stored:#?}");
+    // Where the direct kernel computes the first layer's kernel gradient (`conv_grad`),
+    // it and the bias gradient read the pooled cotangent, and the convolution output's
+    // cotangent is not computed: one kernel fewer.
+    use crate::backend::native::testing::without_conv_pool_grad;
+    let dense = without_conv_pool_grad(|| train_step_plan(model(), &[12, 12, 1]));
+    assert_eq!(fused.pooled_grads, 2 * banded, "{fused:#?}");
+    assert_eq!(dense.pooled_grads, 0, "{dense:#?}");
+    assert_eq!(fused.steps + banded, dense.steps, "{fused:#?} {dense:#?}");
 
     let train = |m: &mut Model<Sequential>| {
         use crate::loss::SparseCategoricalCrossentropy;
@@ -243,18 +253,29 @@ fn a_convnet_trains_the_same_with_bias_and_relu_fused_into_its_poolings() {
         all
     };
     let (mut a, mut b) = (model(), model());
-    let fused_run = train(&mut a);
+    let fused_run = without_conv_pool_grad(|| train(&mut a));
     let plain_run = without_bias_relu_pool(|| train(&mut b));
     assert_eq!(fused_run.len(), plain_run.len());
     for (k, (x, y)) in fused_run.iter().zip(&plain_run).enumerate() {
         assert!(x == y, "weight {k} differs after training");
     }
     let mut c = model();
-    let stored_run = without_conv_pool(|| train(&mut c));
+    let stored_run = without_conv_pool(|| without_conv_pool_grad(|| train(&mut c)));
     for (k, (x, y)) in fused_run.iter().zip(&stored_run).enumerate() {
         assert!(
             x == y,
             "weight {k} differs after training with the convolution stored"
         );
+    }
+    let mut d = model();
+    let pooled_run = train(&mut d);
+    for (k, (x, y)) in pooled_run.iter().zip(&fused_run).enumerate() {
+        for (&p, &q) in x.iter().zip(y) {
+            let (p, q) = (f32::from_bits(p), f32::from_bits(q));
+            assert!(
+                (p - q).abs() <= 1e-4 * (1.0 + q.abs()),
+                "weight {k}: {p} against {q} after training with the gradients from the pooled cotangent"
+            );
+        }
     }
 }

@@ -38,6 +38,24 @@ pub(crate) enum Fused {
     /// The gated gradient (the product), rewritten to `select_and_scatter_add` over `x`,
     /// which reads the index its pooling (node `pool`) records.
     Gradient { pool: usize, f: BiasReluPool },
+    /// A convolution's kernel gradient (`conv_grad`'s form: the image and the cotangent
+    /// `dY`) where `dY` is a fused `Gradient` that nothing else needs: computed from that
+    /// gradient's pooled cotangent `source` and its pooling's record (see
+    /// `conv_pool_grad`); reads the image and `source`.
+    PooledKernelGrad {
+        pool: usize,
+        gradient: usize,
+        source: Value,
+        f: BiasReluPool,
+    },
+    /// The bias gradient (`dY` summed over all but its channels) beside a
+    /// `PooledKernelGrad`, likewise; reads `source`.
+    PooledBiasGrad {
+        pool: usize,
+        gradient: usize,
+        source: Value,
+        f: BiasReluPool,
+    },
 }
 
 impl Fused {
@@ -62,6 +80,22 @@ impl Fused {
             ) => vec![*image, *kernel, *bias],
             (Fused::Gradient { .. }, Op::SelectAndScatterAdd { source, .. }) => vec![*source],
             (Fused::Gradient { .. }, _) => op.operands(),
+            (Fused::PooledKernelGrad { source, .. }, Op::Convolution { lhs, .. }) => {
+                vec![*lhs, *source]
+            }
+            (Fused::PooledKernelGrad { source, .. } | Fused::PooledBiasGrad { source, .. }, _) => {
+                vec![*source]
+            }
+        }
+    }
+
+    /// The pooling whose record the node reads, for a node that reads one.
+    pub(crate) fn reads_index_of(&self) -> Option<usize> {
+        match self {
+            Fused::Gradient { pool, .. }
+            | Fused::PooledKernelGrad { pool, .. }
+            | Fused::PooledBiasGrad { pool, .. } => Some(*pool),
+            Fused::Pool { .. } | Fused::ConvPool { .. } => None,
         }
     }
 

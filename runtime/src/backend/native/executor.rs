@@ -738,7 +738,16 @@ fn run_pool_indexed(
     use crate::ir::Op;
     use crate::ops::reduce_window;
     let fused = plan.fused_pools[node].as_ref();
+    let forward = plan.kernel_grads[node].as_ref();
     let node = &plan.nodes[node];
+    // The window and operand type (the convolution's output) of a fused gradient.
+    let gradient_of = |g: usize| match &plan.nodes[g].op {
+        Op::SelectAndScatterAdd { window, .. } => Ok((&plan.nodes[g].ty, window)),
+        op => Err(Error::Backend {
+            backend: "native",
+            message: format!("internal: {} is no pooling gradient", op.name()),
+        }),
+    };
     let mut storage = std::mem::replace(&mut arena[out], Storage::F32(Vec::new()));
     let result = {
         let input = |k: usize| {
@@ -798,6 +807,40 @@ fn run_pool_indexed(
                     out_view,
                 )
             }
+            (
+                Op::Convolution { .. },
+                PoolIndex::Use(i),
+                Some(Fused::PooledKernelGrad { gradient, f, .. }),
+            ) => match (gradient_of(*gradient), forward) {
+                (Ok((operand, window)), Some(forward)) => reduce_window::native_pooled_kernel_grad(
+                    input(0),
+                    input(1),
+                    (operand, window, f),
+                    forward,
+                    &indices[i],
+                    &node.ty,
+                    out_view,
+                    scratch,
+                ),
+                (Err(e), _) => Err(e),
+                (_, None) => Err(Error::Backend {
+                    backend: "native",
+                    message: "internal: a pooled kernel gradient without its convolution".into(),
+                }),
+            },
+            (
+                Op::Reduce { .. },
+                PoolIndex::Use(i),
+                Some(Fused::PooledBiasGrad { gradient, f, .. }),
+            ) => gradient_of(*gradient).and_then(|(operand, window)| {
+                reduce_window::native_pooled_bias_grad(
+                    input(0),
+                    (operand, window, f),
+                    &indices[i],
+                    out_view,
+                    scratch,
+                )
+            }),
             (Op::ReduceWindow { op, window, .. }, PoolIndex::Record(i), None) => {
                 let index = &mut indices[i];
                 reduce_window::native_recording(*op, input(0), window, &node.ty, out_view, index)

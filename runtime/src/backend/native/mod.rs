@@ -11,6 +11,9 @@ mod bias_relu_pool;
 mod bias_relu_pool_tests;
 mod conv_grad;
 mod conv_pool;
+mod conv_pool_grad;
+#[cfg(test)]
+mod conv_pool_grad_tests;
 #[cfg(test)]
 mod conv_pool_tests;
 mod executor;

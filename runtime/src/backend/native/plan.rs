@@ -293,6 +293,8 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let mut fused_pools = super::bias_relu_pool::rewrite(&mut nodes, &graph_outputs);
     // And the convolutions computed inside their fused poolings.
     super::conv_pool::rewrite(&nodes, &graph_outputs, &mut fused_pools);
+    // And the gated cotangents whose kernel and bias gradients come from the pooled one.
+    super::conv_pool_grad::rewrite(&nodes, &graph_outputs, &kernel_grads, &mut fused_pools);
     let n = nodes.len();
     // What a node reads: its op's operands, or what its fused kernel reads instead.
     let operands = |i: usize| -> Vec<Value> {
@@ -931,7 +933,8 @@ fn window_of_unit<'a>(
 /// and the gradient reads that instead of the operand (oneDNN's "workspace"). Both steps
 /// are in this one plan, which runs every step in order, so the record is always written
 /// first in the same execution; a gradient with no such pooling keeps its own kernel.
-/// A fused pooling (`bias_relu_pool`) pairs only with its own fused gradient, and
+/// A fused pooling (`bias_relu_pool`) pairs only with its own fused gradient (or the
+/// kernel and bias gradients computed from its cotangent instead, `conv_pool_grad`), and
 /// records its index even without one (its kernel is the one that applies the bias and
 /// ReLU). Returns the index buffers' lengths.
 fn pair_pools(
@@ -940,50 +943,60 @@ fn pair_pools(
     fused: &[Option<Fused>],
     steps: &mut [Step],
 ) -> Vec<usize> {
-    use crate::ir::Op;
+    use crate::ir::{Op, ReduceOp, Window};
     use crate::ops::reduce_window::indexable;
     let mut indices = Vec::new();
     // (operand's memory, op, window, operand node, pooling's step, its index buffer,
     // its node)
-    let mut pools = Vec::new();
+    #[allow(clippy::type_complexity)]
+    let mut pools: Vec<(usize, ReduceOp, &Window, usize, usize, Option<usize>, usize)> = Vec::new();
     for (s, step) in steps.iter_mut().enumerate() {
         let Step::Kernel { node, .. } = *step else {
             continue;
         };
         let nd = &nodes[node];
-        let found = match &nd.op {
-            Op::ReduceWindow { op, x, window } => {
-                let fused_pool = fused[node].as_ref().is_some_and(Fused::is_pool);
-                if fused_pool || indexable(*op, &nodes[x.index()].ty, &nd.ty, window) {
-                    pools.push((root[x.index()], *op, window, x.index(), s, None, node));
+        let reads_index = fused[node].as_ref().and_then(Fused::reads_index_of);
+        let found =
+            match &nd.op {
+                // A fused pooling's gradient, or a gradient computed from its cotangent.
+                _ if reads_index.is_some() => pools
+                    .iter_mut()
+                    .find(|p| Some(p.6) == reads_index)
+                    .map(|p| {
+                        *p.5.get_or_insert_with(|| {
+                            indices.push(0); // the pooling's output length, set below
+                            indices.len() - 1
+                        })
+                    }),
+                Op::ReduceWindow { op, x, window } => {
+                    let fused_pool = fused[node].as_ref().is_some_and(Fused::is_pool);
+                    if fused_pool || indexable(*op, &nodes[x.index()].ty, &nd.ty, window) {
+                        pools.push((root[x.index()], *op, window, x.index(), s, None, node));
+                    }
+                    None
                 }
-                None
-            }
-            Op::SelectAndScatterAdd {
-                op,
-                operand,
-                window,
-                ..
-            } => pools
-                .iter_mut()
-                .find(|p| match &fused[node] {
-                    Some(Fused::Gradient { pool, .. }) => p.6 == *pool,
-                    Some(Fused::Pool { .. } | Fused::ConvPool { .. }) | None => {
+                Op::SelectAndScatterAdd {
+                    op,
+                    operand,
+                    window,
+                    ..
+                } => pools
+                    .iter_mut()
+                    .find(|p| {
                         fused[p.6].is_none()
                             && p.0 == root[operand.index()]
                             && p.1 == *op
                             && p.2 == window
                             && nodes[p.3].ty == nodes[operand.index()].ty
-                    }
-                })
-                .map(|p| {
-                    *p.5.get_or_insert_with(|| {
-                        indices.push(0); // the pooling's output length, set below
-                        indices.len() - 1
                     })
-                }),
-            _ => None,
-        };
+                    .map(|p| {
+                        *p.5.get_or_insert_with(|| {
+                            indices.push(0); // the pooling's output length, set below
+                            indices.len() - 1
+                        })
+                    }),
+                _ => None,
+            };
         if let (Some(i), Step::Kernel { index, .. }) = (found, step) {
             *index = Some(PoolIndex::Use(i));
         }
@@ -1065,6 +1078,8 @@ impl Plan {
                         Some(Fused::Pool { .. }) => " (bias+relu fused)",
                         Some(Fused::ConvPool { .. }) => " (bias+relu fused) (convolution fused)",
                         Some(Fused::Gradient { .. }) => " (relu gradient fused)",
+                        Some(Fused::PooledKernelGrad { .. }) => " (from the pooled cotangent)",
+                        Some(Fused::PooledBiasGrad { .. }) => " (from the pooled cotangent)",
                     };
                     out += &format!(
                         "  kernel %{node} {}{paired}{fused} -> {}\n",

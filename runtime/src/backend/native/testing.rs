@@ -43,6 +43,8 @@ pub(crate) struct PlanSummary {
     pub bias_relu_pools: usize,
     /// Of those, poolings that compute their convolution (see `conv_pool`).
     pub conv_pools: usize,
+    /// Kernel and bias gradients computed from a pooled cotangent (see `conv_pool_grad`).
+    pub pooled_grads: usize,
 }
 
 thread_local! {
@@ -52,6 +54,14 @@ thread_local! {
 }
 
 pub(crate) fn record(graph: &str, plan: &Plan) {
+    use super::bias_relu_pool::Fused;
+    let count = |which: fn(&Fused) -> bool| {
+        plan.fused_pools
+            .iter()
+            .flatten()
+            .filter(|f| which(f))
+            .count()
+    };
     let mut s = PlanSummary {
         graph: graph.to_string(),
         steps: plan.steps.len(),
@@ -60,13 +70,14 @@ pub(crate) fn record(graph: &str, plan: &Plan) {
         adam: 0,
         insts: 0,
         slots: plan.slots.len(),
-        bias_relu_pools: plan.fused_pools.iter().flatten().count(),
-        conv_pools: plan
-            .fused_pools
-            .iter()
-            .flatten()
-            .filter(|f| matches!(f, super::bias_relu_pool::Fused::ConvPool { .. }))
-            .count(),
+        bias_relu_pools: count(|f| f.is_pool() || matches!(f, Fused::Gradient { .. })),
+        conv_pools: count(|f| matches!(f, Fused::ConvPool { .. })),
+        pooled_grads: count(|f| {
+            matches!(
+                f,
+                Fused::PooledKernelGrad { .. } | Fused::PooledBiasGrad { .. }
+            )
+        }),
     };
     for step in &plan.steps {
         match step {
@@ -158,6 +169,23 @@ pub(crate) fn conv_pool_disabled() -> bool {
 /// fusion stays on): the plan the fused convolution and pooling are compared with.
 pub(crate) fn without_conv_pool<R>(f: impl FnOnce() -> R) -> R {
     switched_on(&NO_CONV_POOL, f)
+}
+
+thread_local! {
+    static NO_CONV_POOL_GRAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the planner leaves the kernel and bias gradients of a pooled convolution
+/// reading the convolution output's cotangent on this thread (see
+/// [`without_conv_pool_grad`]).
+pub(crate) fn conv_pool_grad_disabled() -> bool {
+    NO_CONV_POOL_GRAD.with(|c| c.get())
+}
+
+/// Runs `f` with the planner's `conv_pool_grad` fusion off on this thread (the other
+/// fusions stay on): the plan the gradients from the pooled cotangent are compared with.
+pub(crate) fn without_conv_pool_grad<R>(f: impl FnOnce() -> R) -> R {
+    switched_on(&NO_CONV_POOL_GRAD, f)
 }
 
 thread_local! {

@@ -13,7 +13,7 @@ use crate::kernel::crew;
 
 impl Pool2d {
     /// Whether no two windows share an input element.
-    pub(super) fn disjoint(&self) -> bool {
+    pub(in crate::ops) fn disjoint(&self) -> bool {
         self.sh >= self.kh && self.sw >= self.kw
     }
 
@@ -33,39 +33,9 @@ impl Pool2d {
         if row == 0 || p.h == 0 || p.n == 0 {
             return;
         }
-        let mask = if gate.is_some() { POS } else { u8::MAX };
         let simd = crate::kernel::simd::level();
         let rows = |start: usize, chunk: &mut [T]| {
-            for (r, orow) in (start / row..).zip(chunk.chunks_exact_mut(row)) {
-                let (b, i) = (r / p.h, r % p.h);
-                let (o, di) = ((i + p.ph) / p.sh, (i + p.ph) % p.sh);
-                if di >= p.kh || o >= p.oh {
-                    orow.fill(T::zero());
-                    continue;
-                }
-                let (i0, i1) = Pool2d::span(o, p.sh, p.kh, p.ph, p.h);
-                debug_assert!(i0 <= i && i < i1);
-                for (j, px) in orow.chunks_exact_mut(p.c).enumerate() {
-                    let (q, dj) = ((j + p.pw) / p.sw, (j + p.pw) % p.sw);
-                    if dj >= p.kw || q >= p.ow {
-                        px.fill(T::zero());
-                        continue;
-                    }
-                    let (j0, j1) = Pool2d::span(q, p.sw, p.kw, p.pw, p.w);
-                    // The element's position in its clipped window, row-major (as recorded).
-                    let k = ((i - i0) * (j1 - j0) + (j - j0)) as u8;
-                    let so = ((b * p.oh + o) * p.ow + q) * p.c;
-                    let sel = Selected {
-                        s: &src[so..so + p.c],
-                        ix: &index[so..so + p.c],
-                        k,
-                        mask,
-                        gate,
-                    };
-                    // SAFETY: `simd` is what the CPU supports.
-                    unsafe { pixel(simd, px, sel) };
-                }
-            }
+            p.scatter_disjoint_rows(start / row, chunk, (src, index), gate, simd)
         };
         let tasks = self.tasks(out.len(), p.n * p.h);
         if tasks == 1 {
@@ -74,6 +44,82 @@ impl Pool2d {
             crew::run_chunks(out, tasks, row, &rows);
         }
     }
+
+    /// `scatter_indexed_disjoint`'s rows from row `first` (counted over the whole batch,
+    /// `b · h + i`) on, as many as `out` holds: each element written once, from
+    /// `(src, index)` and the `gate`. The one writer of those rows, whole or a band at a
+    /// time (the pooled kernel gradient rebuilds the cotangent band by band).
+    pub(super) fn scatter_disjoint_rows<T: num_traits::Float + 'static>(
+        &self,
+        first: usize,
+        out: &mut [T],
+        (src, index): (&[T], &[u8]),
+        gate: Option<&ReluGate<T>>,
+        simd: Simd,
+    ) {
+        let p = self;
+        let mask = if gate.is_some() { POS } else { u8::MAX };
+        for (r, orow) in (first..).zip(out.chunks_exact_mut((p.w * p.c).max(1))) {
+            let (b, i) = (r / p.h, r % p.h);
+            let (o, di) = ((i + p.ph) / p.sh, (i + p.ph) % p.sh);
+            if di >= p.kh || o >= p.oh {
+                orow.fill(T::zero());
+                continue;
+            }
+            let (i0, i1) = Pool2d::span(o, p.sh, p.kh, p.ph, p.h);
+            debug_assert!(i0 <= i && i < i1);
+            // Window by window (their columns in order, none shared), the columns between
+            // and after them zero: no division per pixel.
+            let mut next = 0;
+            for q in 0..p.ow {
+                let (j0, j1) = Pool2d::span(q, p.sw, p.kw, p.pw, p.w);
+                if j0 == j1 {
+                    continue;
+                }
+                debug_assert!(next <= j0);
+                orow[next * p.c..j0 * p.c].fill(T::zero());
+                let so = ((b * p.oh + o) * p.ow + q) * p.c;
+                let (s, ix) = (&src[so..so + p.c], &index[so..so + p.c]);
+                for j in j0..j1 {
+                    // The element's position in its clipped window, row-major (as recorded).
+                    let k = ((i - i0) * (j1 - j0) + (j - j0)) as u8;
+                    let px = &mut orow[j * p.c..(j + 1) * p.c];
+                    let sel = Selected {
+                        s,
+                        ix,
+                        k,
+                        mask,
+                        gate,
+                    };
+                    // SAFETY: `simd` is what the CPU supports.
+                    unsafe { pixel(simd, px, sel) };
+                }
+                next = j1;
+            }
+            orow[next * p.c..].fill(T::zero());
+        }
+    }
+}
+
+/// The value of each channel's selected element of one window, `gate.apply(0 + s, bits)`
+/// from the window's cotangents and index bytes (what `scatter_disjoint_rows` writes
+/// there), into `out`: the bias gradient's terms.
+pub(super) fn selected_values<T: num_traits::Float + 'static>(
+    simd: Simd,
+    out: &mut [T],
+    (s, ix): (&[T], &[u8]),
+    gate: &ReluGate<T>,
+) {
+    // Every position selected: no bit of the index byte compared.
+    let sel = Selected {
+        s,
+        ix,
+        k: 0,
+        mask: 0,
+        gate: Some(gate),
+    };
+    // SAFETY: `simd` is what the CPU supports.
+    unsafe { pixel(simd, out, sel) };
 }
 
 /// What one input pixel's channels are written from: its window's cotangents `s` and

@@ -1,0 +1,130 @@
+//! A first convolution's kernel and bias gradients from its pooling's cotangent.
+//!
+//! After `bias_relu_pool`, the gradient of `Conv2D(relu)` → `MaxPooling2D` is a fused
+//! gradient that writes the convolution output's cotangent `dY` (the network's largest
+//! tensor) from the pooled cotangent `g` and the pooling's record; the kernel gradient
+//! (`conv_grad`'s form) and the bias gradient (`dY` summed over batch, rows and columns)
+//! read it straight back. In a network's first layer nothing else reads `dY` (the image
+//! needs no gradient), and `dY` is zero but at one element per pooled output. The planner
+//! then gives the kernel and bias gradients `g` and the record instead
+//! (`Fused::PooledKernelGrad`, `Fused::PooledBiasGrad`): the kernel gradient rebuilds
+//! `dY` a band of rows at a time in cache and runs the direct kernel gradient on each
+//! band, the bias gradient adds the gated pooled cotangent
+//! (`ops::reduce_window::native_pooled_kernel_grad`); `dY` is never written in full and
+//! its node is left dead.
+//!
+//! The results are deterministic (the same on any number of threads). The kernel
+//! gradient is the unfused plan's bits where the two cut the batch's rows into the same
+//! parts (the unfused one's parts follow the cores); the bias gradient's sum runs in
+//! another order, within rounding of the unfused plan's.
+
+use super::bias_relu_pool::Fused;
+use crate::ir::{ConvParams, Node, Op, ReduceOp, Value};
+use crate::ops::reduce_window::pooled_kernel_grad_fusable;
+
+/// Gives the kernel gradient (and the bias gradient, if there is one) of each fused
+/// pooling gradient that they alone read (and that is no graph output) that gradient's
+/// pooled cotangent and record to compute from.
+pub(crate) fn rewrite(
+    nodes: &[Node],
+    outputs: &[Value],
+    kernel_grads: &[Option<ConvParams>],
+    fused: &mut [Option<Fused>],
+) {
+    #[cfg(test)]
+    if super::testing::conv_pool_grad_disabled() {
+        return;
+    }
+    let n = nodes.len();
+    let reads = |i: usize, fused: &[Option<Fused>]| match &fused[i] {
+        Some(f) => f.reads(&nodes[i].op),
+        None => nodes[i].op.operands(),
+    };
+    let (live, is_output) = super::bias_relu_pool::liveness(n, outputs, |i| reads(i, fused));
+    // Live readers of each value (each counted once).
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for i in (0..n).filter(|&i| live[i]) {
+        let mut vs = reads(i, fused);
+        vs.sort_unstable_by_key(|v| v.index());
+        vs.dedup();
+        for v in vs {
+            readers[v.index()].push(i);
+        }
+    }
+    for g in (0..n).filter(|&g| live[g] && !is_output[g]) {
+        let (pool, f) = match &fused[g] {
+            Some(Fused::Gradient { pool, f }) => (*pool, f.clone()),
+            _ => continue,
+        };
+        let Op::SelectAndScatterAdd { source, .. } = nodes[g].op else {
+            continue;
+        };
+        let Some((kernel, bias)) = gradients(nodes, kernel_grads, fused, &readers[g], g) else {
+            continue;
+        };
+        fused[kernel] = Some(Fused::PooledKernelGrad {
+            pool,
+            gradient: g,
+            source,
+            f: f.clone(),
+        });
+        if let Some(b) = bias {
+            fused[b] = Some(Fused::PooledBiasGrad {
+                pool,
+                gradient: g,
+                source,
+                f,
+            });
+        }
+    }
+}
+
+/// The readers of the fused gradient `g`, when they are one kernel gradient of the
+/// convolution whose output `g` is the cotangent of (in `conv_grad`'s form, of a
+/// geometry the fused kernel takes: the direct kernel gradient's, a pooling whose windows
+/// never overlap) and at most one bias gradient: those two nodes.
+fn gradients(
+    nodes: &[Node],
+    kernel_grads: &[Option<ConvParams>],
+    fused: &[Option<Fused>],
+    readers: &[usize],
+    g: usize,
+) -> Option<(usize, Option<usize>)> {
+    let (mut kernel, mut bias) = (None, None);
+    let y = &nodes[g].ty;
+    let Op::SelectAndScatterAdd { source, window, .. } = &nodes[g].op else {
+        return None;
+    };
+    let pooling = (y, window, &nodes[source.index()].ty);
+    for &r in readers {
+        if fused[r].is_some() {
+            return None;
+        }
+        match &nodes[r].op {
+            Op::Convolution { lhs, rhs, .. }
+                if kernel.is_none() && rhs.index() == g && lhs.index() != g =>
+            {
+                let forward = kernel_grads[r].as_ref()?;
+                let image = &nodes[lhs.index()].ty;
+                if !pooled_kernel_grad_fusable(forward, image, pooling, &nodes[r].ty) {
+                    return None;
+                }
+                kernel = Some(r);
+            }
+            Op::Reduce {
+                op: ReduceOp::Sum,
+                x,
+                axes,
+            } if bias.is_none()
+                && x.index() == g
+                && axes[..] == [0, 1, 2]
+                && nodes[r].ty.dims() == &y.dims()[3..]
+                && nodes[r].ty.dtype == y.dtype =>
+            {
+                bias = Some(r)
+            }
+            _ => return None,
+        }
+    }
+    Some((kernel?, bias))
+}
