@@ -1239,6 +1239,10 @@ mod tests {
     /// zeros, odd sizes, padding, batch 1 and channel counts around the vector width.
     #[test]
     fn disjoint_gradients_match_the_banded_walk() {
+        crate::kernel::simd::for_each_level(disjoint_gradients_match_on_this_level);
+    }
+
+    fn disjoint_gradients_match_on_this_level(level: crate::kernel::simd::Level) {
         let mut checked = 0;
         for &(n, h, w) in &[(1, 5, 5), (2, 7, 6), (1, 26, 26), (3, 11, 11), (1, 1, 4)] {
             for &c in &[1, 7, 8, 32, 70] {
@@ -1292,7 +1296,7 @@ mod tests {
                             let (mut fast, mut slow) = (vec![9.0; nx], vec![9.0; nx]);
                             p.scatter_indexed_bias_relu(&src, &ix, &mut fast, &gate);
                             p.scatter_with(&src, &mut slow, Some(&gate), banded_select(&ix));
-                            assert_eq!(bits(&fast), bits(&slow), "gated {what}");
+                            assert_eq!(bits(&fast), bits(&slow), "{level:?} gated {what}");
                             let mut plain = vec![f32::NAN; no];
                             let mut pix = vec![0u8; no];
                             p.reduce_index(
@@ -1305,7 +1309,7 @@ mod tests {
                             );
                             p.scatter_indexed(&src, &pix, &mut fast);
                             p.scatter_with(&src, &mut slow, None, banded_select(&pix));
-                            assert_eq!(bits(&fast), bits(&slow), "plain {what}");
+                            assert_eq!(bits(&fast), bits(&slow), "{level:?} plain {what}");
                         }
                         checked += 1;
                     }

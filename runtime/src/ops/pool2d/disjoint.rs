@@ -143,11 +143,15 @@ unsafe fn pixel<T: num_traits::Float + 'static>(simd: Simd, out: &mut [T], sel: 
     #[cfg(target_arch = "x86_64")]
     if simd.avx2() && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
         // SAFETY: T is f32 (checked above): the same memory, the same type; the CPU has
-        // AVX2 (the caller's promise).
+        // AVX2, and AVX-512F where `simd` says so (the caller's promise).
         unsafe {
             let o = std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, out.len());
             let sel = *(&sel as *const Selected<'_, T> as *const Selected<'_, f32>);
-            return pixel_avx2(o, sel);
+            return if simd == Simd::Avx512 {
+                pixel_avx512(o, sel)
+            } else {
+                pixel_avx2(o, sel)
+            };
         }
     }
     let _ = simd;
@@ -160,6 +164,73 @@ fn pixel_scalar<T: num_traits::Float>(out: &mut [T], sel: Selected<'_, T>) {
         let v = T::zero() + s;
         let v = sel.gate.map_or(v, |g| g.apply(v, b));
         *o = if b & sel.mask == sel.k { v } else { T::zero() };
+    }
+}
+
+/// [`pixel_avx2`] sixteen channels a vector, the comparisons in mask registers (each
+/// selection one masked move); the channels past the last sixteen as [`pixel_avx2`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn pixel_avx512(out: &mut [f32], sel: Selected<'_, f32>) {
+    use std::arch::x86_64::*;
+    let Selected {
+        s,
+        ix,
+        k,
+        mask,
+        gate,
+    } = sel;
+    let c = out.len();
+    assert!(s.len() == c && ix.len() == c);
+    let (vk, vmask) = (
+        _mm512_set1_epi32(i32::from(k)),
+        _mm512_set1_epi32(i32::from(mask)),
+    );
+    let (gt, eq) = (_mm512_set1_epi32(0x80), _mm512_set1_epi32(0x40));
+    let zero = _mm512_setzero_ps();
+    let consts = gate.map(|g| {
+        (
+            _mm512_set1_ps(g.one),
+            _mm512_set1_ps(g.half),
+            _mm512_set1_ps(g.zero),
+            g.ct_first,
+        )
+    });
+    let mut c0 = 0;
+    while c0 + 16 <= c {
+        // SAFETY: sixteen in-bounds elements of each slice from `c0` (and sixteen bytes).
+        unsafe {
+            let b = _mm512_cvtepu8_epi32(_mm_loadu_si128(ix.as_ptr().add(c0) as *const __m128i));
+            let sel = _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, vmask), vk);
+            let v = _mm512_add_ps(zero, _mm512_loadu_ps(s.as_ptr().add(c0)));
+            let v = match consts {
+                None => v,
+                Some((one, half, gzero, ct_first)) => {
+                    // `a > gt ? one : a == eq ? half : zero`, from the index's two bits.
+                    let is_gt = _mm512_test_epi32_mask(b, gt);
+                    let is_eq = _mm512_test_epi32_mask(b, eq);
+                    let w =
+                        _mm512_mask_blend_ps(is_gt, _mm512_mask_blend_ps(is_eq, gzero, half), one);
+                    if ct_first {
+                        _mm512_mul_ps(v, w)
+                    } else {
+                        _mm512_mul_ps(w, v)
+                    }
+                }
+            };
+            // A lane not selected is `+0`.
+            _mm512_storeu_ps(out.as_mut_ptr().add(c0), _mm512_maskz_mov_ps(sel, v));
+        }
+        c0 += 16;
+    }
+    if c0 < c {
+        let rest = Selected {
+            s: &s[c0..],
+            ix: &ix[c0..],
+            ..sel
+        };
+        // SAFETY: the CPU has AVX2 (this function's features).
+        unsafe { pixel_avx2(&mut out[c0..], rest) };
     }
 }
 
