@@ -708,8 +708,8 @@ fn gather<T: Real>(
     REACH.with(|reach| {
         let mut reach = reach.borrow_mut();
         // Which input pixel each output pixel's kernel positions reach is the same for
-        // every image: worked out once here, not per image and position (its divisions
-        // cost more than the additions they index).
+        // every image: worked out once here, not per image and position (its index
+        // arithmetic cost more than the additions it places).
         reach.clear();
         let (mut o, mut k) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
         for _ in 0..nout {
