@@ -285,6 +285,19 @@ fn table() -> Vec<Check> {
             move |g, p| g.reduce(op, p[0], &axes),
         ));
     }
+    for (dims, axes) in [
+        (vec![3, 2, 2, 3], vec![0, 1, 2]),
+        (vec![2, 3, 4], vec![2]),
+        (vec![2, 3, 4], vec![0, 2]),
+    ] {
+        t.push(check(
+            format!("moments {dims:?} over {axes:?}"),
+            OpKind::Moments,
+            vec![rand(&dims, -1.0, 1.0, 41)],
+            &[0],
+            move |g, p| g.moments(p[0], &axes),
+        ));
+    }
     t.push(check(
         "reduce_window sum, strided and padded",
         OpKind::ReduceWindow,

@@ -366,6 +366,14 @@ impl Graph {
         })
     }
 
+    /// The mean and the biased variance of `x` over `axes`, stacked as `[2, kept dims]`.
+    pub fn moments(&mut self, x: Value, axes: &[usize]) -> Result<Value> {
+        self.push(Op::Moments {
+            x,
+            axes: axes.to_vec(),
+        })
+    }
+
     pub fn reduce_window(&mut self, op: ReduceOp, x: Value, window: Window) -> Result<Value> {
         self.push(Op::ReduceWindow { op, x, window })
     }

@@ -598,6 +598,18 @@ primitives! {
         operands: [x],
         fusion: FusionClass::Kernel,
     },
+    /// The mean and the (biased) variance of `x` over `axes`, stacked: `[2, kept dims]`,
+    /// row 0 the mean, row 1 the mean squared deviation from it. A primitive, not a
+    /// composition of reductions, because batch normalization's training step reads its
+    /// activation once for both statistics and its gradient needs no reduction of them.
+    Moments {
+        x: Value,
+        axes: Vec<usize>,
+    } => {
+        name: "moments",
+        operands: [x],
+        fusion: FusionClass::Kernel,
+    },
     /// Reduction over sliding windows (pooling).
     ReduceWindow {
         op: ReduceOp,

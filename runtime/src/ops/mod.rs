@@ -17,6 +17,7 @@ pub(crate) mod dot_general;
 pub(crate) mod dynamic_slice;
 mod emitter;
 pub(crate) mod gather;
+pub(crate) mod moments;
 pub(crate) mod pad;
 pub(crate) mod pool2d;
 pub(crate) mod random;
@@ -82,6 +83,7 @@ pub(crate) fn check(g: &Graph, op: &Op, declared: Option<&TensorType>) -> Result
         } => pad::check(g, *x, *value, low, high, interior)?,
         Op::DotGeneral { lhs, rhs, dims } => dot_general::check(g, *lhs, *rhs, dims)?,
         Op::Reduce { op, x, axes } => reduce::check(g, *op, *x, axes)?,
+        Op::Moments { x, axes } => moments::check(g, *x, axes)?,
         Op::ReduceWindow { op, x, window } => reduce_window::check(g, *op, *x, window)?,
         Op::SelectAndScatterAdd {
             op,
@@ -178,6 +180,7 @@ pub(crate) fn vjp(g: &mut Graph, y: Value, ct: Value) -> Result<Vec<Option<Value
             vec![Some(a), Some(b)]
         }
         Op::Reduce { op, x, axes } => vec![Some(reduce::vjp(g, op, x, &axes, y, ct)?)],
+        Op::Moments { x, axes } => vec![Some(moments::vjp(g, x, &axes, y, ct)?)],
         Op::ReduceWindow { op, x, window } => {
             vec![Some(reduce_window::vjp(g, op, x, &window, ct)?)]
         }
@@ -254,6 +257,7 @@ pub(crate) fn native(
         }
         Op::DotGeneral { dims, .. } => dot_general::native(ins[0], ins[1], dims, out_ty, out, ctx),
         Op::Reduce { op, axes, .. } => reduce::native(*op, ins[0], axes, out),
+        Op::Moments { axes, .. } => moments::native(ins[0], axes, out),
         Op::ReduceWindow { op, window, .. } => {
             reduce_window::native(*op, ins[0], window, out_ty, out)
         }
@@ -349,6 +353,7 @@ pub(crate) fn lower(e: &mut Emitter<'_>, v: Value) -> Result<String> {
         } => pad::lower(e, *x, *value, low, high, interior, ty),
         Op::DotGeneral { lhs, rhs, dims } => dot_general::lower(e, *lhs, *rhs, dims, ty),
         Op::Reduce { op, x, axes } => reduce::lower(e, *op, *x, axes, ty),
+        Op::Moments { x, axes } => moments::lower(e, *x, axes, ty),
         Op::ReduceWindow { op, x, window } => reduce_window::lower(e, *op, *x, window, ty),
         Op::SelectAndScatterAdd {
             op,

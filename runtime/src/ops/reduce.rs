@@ -22,7 +22,7 @@ pub(crate) fn check(g: &Graph, op: ReduceOp, x: Value, axes: &[usize]) -> Result
 }
 
 /// The kept dimensions of `x` (where the result's dimensions land when broadcast back).
-fn kept(rank: usize, axes: &[usize]) -> Vec<usize> {
+pub(crate) fn kept(rank: usize, axes: &[usize]) -> Vec<usize> {
     (0..rank).filter(|d| !axes.contains(d)).collect()
 }
 
@@ -144,6 +144,84 @@ fn identity<T: Reducible>(op: ReduceOp) -> T {
     }
 }
 
+/// `x`'s dimensions for a reduction over `axes`, merged into runs of kept and of reduced
+/// ones (size-1 dimensions dropped): the shape the kernels walk.
+pub(crate) struct Runs {
+    sizes: [usize; MAX_RANK],
+    reduced: [bool; MAX_RANK],
+    n: usize,
+}
+
+impl Runs {
+    pub fn new(dims: &[usize], axes: &[usize]) -> Runs {
+        let mut r = Runs {
+            sizes: [0; MAX_RANK],
+            reduced: [false; MAX_RANK],
+            n: 0,
+        };
+        for (d, &s) in dims.iter().enumerate() {
+            if s == 1 {
+                continue;
+            }
+            let red = axes.contains(&d);
+            if r.n > 0 && r.reduced[r.n - 1] == red {
+                r.sizes[r.n - 1] *= s;
+            } else {
+                r.sizes[r.n] = s;
+                r.reduced[r.n] = red;
+                r.n += 1;
+            }
+        }
+        r
+    }
+
+    /// `(outer, reduced, inner)` when the runs are one reduced run with at most one kept
+    /// run on each side: the shapes that run as contiguous row operations.
+    pub fn outer_reduced_inner(&self) -> Option<(usize, usize, usize)> {
+        let (gs, gr) = (&self.sizes[..self.n], &self.reduced[..self.n]);
+        match gr {
+            [] => Some((1, 1, 1)),
+            [true] => Some((1, gs[0], 1)),
+            [false, true] => Some((gs[0], gs[1], 1)),
+            [true, false] => Some((1, gs[0], gs[1])),
+            [false, true, false] => Some((gs[0], gs[1], gs[2])),
+            _ => None,
+        }
+    }
+
+    /// Calls `f(i, o)` for each element `i` of `x` in order with `o`, its offset in the
+    /// reduction's result.
+    pub fn walk(&self, len: usize, mut f: impl FnMut(usize, usize)) {
+        let n = self.n;
+        let (gs, gr) = (&self.sizes[..n], &self.reduced[..n]);
+        // Reduced runs have stride 0 in the result.
+        let mut ostride = [0usize; MAX_RANK];
+        let mut acc = 1;
+        for d in (0..n).rev() {
+            if !gr[d] {
+                ostride[d] = acc;
+                acc *= gs[d];
+            }
+        }
+        let mut idx = [0usize; MAX_RANK];
+        let mut off = 0usize;
+        for i in 0..len {
+            f(i, off);
+            let mut d = n;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                off += ostride[d];
+                if idx[d] < gs[d] {
+                    break;
+                }
+                off -= ostride[d] * gs[d];
+                idx[d] = 0;
+            }
+        }
+    }
+}
+
 /// Reduces `x` (dims `dims`) over `axes` into `out`.
 ///
 /// Dimensions are first merged into runs of kept and reduced ones; the common shapes
@@ -153,49 +231,8 @@ fn run<T: Reducible>(op: ReduceOp, x: &[T], dims: &[usize], axes: &[usize], out:
     if x.is_empty() {
         return;
     }
-    // Merge runs: (size, reduced?) groups, dropping size-1 dims.
-    let mut gs = [0usize; MAX_RANK];
-    let mut gr = [false; MAX_RANK];
-    let mut n = 0;
-    for (d, &s) in dims.iter().enumerate() {
-        if s == 1 {
-            continue;
-        }
-        let r = axes.contains(&d);
-        if n > 0 && gr[n - 1] == r {
-            gs[n - 1] *= s;
-        } else {
-            gs[n] = s;
-            gr[n] = r;
-            n += 1;
-        }
-    }
-    let (gs, gr) = (&gs[..n], &gr[..n]);
-    // Fast paths: [R], [O, R], [R, I], [O, R, I].
-    let pattern = |o: bool, i: bool| -> Option<(usize, usize, usize)> {
-        let expect_len = 1 + o as usize + i as usize;
-        if n != expect_len {
-            return None;
-        }
-        let ridx = o as usize;
-        if !gr[ridx] || (o && gr[0]) || (i && gr[n - 1]) {
-            return None;
-        }
-        Some((
-            if o { gs[0] } else { 1 },
-            gs[ridx],
-            if i { gs[n - 1] } else { 1 },
-        ))
-    };
-    let shape = if n == 0 {
-        Some((1, 1, 1))
-    } else {
-        pattern(false, false)
-            .or_else(|| pattern(true, false))
-            .or_else(|| pattern(false, true))
-            .or_else(|| pattern(true, true))
-    };
-    if let Some((outer, red, inner)) = shape {
+    let runs = Runs::new(dims, axes);
+    if let Some((outer, red, inner)) = runs.outer_reduced_inner() {
         if outer == 1 && op == ReduceOp::Sum && split_sum(x, red, inner, out) {
             return;
         }
@@ -218,31 +255,7 @@ fn run<T: Reducible>(op: ReduceOp, x: &[T], dims: &[usize], axes: &[usize], out:
         }
         return;
     }
-    // General case: walk x in order, tracking the output offset (reduced dims stride 0).
-    let mut ostride = [0usize; MAX_RANK];
-    let mut acc = 1;
-    for d in (0..n).rev() {
-        if !gr[d] {
-            ostride[d] = acc;
-            acc *= gs[d];
-        }
-    }
-    let mut idx = [0usize; MAX_RANK];
-    let mut off = 0usize;
-    for &v in x {
-        out[off] = combine(op, out[off], v);
-        let mut d = n;
-        while d > 0 {
-            d -= 1;
-            idx[d] += 1;
-            off += ostride[d];
-            if idx[d] < gs[d] {
-                break;
-            }
-            off -= ostride[d] * gs[d];
-            idx[d] = 0;
-        }
-    }
+    runs.walk(x.len(), |i, o| out[o] = combine(op, out[o], x[i]));
 }
 
 /// Below this many elements a sum runs as one pass on the calling thread.
@@ -321,15 +334,28 @@ pub(crate) fn lower(
     axes: &[usize],
     ty: &TensorType,
 ) -> String {
-    let d = e.ty(x).dtype;
+    let n = e.name(x);
+    emit(e, op, &n, e.ty(x), axes, ty)
+}
+
+/// The reduction of the SSA value `x` (of type `xt`) over `axes` to `ty`.
+pub(crate) fn emit(
+    e: &mut Emitter<'_>,
+    op: ReduceOp,
+    x: &str,
+    xt: &TensorType,
+    axes: &[usize],
+    ty: &TensorType,
+) -> String {
+    let d = xt.dtype;
     let st = TensorType::scalar(d).mlir();
     let (combine, identity) = combiner_and_identity(op, d);
     let init = e.splat(&identity, &st);
     let region = e.combiner(combine, &st, d.is_float());
-    let (n, tx) = (e.name(x), e.ty(x).mlir());
     e.emit(format!(
-        "\"stablehlo.reduce\"({n}, {init}) ({region}) {{dimensions = {}}} : ({tx}, {st}) -> {}",
+        "\"stablehlo.reduce\"({x}, {init}) ({region}) {{dimensions = {}}} : ({}, {st}) -> {}",
         i64_array(axes),
+        xt.mlir(),
         ty.mlir()
     ))
 }

@@ -668,6 +668,36 @@ pub fn cases() -> Vec<Case> {
         },
     ));
 
+    // ---- moments
+    c.push(case(
+        "moments over columns, rows, everything",
+        vec![f32t(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])],
+        vec![
+            f32t(&[2, 3], &[2.5, 3.5, 4.5, 2.25, 2.25, 2.25]),
+            f32t(&[2, 2], &[2.0, 5.0, 2.0 / 3.0, 2.0 / 3.0]),
+            f32t(&[2], &[3.5, 17.5 / 6.0]),
+        ],
+        |g, p| {
+            Ok(vec![
+                g.moments(p[0], &[0])?,
+                g.moments(p[0], &[1])?,
+                g.moments(p[0], &[0, 1])?,
+            ])
+        },
+    ));
+    c.push(case(
+        "moments channels last (f64), over non-adjacent axes",
+        vec![
+            f64t(&[2, 2, 2], &(0..8).map(f64::from).collect::<Vec<_>>()),
+            f32t(&[2, 3, 2], &(0..12).map(|v| v as f32).collect::<Vec<_>>()),
+        ],
+        vec![
+            f64t(&[2, 2], &[3.0, 4.0, 5.0, 5.0]),
+            f32t(&[2, 3], &[3.5, 5.5, 7.5, 9.25, 9.25, 9.25]),
+        ],
+        |g, p| Ok(vec![g.moments(p[0], &[0, 1])?, g.moments(p[1], &[0, 2])?]),
+    ));
+
     c.push(case(
         "reduce max and min propagate NaN",
         vec![f32t(&[2, 2], &[1.0, f32::NAN, 3.0, 4.0])],
