@@ -53,7 +53,11 @@ fn along(g: &mut Graph, v: Value, x: Value, axis: usize) -> Result<Value> {
     g.broadcast_in_dim(v, shape, &[axis])
 }
 
-/// `(x - mean) / sqrt(var + epsilon) · gamma + beta`, statistics and weights per feature.
+/// `(x - mean) / sqrt(var + epsilon) · gamma + beta`, statistics and weights per feature,
+/// computed as Keras computes it on every backend: `x · inv + (beta - mean · inv)` with
+/// `inv = gamma / sqrt(var + epsilon)`. The per-feature work is on vectors and the full
+/// size work one multiply-add, whose gradient needs two per-feature sums (of the cotangent
+/// and of the cotangent times `x`).
 fn normalize(
     g: &mut Graph,
     x: Value,
@@ -62,30 +66,34 @@ fn normalize(
     epsilon: f64,
     (gamma, beta): (Option<Value>, Option<Value>),
 ) -> Result<Value> {
-    let m = along(g, mean, x, axis)?;
-    let centered = g.sub(x, m)?;
     let ve = g.add_scalar(var, epsilon)?;
     let mut inv = g.unary(crate::ir::UnaryOp::Rsqrt, ve)?;
     if let Some(gamma) = gamma {
         inv = g.mul(inv, gamma)?;
     }
+    let shift = g.mul(mean, inv)?;
+    let shift = match beta {
+        Some(beta) => g.sub(beta, shift)?,
+        None => g.neg(shift)?,
+    };
     let inv = along(g, inv, x, axis)?;
-    let mut y = g.mul(centered, inv)?;
-    if let Some(beta) = beta {
-        let b = along(g, beta, x, axis)?;
-        y = g.add(y, b)?;
-    }
-    Ok(y)
+    let shift = along(g, shift, x, axis)?;
+    let scaled = g.mul(x, inv)?;
+    g.add(scaled, shift)
 }
 
-/// Mean and (biased, as Keras) variance over `axes`, every axis of `x` but `axis`.
-fn moments(g: &mut Graph, x: Value, axes: &[usize], axis: usize) -> Result<(Value, Value)> {
-    let mean = g.mean(x, axes)?;
-    let m = along(g, mean, x, axis)?;
-    let d = g.sub(x, m)?;
-    let d2 = g.mul(d, d)?;
-    let var = g.mean(d2, axes)?;
-    Ok((mean, var))
+/// Mean and (biased, as Keras) variance over every axis of `x` but `axis`: one `moments`
+/// primitive, its two rows.
+fn moments(g: &mut Graph, x: Value, axis: usize) -> Result<(Value, Value)> {
+    let rank = g.ty(x).rank();
+    let axes: Vec<usize> = (0..rank).filter(|&a| a != axis).collect();
+    let stats = g.moments(x, &axes)?;
+    let features = g.ty(stats).dims()[1];
+    let mut row = |r: usize| -> Result<Value> {
+        let v = g.slice(stats, &[r, 0], &[r + 1, features], &[1, 1])?;
+        g.reshape(v, [features])
+    };
+    Ok((row(0)?, row(1)?))
 }
 
 impl Layer for BatchNormalization {
@@ -146,8 +154,7 @@ impl Layer for BatchNormalization {
                 (gamma, beta),
             );
         }
-        let axes: Vec<usize> = (0..dims.len()).filter(|&a| a != axis).collect();
-        let (mean, var) = moments(g, x, &axes, axis)?;
+        let (mean, var) = moments(g, x, axis)?;
         let y = normalize(g, x, axis, (mean, var), self.epsilon, (gamma, beta))?;
         // The moving averages are state, not part of the loss: no gradient flows into them.
         let mut averaged = |old: Value, batch: Value| -> Result<Value> {
@@ -163,10 +170,11 @@ impl Layer for BatchNormalization {
         Ok(y)
     }
 
-    /// The inference branch of `forward`, operator by operator: `(x - mean) · (gamma /
-    /// sqrt(var + epsilon)) + beta` with the moving statistics, each per-feature vector
-    /// reshaped to broadcast along the feature axis. (ONNX's BatchNormalization would need
-    /// the features on axis 1, so transposes around it, for no gain.)
+    /// The inference branch of `forward`, operator by operator: `x · inv + (beta - mean ·
+    /// inv)` with `inv = gamma / sqrt(var + epsilon)` and the moving statistics, each
+    /// per-feature vector reshaped to broadcast along the feature axis. (ONNX's
+    /// BatchNormalization would need the features on axis 1, so transposes around it, for
+    /// no gain.)
     fn onnx(
         &self,
         cx: &mut OnnxForward<'_>,
@@ -196,14 +204,15 @@ impl Layer for BatchNormalization {
         if let Some(gamma) = gamma {
             inv = cx.op("Mul", &[&inv, gamma], vec![]);
         }
-        let m = onnx_along(cx, mean, axis, rank);
-        let centered = cx.op("Sub", &[&x, &m], vec![]);
+        let shift = cx.op("Mul", &[mean, &inv], vec![]);
+        let shift = match beta {
+            Some(beta) => cx.op("Sub", &[beta, &shift], vec![]),
+            None => cx.op("Neg", &[&shift], vec![]),
+        };
         let inv = onnx_along(cx, &inv, axis, rank);
-        let mut y = cx.op("Mul", &[&centered, &inv], vec![]);
-        if let Some(beta) = beta {
-            let b = onnx_along(cx, beta, axis, rank);
-            y = cx.op("Add", &[&y, &b], vec![]);
-        }
+        let shift = onnx_along(cx, &shift, axis, rank);
+        let scaled = cx.op("Mul", &[&x, &inv], vec![]);
+        let y = cx.op("Add", &[&scaled, &shift], vec![]);
         Ok(y)
     }
 }
