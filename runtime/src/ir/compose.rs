@@ -200,6 +200,27 @@ impl Graph {
         self.mul_scalar(s, 1.0 / n.max(1) as f64)
     }
 
+    /// The mean and the biased variance of `x` over `axes` (removed): the two rows of one
+    /// `moments`.
+    pub fn mean_and_variance(&mut self, x: Value, axes: &[usize]) -> Result<(Value, Value)> {
+        let stats = self.moments(x, axes)?;
+        self.rows_of_two(stats)
+    }
+
+    /// The two rows of `s` (`[2, ..dims]`), each of dims `dims`.
+    pub(crate) fn rows_of_two(&mut self, s: Value) -> Result<(Value, Value)> {
+        let dims = self.try_ty("rows_of_two", s)?.dims().to_vec();
+        let mut row = |r: usize| -> Result<Value> {
+            let mut start = vec![0; dims.len()];
+            let mut limit = dims.clone();
+            start[0] = r;
+            limit[0] = r + 1;
+            let v = self.slice(s, &start, &limit, &vec![1; dims.len()])?;
+            self.reshape(v, dims[1..].to_vec())
+        };
+        Ok((row(0)?, row(1)?))
+    }
+
     /// Sums `x` down to `shape` (the reverse of NumPy broadcasting): the gradient of an
     /// implicit broadcast.
     pub fn sum_to_shape(&mut self, x: Value, shape: &Shape) -> Result<Value> {

@@ -42,17 +42,6 @@ pub(crate) fn check(g: &Graph, x: Value, axes: &[usize]) -> Result<TensorType> {
     ))
 }
 
-/// Row `row` of the stacked `[2, kept]` value `s`, as a value of the kept dimensions.
-fn row(g: &mut Graph, s: Value, row: usize) -> Result<Value> {
-    let dims = g.ty(s).dims().to_vec();
-    let mut start = vec![0; dims.len()];
-    let mut limit = dims.clone();
-    start[0] = row;
-    limit[0] = row + 1;
-    let r = g.slice(s, &start, &limit, &vec![1; dims.len()])?;
-    g.reshape(r, dims[1..].to_vec())
-}
-
 /// With `n` elements per statistic: `d mean / dx = 1/n` and `d var / dx = 2 (x - mean) / n`
 /// (the mean's own dependence on `x` drops out of the variance's, since the deviations
 /// sum to zero), so the cotangent is elementwise in `x`.
@@ -61,9 +50,8 @@ pub(crate) fn vjp(g: &mut Graph, x: Value, axes: &[usize], y: Value, ct: Value) 
     let keep = kept(xt.rank(), axes);
     let (_, count) = split(&xt, axes);
     let n = count.max(1) as f64;
-    let mean = row(g, y, 0)?;
-    let ct_mean = row(g, ct, 0)?;
-    let ct_var = row(g, ct, 1)?;
+    let (mean, _) = g.rows_of_two(y)?;
+    let (ct_mean, ct_var) = g.rows_of_two(ct)?;
     let mean = g.broadcast_in_dim(mean, xt.shape.clone(), &keep)?;
     let dev = g.sub(x, mean)?;
     let a = g.mul_scalar(ct_mean, 1.0 / n)?;

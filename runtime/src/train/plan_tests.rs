@@ -150,7 +150,7 @@ fn a_convolutional_train_step_keeps_its_plan() {
     };
     assert_eq!(
         (s.steps, s.kernels.len(), s.fused, s.adam, s.insts, s.slots),
-        (107 + transposes, 59 + transposes, 48, 8, 392, 67),
+        (110 + transposes, 63 + transposes, 47, 8, 386, 67),
         "{s:#?}"
     );
 }

@@ -82,20 +82,6 @@ fn normalize(
     g.add(scaled, shift)
 }
 
-/// Mean and (biased, as Keras) variance over every axis of `x` but `axis`: one `moments`
-/// primitive, its two rows.
-fn moments(g: &mut Graph, x: Value, axis: usize) -> Result<(Value, Value)> {
-    let rank = g.ty(x).rank();
-    let axes: Vec<usize> = (0..rank).filter(|&a| a != axis).collect();
-    let stats = g.moments(x, &axes)?;
-    let features = g.ty(stats).dims()[1];
-    let mut row = |r: usize| -> Result<Value> {
-        let v = g.slice(stats, &[r, 0], &[r + 1, features], &[1, 1])?;
-        g.reshape(v, [features])
-    };
-    Ok((row(0)?, row(1)?))
-}
-
 impl Layer for BatchNormalization {
     fn class(&self) -> &'static str {
         "BatchNormalization"
@@ -154,7 +140,9 @@ impl Layer for BatchNormalization {
                 (gamma, beta),
             );
         }
-        let (mean, var) = moments(g, x, axis)?;
+        // Biased, as Keras.
+        let axes: Vec<usize> = (0..dims.len()).filter(|&a| a != axis).collect();
+        let (mean, var) = g.mean_and_variance(x, &axes)?;
         let y = normalize(g, x, axis, (mean, var), self.epsilon, (gamma, beta))?;
         // The moving averages are state, not part of the loss: no gradient flows into them.
         let mut averaged = |old: Value, batch: Value| -> Result<Value> {

@@ -65,11 +65,9 @@ pub(crate) fn standardize(g: &mut Graph, x: Value, axes: &[usize], epsilon: f64)
     let shape = g.ty(x).shape.clone();
     // Statistics have one value per position off the axes.
     let others: Vec<usize> = (0..shape.rank()).filter(|a| !axes.contains(a)).collect();
-    let mean = g.mean(x, axes)?;
+    let (mean, var) = g.mean_and_variance(x, axes)?;
     let mean = g.broadcast_in_dim(mean, shape.clone(), &others)?;
     let centered = g.sub(x, mean)?;
-    let sq = g.mul(centered, centered)?;
-    let var = g.mean(sq, axes)?;
     let ve = g.add_scalar(var, epsilon)?;
     let inv = g.unary(UnaryOp::Rsqrt, ve)?;
     let inv = g.broadcast_in_dim(inv, shape, &others)?;
