@@ -83,7 +83,7 @@ def convnet(keras):
 
 def run_keras(backend, args, build=convnet, shape=(28, 28, 1)):
     """Keras 3 on `backend` fitting the Sequential of `build(keras)`'s layers on images of
-    `shape` (peers_rnn.py runs its LSTM through here too)."""
+    `shape` (peers_bncnn.py runs its convnet and peers_rnn.py its LSTM through here too)."""
     os.environ["KERAS_BACKEND"] = backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     t0 = time.perf_counter()
@@ -216,7 +216,7 @@ def run_jax(args):
 
 
 def arguments(doc, frameworks):
-    """The command line both peer scripts take (peers_rnn.py's too)."""
+    """The command line every peer script takes (peers_bncnn.py's and peers_rnn.py's too)."""
     ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--framework", choices=frameworks, required=True)

@@ -1,11 +1,12 @@
 //! `strata-bench`: the benchmark harness of the seed workload (the TPU tutorial's MLP,
 //! 784-128-64-10, Adam, sparse categorical cross-entropy, 10,000 random samples, 5 epochs)
-//! and of the `cnn` and `rnn` workloads (Keras' simple MNIST convnet, and an LSTM reading
-//! each image row by row, on Fashion-MNIST) on Strata's backends, beside the Python peers
-//! in the same run.
+//! and of the `cnn`, `bncnn` and `rnn` workloads (Keras' simple MNIST convnet, the same
+//! convnet with batch normalization, and an LSTM reading each image row by row, on
+//! Fashion-MNIST) on Strata's backends, beside the Python peers in the same run.
 //!
 //!     cargo run --release -p strata-bench -- seed --json target/bench/seed.json
 //!     cargo run --release -p strata-bench -- cnn --json target/bench/cnn.json
+//!     cargo run --release -p strata-bench -- bncnn --json target/bench/bncnn.json
 //!     cargo run --release -p strata-bench -- rnn --json target/bench/rnn.json
 //!
 //! Not a test: it asserts nothing about time. See the README's Performance section.
@@ -38,6 +39,12 @@ usage: strata-bench seed [options]     the seed workload on each backend, beside
        strata-bench cnn-one --backend B [--batch N] [--train-size N] [--epochs E] [--data DIR]
                             [--cache-dir DIR]
                                        one convnet configuration, one process (what `cnn` spawns)
+       strata-bench bncnn [options]    the convnet with batch normalization on Fashion-MNIST on each
+                                       backend, beside the peers
+       strata-bench bncnn-one --backend B [--batch N] [--train-size N] [--epochs E] [--data DIR]
+                              [--cache-dir DIR]
+                                       one batch-normalized convnet configuration, one process
+                                       (what `bncnn` spawns)
        strata-bench rnn [options]      the LSTM on Fashion-MNIST on each backend, beside the peers
        strata-bench rnn-one --backend B [--batch N] [--train-size N] [--epochs E] [--data DIR]
                             [--cache-dir DIR]
@@ -85,6 +92,12 @@ MaxPooling2D(2) Flatten Dropout(0.5) Dense(10,softmax), Adam, on the first N Fas
   --timeout SECONDS           per child process (default 600)
   --baseline PATH             another strata-bench binary, as seed's --baseline
   --quick                     one repeat, 1024 images, 2 epochs, no peers, a short convolution line
+
+bncnn options (the convnet with each convolution's bias replaced by batch normalization:
+Conv2D(32,3,use_bias=false) BatchNormalization Activation(relu) MaxPooling2D(2)
+Conv2D(64,3,use_bias=false) BatchNormalization Activation(relu) MaxPooling2D(2) Flatten
+Dropout(0.5) Dense(10,softmax), Adam): as cnn's, --conv included (the same convolution
+shapes); the peers are bench/peers/peers_bncnn.py's keras-tf,keras-jax (default).
 
 rnn options (examples/lstm_fashion_mnist.rs: each image read row by row, 28 steps of 28 pixels,
 LSTM(128) Dense(10,softmax), Adam): as cnn's, without --conv; the peers are
@@ -141,9 +154,9 @@ fn auto_none(flag: &str, s: &str) -> Result<bool, String> {
     }
 }
 
-/// Options of `cnn` and `rnn`.
+/// Options of `cnn`, `bncnn` and `rnn`.
 pub struct CnnOpts {
-    /// Which network: the convnet or the LSTM.
+    /// Which network: a convnet or the LSTM.
     pub net: workload::Net,
     pub json: Option<PathBuf>,
     pub backends: Vec<String>,
@@ -183,11 +196,12 @@ fn train_size(flag: &str, value: &str) -> Result<usize, String> {
     }
 }
 
-/// The command line of `cnn` or `rnn` (`net`): the same flags, but `--conv` (the
-/// convolution line) is the convnet's alone, and each has its own peers.
+/// The command line of `cnn`, `bncnn` or `rnn` (`net`): the same flags, but `--conv` (the
+/// convolution line) is the convnets' alone, and each has its own peers.
 fn parse_mnist(args: &[String], net: workload::Net) -> Result<CnnOpts, String> {
     let known = match net {
         workload::Net::Cnn => peers::CNN_FRAMEWORKS,
+        workload::Net::BnCnn => peers::BNCNN_FRAMEWORKS,
         workload::Net::Rnn => peers::RNN_FRAMEWORKS,
     };
     let mut o = CnnOpts {
@@ -202,7 +216,7 @@ fn parse_mnist(args: &[String], net: workload::Net) -> Result<CnnOpts, String> {
         peers_script: None,
         peers_python: None,
         peer_frameworks: list(known),
-        conv: net == workload::Net::Cnn,
+        conv: net.convolutional(),
         timeout: Duration::from_secs(600),
         quick: false,
         data: strata::data::FASHION_MNIST_DIR.into(),
@@ -246,7 +260,7 @@ fn parse_mnist(args: &[String], net: workload::Net) -> Result<CnnOpts, String> {
                     return Err(format!("--peer-frameworks: `{bad}` is not one of {known}"));
                 }
             }
-            "--conv" if net == workload::Net::Cnn => o.conv = auto_none(flag, value()?)?,
+            "--conv" if net.convolutional() => o.conv = auto_none(flag, value()?)?,
             "--data" => o.data = value()?.into(),
             "--baseline" => o.baseline = Some(value()?.into()),
             "--timeout" => o.timeout = Duration::from_secs(number(flag, value()?)? as u64),
@@ -335,7 +349,7 @@ fn parse_seed(args: &[String]) -> Result<Opts, String> {
 }
 
 /// The command line of `one` (the seed workload, `net` none; `--batch` required) or
-/// `cnn-one` / `rnn-one` (a network on Fashion-MNIST; batch 128, 5000 images and 4 epochs
+/// `cnn-one` / `bncnn-one` / `rnn-one` (a network on Fashion-MNIST; batch 128, 5000 images and 4 epochs
 /// unless given).
 fn parse_one(args: &[String], net: Option<workload::Net>) -> Result<workload::Config, String> {
     let cnn = net.is_some();
@@ -383,7 +397,7 @@ fn parse_one(args: &[String], net: Option<workload::Net>) -> Result<workload::Co
     })
 }
 
-/// `one` / `cnn-one` / `rnn-one`: measure one configuration in this process and print `RESULT {json}`.
+/// `one` / `cnn-one` / `bncnn-one` / `rnn-one`: measure one configuration in this process and print `RESULT {json}`.
 fn one(cfg: &workload::Config) -> Result<(), String> {
     let v = workload::run(cfg).map_err(|e| format!("{e}"))?;
     println!("RESULT {v}");
@@ -426,10 +440,12 @@ pub fn git_rev() -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// The network of a `cnn*` or `rnn*` command.
+/// The network of a `cnn*`, `bncnn*` or `rnn*` command.
 fn net_of(cmd: &str) -> workload::Net {
     if cmd.starts_with("rnn") {
         workload::Net::Rnn
+    } else if cmd.starts_with("bncnn") {
+        workload::Net::BnCnn
     } else {
         workload::Net::Cnn
     }
@@ -452,10 +468,10 @@ fn main() -> ExitCode {
         Some("one") => parse_one(rest, None)
             .map_err(Stop::Usage)
             .and_then(|c| one(&c).map_err(Stop::Failed)),
-        Some(cmd @ ("cnn" | "rnn")) => parse_mnist(rest, net_of(cmd))
+        Some(cmd @ ("cnn" | "bncnn" | "rnn")) => parse_mnist(rest, net_of(cmd))
             .map_err(Stop::Usage)
             .and_then(|o| report::cnn(&o).map_err(Stop::Failed)),
-        Some(cmd @ ("cnn-one" | "rnn-one")) => parse_one(rest, Some(net_of(cmd)))
+        Some(cmd @ ("cnn-one" | "bncnn-one" | "rnn-one")) => parse_one(rest, Some(net_of(cmd)))
             .map_err(Stop::Usage)
             .and_then(|c| one(&c).map_err(Stop::Failed)),
         Some("gemm") => gemm_only(rest).map_err(Stop::Failed),
@@ -639,6 +655,101 @@ mod tests {
             (c.device.to_string(), c.batch, c.epochs),
             ("xla-cpu".into(), 128, 3)
         );
+    }
+
+    #[test]
+    fn bncnn_defaults_are_the_issues() {
+        let o = parse_mnist(&[], Net::BnCnn).unwrap();
+        assert_eq!(o.net, Net::BnCnn);
+        assert_eq!(o.backends, ["native", "xla-cpu"]);
+        assert_eq!(
+            (o.batch, o.train_size, o.epochs, o.repeats),
+            (128, 5000, 4, 2)
+        );
+        assert_eq!(o.peers, "auto");
+        assert_eq!(o.peer_frameworks, ["keras-tf", "keras-jax"]);
+        assert!(
+            o.conv && !o.quick,
+            "the same convolutions as cnn's: the line applies"
+        );
+        let o = parse_mnist(&args("--quick"), Net::BnCnn).unwrap();
+        assert_eq!((o.repeats, o.peers.as_str()), (1, "none"));
+        assert_eq!((o.train_size, o.epochs), (1024, 2));
+        let o = parse_mnist(
+            &args("--train-size 10000 --quick --repeats 3 --peer-frameworks keras-jax --conv none"),
+            Net::BnCnn,
+        )
+        .unwrap();
+        assert_eq!((o.train_size, o.epochs, o.repeats), (10000, 2, 3));
+        assert_eq!(o.peer_frameworks, ["keras-jax"]);
+        assert!(!o.conv);
+        let o = parse_mnist(&args("--baseline target/old-bench"), Net::BnCnn).unwrap();
+        assert_eq!(
+            o.baseline.as_deref(),
+            Some(std::path::Path::new("target/old-bench"))
+        );
+    }
+
+    #[test]
+    fn bad_bncnn_command_lines_are_errors_not_panics() {
+        for bad in [
+            "--conv yes",
+            "--peer-frameworks jax",
+            "--train-size 0",
+            "--train-size 60001",
+            "--batch",
+            "--epochs 0",
+            "--baseline",
+            "--bogus",
+        ] {
+            assert!(parse_mnist(&args(bad), Net::BnCnn).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bncnn_one_parses_cnn_ones_flags() {
+        let c = parse_one(
+            &args("--backend xla-cpu --train-size 2048 --epochs 3"),
+            Some(Net::BnCnn),
+        )
+        .unwrap();
+        assert_eq!(
+            c.workload,
+            workload::Workload::Mnist {
+                net: Net::BnCnn,
+                train_size: 2048,
+                data: strata::data::FASHION_MNIST_DIR.into()
+            }
+        );
+        assert_eq!(
+            (c.device.to_string(), c.batch, c.epochs),
+            ("xla-cpu".into(), 128, 3)
+        );
+        for bad in [
+            "--backend native --train-size 60001",
+            "--backend native --conv none",
+            "--batch 32",
+            "--backend",
+        ] {
+            assert!(parse_one(&args(bad), Some(Net::BnCnn)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn commands_name_their_network() {
+        for (cmd, net) in [
+            ("cnn", Net::Cnn),
+            ("cnn-one", Net::Cnn),
+            ("bncnn", Net::BnCnn),
+            ("bncnn-one", Net::BnCnn),
+            ("rnn", Net::Rnn),
+            ("rnn-one", Net::Rnn),
+        ] {
+            assert_eq!(net_of(cmd), net, "{cmd}");
+            if !cmd.ends_with("-one") {
+                assert_eq!(net.name(), cmd, "the JSON's workload is the command's name");
+            }
+        }
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The peers, run in the same session as Strata so ratios compare like with like:
 //! `shared/bench/peers_seed.py` for the seed workload (Keras on TensorFlow, Keras on JAX, a
 //! JAX step loop, JAX `lax.scan`, optionally PyTorch) and `bench/peers/peers_cnn.py` for
-//! the convnet (Keras on TensorFlow, Keras on JAX, a JAX step loop), `bench/peers/peers_rnn.py`
-//! for the LSTM (Keras on TensorFlow, Keras on JAX), one process per
+//! the convnet (Keras on TensorFlow, Keras on JAX, a JAX step loop), `bench/peers/peers_bncnn.py`
+//! for the batch-normalized convnet and `bench/peers/peers_rnn.py` for the LSTM (Keras on
+//! TensorFlow, Keras on JAX, each), one process per
 //! framework, configuration and repeat, each printing `RESULT {json}` as its last line.
 
 use crate::sys;
@@ -18,6 +19,9 @@ pub const DEFAULT_FRAMEWORKS: &str = "keras-tf,keras-jax,jax,jax-scan";
 
 /// The convnet's peers (`peers_cnn.py`).
 pub const CNN_FRAMEWORKS: &str = "keras-tf,keras-jax,jax";
+
+/// The batch-normalized convnet's peers (`peers_bncnn.py`).
+pub const BNCNN_FRAMEWORKS: &str = "keras-tf,keras-jax";
 
 /// The LSTM's peers (`peers_rnn.py`).
 pub const RNN_FRAMEWORKS: &str = "keras-tf,keras-jax";
@@ -50,7 +54,8 @@ pub fn default_script(workspace: &Path) -> PathBuf {
         .join("peers_seed.py")
 }
 
-/// `bench/peers/peers_<net>.py` in the workspace (`peers_cnn.py`, `peers_rnn.py`).
+/// `bench/peers/peers_<net>.py` in the workspace (`peers_cnn.py`, `peers_bncnn.py`,
+/// `peers_rnn.py`).
 pub fn mnist_script(workspace: &Path, net: Net) -> PathBuf {
     workspace
         .join("bench")

@@ -1,4 +1,4 @@
-//! `seed`, `cnn` and `rnn`: run every configuration and peer round-robin, then print the markdown
+//! `seed`, `cnn`, `bncnn` and `rnn`: run every configuration and peer round-robin, then print the markdown
 //! table, the ratios to the best peer (and, for `seed`, the issue's targets), and write the
 //! JSON. The pieces both share (child runs, rows, ratios, the header, the JSON file) are
 //! defined once here.
@@ -938,10 +938,13 @@ fn targets(
     t
 }
 
-/// The `cnn` or `rnn` table: Strata's rows, then the peers'.
+/// The `cnn`, `bncnn` or `rnn` table: Strata's rows, then the peers'.
 pub fn cnn_table(net: Net, ours: &[Value], peers: &[Value]) -> String {
+    // bncnn's step holds batch normalization too, whose FLOPs are not counted: the column
+    // says that its rate is the convolutions' alone.
     let products = match net {
         Net::Cnn => "conv",
+        Net::BnCnn => "conv-only",
         Net::Rnn => "matmul",
     };
     let mut s = format!(
@@ -981,8 +984,8 @@ pub fn cnn_table(net: Net, ours: &[Value], peers: &[Value]) -> String {
 }
 
 /// The convolution line: each of the step's convolutions as a one-op graph on native,
-/// their sum against native's median steady step, and the 1024³ GEMM beside them.
-fn conv_table(rows: &[Value], gemm_rows: &[Value], native: Option<&Value>) -> String {
+/// their sum against native's median steady step of `net`, and the 1024³ GEMM beside them.
+fn conv_table(net: Net, rows: &[Value], gemm_rows: &[Value], native: Option<&Value>) -> String {
     let mut s = String::from(
         "| convolution (one-op graph, native backend) | MFLOP | GFLOP/s best / median | µs/call |\n|---|---|---|---|\n",
     );
@@ -1015,10 +1018,14 @@ fn conv_table(rows: &[Value], gemm_rows: &[Value], native: Option<&Value>) -> St
         );
     }
     if let Some(step) = native.and_then(|r| num(r, "us_per_step_median")) {
+        let norm = match net {
+            Net::BnCnn => "batch normalization (forward and gradient), the ReLUs, ",
+            Net::Cnn | Net::Rnn => "",
+        };
         let _ = writeln!(
             s,
             "\nnative's median steady step: {:.1} ms, of which the convolutions timed alone would take \
-             {:.1} ms ({:.0}%); the rest is pooling, the dense layer, dropout, the optimizer and the fit loop.",
+             {:.1} ms ({:.0}%); the rest is {norm}pooling, the dense layer, dropout, the optimizer and the fit loop.",
             step * 1e-3,
             us * 1e-3,
             100.0 * us / step
@@ -1027,9 +1034,9 @@ fn conv_table(rows: &[Value], gemm_rows: &[Value], native: Option<&Value>) -> St
     s
 }
 
-/// `cnn` / `rnn`: Keras' simple MNIST convnet or the LSTM on Fashion-MNIST on each backend,
-/// beside the peers of `bench/peers/peers_cnn.py` or `peers_rnn.py`, round-robin, then (the
-/// convnet) the convolution line.
+/// `cnn` / `bncnn` / `rnn`: Keras' simple MNIST convnet, the same with batch normalization,
+/// or the LSTM on Fashion-MNIST on each backend, beside the peers of
+/// `bench/peers/peers_<net>.py`, round-robin, then (the convnets) the convolution line.
 pub fn cnn(o: &CnnOpts) -> Result<(), String> {
     let root = workspace();
     let started = std::time::Instant::now();
@@ -1185,6 +1192,14 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
              forwards, conv2's input gradient, both kernel gradients, 2·MACs each) over the median steady step.\n",
             o.batch
         ),
+        Net::BnCnn => writeln!(
+            out,
+            "\nconv-only GFLOP/s over the step: the convolutions' rate alone, their FLOPs ({step_gflop:.2} GFLOP at \
+             batch {}: both forwards, conv2's input gradient, both kernel gradients, 2·MACs each; the same \
+             convolutions as cnn's) over the median steady step, which also holds batch normalization \
+             (not counted).\n",
+            o.batch
+        ),
         Net::Rnn => writeln!(
             out,
             "\nmatmul GFLOP/s over the step: the step's product FLOPs ({step_gflop:.2} GFLOP at batch {}: the \
@@ -1195,6 +1210,7 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
     };
     if !conv_rows.is_empty() {
         out.push_str(&conv_table(
+            o.net,
             &conv_rows,
             &gemm_rows,
             rows.iter().find(|r| r["backend"] == "native"),
@@ -1219,6 +1235,9 @@ pub fn cnn(o: &CnnOpts) -> Result<(), String> {
                 "name": cmd,
                 "model": match o.net {
                     Net::Cnn => "Conv2D(32,3,relu) MaxPool(2) Conv2D(64,3,relu) MaxPool(2) Flatten Dropout(0.5) Dense(10,softmax)",
+                    Net::BnCnn => "Conv2D(32,3,use_bias=false) BatchNormalization Activation(relu) MaxPool(2) \
+                                   Conv2D(64,3,use_bias=false) BatchNormalization Activation(relu) MaxPool(2) \
+                                   Flatten Dropout(0.5) Dense(10,softmax)",
                     Net::Rnn => "Input((28,28)) LSTM(128) Dense(10,softmax): each image's 28 rows as 28 steps",
                 },
                 "data": format!("{}: the first train_size training images", o.data.display()),
@@ -1293,13 +1312,28 @@ mod tests {
             json!({"shape": "b", "mflop": 300.0, "us_per_call": 1000.0}),
         ];
         let native = json!({"us_per_step_median": 4000.0});
-        let t = conv_table(&rows, &[], Some(&native));
+        let t = conv_table(Net::Cnn, &rows, &[], Some(&native));
         // 400 MFLOP in 2 ms: 200 GFLOP/s, half of a 4 ms step.
         assert!(
             t.contains("| all of the step's convolutions | 400.0 | 200.0 | 2000 |"),
             "{t}"
         );
         assert!(t.contains("would take 2.0 ms (50%)"), "{t}");
+    }
+
+    #[test]
+    fn bncnn_says_its_rate_is_the_convolutions_alone() {
+        let t = cnn_table(Net::BnCnn, &[], &[]);
+        assert!(
+            t.contains("| conv-only GFLOP/s over the step (med) |"),
+            "{t}"
+        );
+        assert!(cnn_table(Net::Cnn, &[], &[]).contains("| conv GFLOP/s over the step (med) |"));
+        let rows = [json!({"shape": "a", "mflop": 100.0, "us_per_call": 1000.0})];
+        let native = json!({"us_per_step_median": 4000.0});
+        let t = conv_table(Net::BnCnn, &rows, &[], Some(&native));
+        assert!(t.contains("the rest is batch normalization"), "{t}");
+        assert!(!conv_table(Net::Cnn, &rows, &[], Some(&native)).contains("normalization"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! One measured configuration, run in its own process (`strata-bench one ...` for the
-//! seed workload, `strata-bench cnn-one ...` for the convnet, `strata-bench rnn-one ...`
-//! for the LSTM): the workload's model and
+//! seed workload, `strata-bench cnn-one ...` for the convnet, `strata-bench bncnn-one ...`
+//! for the batch-normalized convnet, `strata-bench rnn-one ...` for the LSTM): the
+//! workload's model and
 //! data, a cold `fit` through the public API, and what each epoch cost. The process
 //! boundary makes peak RSS, thread pools and the allocator's state belong to this
 //! configuration alone, as each peer runs in its own process too.
@@ -54,6 +55,9 @@ pub enum Workload {
 pub enum Net {
     /// Keras' "simple MNIST convnet", each image `(28, 28, 1)`.
     Cnn,
+    /// The same convnet with each convolution's bias replaced by `BatchNormalization` before
+    /// its ReLU (the usual Conv → BN → ReLU block), each image `(28, 28, 1)`.
+    BnCnn,
     /// `LSTM(128)` then `Dense(10, softmax)`, each image read row by row: 28 steps of 28
     /// pixels (`examples/lstm_fashion_mnist.rs`).
     Rnn,
@@ -64,25 +68,37 @@ impl Net {
     pub fn name(self) -> &'static str {
         match self {
             Net::Cnn => "cnn",
+            Net::BnCnn => "bncnn",
             Net::Rnn => "rnn",
         }
     }
 
     /// Training FLOPs per example of the products that dominate the step (2·MACs each):
-    /// the convolutions' (see `conv::step_flop`), or the LSTM's input and recurrent
+    /// the convolutions' (see `conv::step_flop`; both convnets have the same convolution
+    /// shapes, and batch normalization's few FLOPs per element are left out, as the
+    /// pooling's are), or the LSTM's input and recurrent
     /// products, forward and both gradients (3× the forward's 28 × 2·(28 + 128)·512),
     /// with the dense layer's.
     pub fn flop_per_example(self) -> f64 {
         match self {
-            Net::Cnn => crate::conv::step_flop(1),
+            Net::Cnn | Net::BnCnn => crate::conv::step_flop(1),
             Net::Rnn => 3.0 * (28.0 * 2.0 * (28.0 + 128.0) * 512.0 + 2.0 * 128.0 * 10.0),
+        }
+    }
+
+    /// Whether the step's products are `conv::shapes`' convolutions, so the convolution line
+    /// (each of them timed alone) describes this network's step.
+    pub fn convolutional(self) -> bool {
+        match self {
+            Net::Cnn | Net::BnCnn => true,
+            Net::Rnn => false,
         }
     }
 
     /// One example's shape.
     pub fn image_dims(self) -> &'static [usize] {
         match self {
-            Net::Cnn => &[28, 28, 1],
+            Net::Cnn | Net::BnCnn => &[28, 28, 1],
             Net::Rnn => &[28, 28],
         }
     }
@@ -383,6 +399,30 @@ pub(crate) fn cnn_model(
     compiled(m, backend, spe)
 }
 
+/// The convnet above with batch normalization: each convolution without its bias (the
+/// normalization's `beta` takes its place), then `BatchNormalization` with Keras'
+/// defaults, then the ReLU; compiled as the tutorial compiles its MLP.
+pub(crate) fn bncnn_model(
+    backend: Shared,
+    spe: usize,
+) -> Result<strata::Model<impl strata::nn::Architecture>> {
+    let m = model![
+        Input((28, 28, 1)),
+        Conv2D(32, 3, use_bias = false),
+        BatchNormalization(),
+        Activation(relu),
+        MaxPooling2D(2),
+        Conv2D(64, 3, use_bias = false),
+        BatchNormalization(),
+        Activation(relu),
+        MaxPooling2D(2),
+        Flatten(),
+        Dropout(0.5),
+        Dense(10, softmax)
+    ];
+    compiled(m, backend, spe)
+}
+
 /// The LSTM of `examples/lstm_fashion_mnist.rs`, compiled as the tutorial compiles its MLP.
 pub(crate) fn rnn_model(
     backend: Shared,
@@ -463,6 +503,7 @@ pub fn run(cfg: &Config) -> Result<Value> {
             let data_s = t.elapsed().as_secs_f64();
             match net {
                 Net::Cnn => measure(cfg, x, y, data_s, |b| cnn_model(b, spe)),
+                Net::BnCnn => measure(cfg, x, y, data_s, |b| bncnn_model(b, spe)),
                 Net::Rnn => measure(cfg, x, y, data_s, |b| rnn_model(b, spe)),
             }
         }
