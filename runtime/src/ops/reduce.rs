@@ -270,6 +270,24 @@ const SPLIT_INNER: usize = 256;
 /// number of threads, so the result is the same bits on every machine. Returns false
 /// (nothing written) for sums too small or rows too wide to gain from it.
 fn split_sum<T: Reducible>(x: &[T], red: usize, inner: usize, out: &mut [T]) -> bool {
+    split_rows(red, inner, out, &|rows, sums: &mut [T]| {
+        for row in x[rows.start * inner..rows.end * inner].chunks_exact(inner) {
+            for (a, &v) in sums.iter_mut().zip(row) {
+                *a = a.add(v);
+            }
+        }
+    })
+}
+
+/// [`split_sum`]'s parts and order for any rows: `add(rows, sums)` adds rows `rows` (of
+/// `inner` values) into `sums`, in order. Returns false (nothing written) where
+/// `split_sum` would.
+fn split_rows<T: Reducible>(
+    red: usize,
+    inner: usize,
+    out: &mut [T],
+    add: &(dyn Fn(std::ops::Range<usize>, &mut [T]) + Sync),
+) -> bool {
     let parts = (red * inner / SPLIT_MIN).min(SPLIT_PARTS).min(red);
     if parts < 2 || !(2..=SPLIT_INNER).contains(&inner) {
         return false;
@@ -277,13 +295,7 @@ fn split_sum<T: Reducible>(x: &[T], red: usize, inner: usize, out: &mut [T]) -> 
     let mut partial = [T::zero(); SPLIT_PARTS * SPLIT_INNER];
     let partial = &mut partial[..parts * inner];
     crate::kernel::crew::run_chunks(partial, parts, inner, &|start, sums: &mut [T]| {
-        let p = start / inner;
-        let rows = crate::kernel::crew::part(red, parts, p);
-        for row in x[rows.start * inner..rows.end * inner].chunks_exact(inner) {
-            for (a, &v) in sums.iter_mut().zip(row) {
-                *a = a.add(v);
-            }
-        }
+        add(crate::kernel::crew::part(red, parts, start / inner), sums);
     });
     for sums in partial.chunks_exact(inner) {
         for (a, &v) in out.iter_mut().zip(sums) {
@@ -291,6 +303,50 @@ fn split_sum<T: Reducible>(x: &[T], red: usize, inner: usize, out: &mut [T]) -> 
         }
     }
     true
+}
+
+/// The sum over `x`'s leading `lead` axes of `x · y` (same type), without the product in
+/// memory: the bits of that sum over the product written out, since each product is
+/// rounded as the multiplication writes it and the sum's parts and order are
+/// [`run`]'s (`split_rows`, else one pass down the rows). The native planner substitutes
+/// it for such a sum (`backend::native::sum_of_products`).
+pub(crate) fn native_sum_of_products(
+    x: In<'_>,
+    y: In<'_>,
+    lead: usize,
+    out: DataMut<'_>,
+) -> Result<()> {
+    fn go<T: Reducible + std::ops::Mul<Output = T>>(x: &[T], y: &[T], red: usize, out: &mut [T]) {
+        let inner = out.len();
+        let add = |rows: std::ops::Range<usize>, sums: &mut [T]| {
+            let (at, to) = (rows.start * inner, rows.end * inner);
+            for (rx, ry) in x[at..to]
+                .chunks_exact(inner)
+                .zip(y[at..to].chunks_exact(inner))
+            {
+                for ((a, &u), &v) in sums.iter_mut().zip(rx).zip(ry) {
+                    *a = a.add(u * v);
+                }
+            }
+        };
+        if !split_rows(red, inner, out, &add) {
+            out.fill(T::zero());
+            add(0..red, out);
+        }
+    }
+    if x.ty != y.ty || lead > x.ty.rank() {
+        return Err(Error::shape(
+            "reduce",
+            "a sum of products of unlike operands",
+        ));
+    }
+    let red: usize = x.ty.dims()[..lead].iter().product();
+    match (x.data, y.data, out) {
+        (Data::F32(a), Data::F32(b), DataMut::F32(o)) => go(a, b, red, o),
+        (Data::F64(a), Data::F64(b), DataMut::F64(o)) => go(a, b, red, o),
+        (a, _, _) => return Err(super::unsupported("reduce", a.dtype())),
+    }
+    Ok(())
 }
 
 pub(crate) fn native(op: ReduceOp, x: In<'_>, axes: &[usize], out: DataMut<'_>) -> Result<()> {

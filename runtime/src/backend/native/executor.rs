@@ -650,6 +650,7 @@ fn run_kernel(
     in_nodes: &[usize],
 ) -> Result<()> {
     let kernel_grad = plan.kernel_grads[node].as_ref();
+    let sum_of_products = plan.sums_of_products[node];
     if plan.fused_pools[node].is_some() {
         return Err(Error::Backend {
             backend: "native",
@@ -696,6 +697,8 @@ fn run_kernel(
                 }
                 _ => Err(internal_in_place(node)),
             }
+        } else if let (Some(lead), 2) = (sum_of_products, ins.len()) {
+            ops::reduce::native_sum_of_products(make(0), make(1), lead, out_view)
         } else if let (Some(p), 2) = (kernel_grad, ins.len()) {
             ops::convolution::native_kernel_grad(make(0), make(1), p, &node.ty, out_view, ctx)
         } else if ins.len() <= INLINE_OPERANDS {

@@ -26,6 +26,9 @@ mod plan;
 #[cfg(test)]
 mod pool_index_tests;
 pub(crate) mod replicated;
+mod sum_of_products;
+#[cfg(test)]
+mod sum_of_products_tests;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]

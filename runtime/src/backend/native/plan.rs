@@ -102,6 +102,9 @@ pub(crate) struct Plan {
     /// Per node: the forward parameters when the node is a convolution's kernel gradient
     /// computed from the untransposed input and cotangent (see `conv_grad`).
     pub kernel_grads: Vec<Option<crate::ir::ConvParams>>,
+    /// Per node: the leading axes summed when the node is a sum of a product computed
+    /// without writing the product (see `sum_of_products`).
+    pub sums_of_products: Vec<Option<usize>>,
     /// Byte length of each pooling index buffer.
     pub indices: Vec<usize>,
     /// The loops' condition and body, planned once, each run by its `Step::Loop`.
@@ -295,6 +298,9 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     super::conv_pool::rewrite(&nodes, &graph_outputs, &mut fused_pools);
     // And the gated cotangents whose kernel and bias gradients come from the pooled one.
     super::conv_pool_grad::rewrite(&nodes, &graph_outputs, &kernel_grads, &mut fused_pools);
+    // And the products summed where they are computed.
+    let sums_of_products =
+        super::sum_of_products::rewrite(&mut nodes, &graph_outputs, &fused_pools);
     let n = nodes.len();
     // What a node reads: its op's operands, or what its fused kernel reads instead.
     let operands = |i: usize| -> Vec<Value> {
@@ -906,6 +912,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
         outputs,
         homes,
         kernel_grads,
+        sums_of_products,
         indices,
         loops,
         fused_pools,
@@ -1074,6 +1081,7 @@ impl Plan {
                         Some(PoolIndex::Use(_)) => " (from index)",
                     };
                     let fused = match self.fused_pools[*node] {
+                        None if self.sums_of_products[*node].is_some() => " (sum of products)",
                         None => "",
                         Some(Fused::Pool { .. }) => " (bias+relu fused)",
                         Some(Fused::ConvPool { .. }) => " (bias+relu fused) (convolution fused)",

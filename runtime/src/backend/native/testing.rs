@@ -203,3 +203,19 @@ pub(crate) fn windows_disabled() -> bool {
 pub(crate) fn without_windows<R>(f: impl FnOnce() -> R) -> R {
     switched_on(&NO_WINDOWS, f)
 }
+
+thread_local! {
+    static NO_SUM_OF_PRODUCTS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the planner writes products out before summing them on this thread (see
+/// [`without_sum_of_products`]).
+pub(crate) fn sum_of_products_disabled() -> bool {
+    NO_SUM_OF_PRODUCTS.with(|c| c.get())
+}
+
+/// Runs `f` with the planner's `sum_of_products` rewrite off on this thread: the plan
+/// the one-pass sums are compared with.
+pub(crate) fn without_sum_of_products<R>(f: impl FnOnce() -> R) -> R {
+    switched_on(&NO_SUM_OF_PRODUCTS, f)
+}
