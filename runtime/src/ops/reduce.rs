@@ -329,8 +329,9 @@ pub(crate) fn native_sum_of_products(
                 }
             }
         };
+        // `split_rows` adds its parts' sums to `out`, as `run` fills it first.
+        out.fill(T::zero());
         if !split_rows(red, inner, out, &add) {
-            out.fill(T::zero());
             add(0..red, out);
         }
     }

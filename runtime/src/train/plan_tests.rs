@@ -279,3 +279,67 @@ fn a_convnet_trains_the_same_with_bias_and_relu_fused_into_its_poolings() {
         }
     }
 }
+
+/// A batch-normalized convnet (a convolution without bias, then BatchNormalization, ReLU
+/// and max pooling, as `strata-bench bncnn`): its scale gradients are sums of products
+/// (`backend::native::sum_of_products`), and training gives the same weights, bit for bit,
+/// as the plan that writes the products out.
+#[test]
+fn a_batch_normalized_convnet_trains_to_the_same_bits_with_sums_of_products() {
+    use crate::backend::native::testing::without_sum_of_products;
+    use crate::loss::SparseCategoricalCrossentropy;
+    use crate::nn::{
+        Activation, ActivationLayer, BatchNormalization, Conv2D, Dense, Flatten, MaxPooling2D,
+        Sequential,
+    };
+    use crate::train::Fit;
+    let train = || {
+        let mut conv = Conv2D::new("conv", 8, [3, 3], Activation::Linear);
+        conv.use_bias = false;
+        let mut model = Model::new(Sequential::new(
+            Some(vec![14, 14, 1]),
+            vec![
+                Box::new(conv),
+                Box::new(BatchNormalization::new("bn")),
+                Box::new(ActivationLayer::new("relu", Activation::Relu)),
+                Box::new(MaxPooling2D::new("pool", [2, 2])),
+                Box::new(Flatten::new("flat")),
+                Box::new(Dense::new("out", 10, Activation::Softmax)),
+            ],
+        ));
+        let x = crate::random::normal(&[256, 14, 14, 1], 0.5, 1.0, 0).unwrap();
+        let y = crate::random::uniform_int(&[256], 0, 10, 1).unwrap();
+        model
+            .compile(
+                crate::optim::Adam::default(),
+                SparseCategoricalCrossentropy::default(),
+                [crate::metrics::Accuracy],
+            )
+            .unwrap();
+        take_plans();
+        model
+            .fit(&x, &y, Fit::epochs(2).batch_size(128).verbose(0))
+            .unwrap();
+        let sums: usize = take_plans()
+            .iter()
+            .filter(|(s, _)| s.graph == "train_step")
+            .map(|(s, _)| s.sums_of_products)
+            .sum();
+        (model.weights(), sums)
+    };
+    let (fused, sums) = train();
+    // The scale's gradient, in the one train step (the batches are whole).
+    assert_eq!(sums, 1);
+    let (plain, none) = without_sum_of_products(train);
+    assert_eq!(none, 0);
+    for ((name, a), (_, b)) in fused.iter().zip(&plain) {
+        let bits = |t: &crate::Tensor| -> Vec<u32> {
+            t.to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        assert_eq!(bits(a), bits(b), "{name}");
+    }
+}

@@ -38,33 +38,37 @@ fn compile(g: &Graph, fused: bool) -> (NativeExecutable, String) {
     (exe, text)
 }
 
-/// Every output's bits, for inputs spread over six decades with both signs.
+/// Every output's bits, for inputs spread over six decades with both signs, run twice
+/// (the second time over the first's stale slots, with other arguments).
 fn run(exe: &mut dyn Executable, g: &Graph) -> Vec<Vec<u64>> {
     let be = NativeBackend::new();
-    let mut args: Vec<_> = g
-        .param_types()
-        .iter()
-        .enumerate()
-        .map(|(k, t)| {
-            let v: Vec<f64> = (0..t.numel())
-                .map(|i| {
-                    let h = ((i as u64 + 7 * k as u64).wrapping_mul(2654435761) % 1_000_003) as f64
-                        / 1_000_003.0;
-                    (h - 0.5) * 10f64.powi((i % 7) as i32 - 3)
-                })
-                .collect();
-            let tensor = if t.dtype == DType::F32 {
-                let v: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-                Tensor::from_vec(t.dims(), v).unwrap()
-            } else {
-                Tensor::from_vec(t.dims(), v).unwrap()
-            };
-            be.upload(&tensor).unwrap()
-        })
-        .collect();
-    exe.execute(&mut args)
-        .unwrap()
-        .iter()
+    let mut outs = Vec::new();
+    for scale in [1.0, -3.0] {
+        let mut args: Vec<_> = g
+            .param_types()
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let v: Vec<f64> = (0..t.numel())
+                    .map(|i| {
+                        let h = ((i as u64 + 7 * k as u64).wrapping_mul(2654435761) % 1_000_003)
+                            as f64
+                            / 1_000_003.0;
+                        scale * (h - 0.5) * 10f64.powi((i % 7) as i32 - 3)
+                    })
+                    .collect();
+                let tensor = if t.dtype == DType::F32 {
+                    let v: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+                    Tensor::from_vec(t.dims(), v).unwrap()
+                } else {
+                    Tensor::from_vec(t.dims(), v).unwrap()
+                };
+                be.upload(&tensor).unwrap()
+            })
+            .collect();
+        outs.extend(exe.execute(&mut args).unwrap());
+    }
+    outs.iter()
         .map(|b| {
             let t = be.download(b).unwrap();
             match t.dtype() {

@@ -45,6 +45,8 @@ pub(crate) struct PlanSummary {
     pub conv_pools: usize,
     /// Kernel and bias gradients computed from a pooled cotangent (see `conv_pool_grad`).
     pub pooled_grads: usize,
+    /// Sums of products computed without the product (see `sum_of_products`).
+    pub sums_of_products: usize,
 }
 
 thread_local! {
@@ -78,6 +80,7 @@ pub(crate) fn record(graph: &str, plan: &Plan) {
                 Fused::PooledKernelGrad { .. } | Fused::PooledBiasGrad { .. }
             )
         }),
+        sums_of_products: plan.sums_of_products.iter().flatten().count(),
     };
     for step in &plan.steps {
         match step {
