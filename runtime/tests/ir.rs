@@ -188,6 +188,8 @@ fn contraction_and_window_shape_errors() {
     );
     let i = g.parameter(TensorType::new(DType::I32, [3, 2]));
     shape_err(g.moments(i, &[0]), "moments", &["f32 or f64", "i32[3, 2]"]);
+    let h = g.parameter(TensorType::new(DType::BF16, [3, 2]));
+    shape_err(g.moments(h, &[0]), "moments", &["f32 or f64", "bf16[3, 2]"]);
     shape_err(g.moments(a, &[2]), "moments", &["axis 2 out of range"]);
     shape_err(g.moments(a, &[1, 1]), "moments", &["axis 1 listed twice"]);
     shape_err(

@@ -210,6 +210,12 @@ impl Graph {
     /// The two rows of `s` (`[2, ..dims]`), each of dims `dims`.
     pub(crate) fn rows_of_two(&mut self, s: Value) -> Result<(Value, Value)> {
         let dims = self.try_ty("rows_of_two", s)?.dims().to_vec();
+        if dims.first() != Some(&2) {
+            return Err(crate::Error::shape(
+                "rows_of_two",
+                format!("needs a leading dimension of 2, got {dims:?}"),
+            ));
+        }
         let mut row = |r: usize| -> Result<Value> {
             let mut start = vec![0; dims.len()];
             let mut limit = dims.clone();

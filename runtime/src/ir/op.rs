@@ -600,8 +600,9 @@ primitives! {
     },
     /// The mean and the (biased) variance of `x` over `axes`, stacked: `[2, kept dims]`,
     /// row 0 the mean, row 1 the mean squared deviation from it. A primitive, not a
-    /// composition of reductions, because batch normalization's training step reads its
-    /// activation once for both statistics and its gradient needs no reduction of them.
+    /// composition of reductions, because then normalization's training step reads its
+    /// activation twice for both statistics without writing the deviations out, and the
+    /// gradient of the statistics is elementwise, with no reduction of its own.
     Moments {
         x: Value,
         axes: Vec<usize>,

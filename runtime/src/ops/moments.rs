@@ -7,7 +7,7 @@
 //! the gradient is elementwise, so a training step's statistics cost two reads of the
 //! activation forward and none of their own backward.
 
-use super::reduce::{kept, Runs};
+use super::reduce::{kept, split_rows, Reducible, Runs, SPLIT_INNER, SPLIT_MIN};
 use super::In;
 use crate::hlo::scalar_literal;
 use crate::ir::{Graph, ReduceOp, TensorType, Value};
@@ -31,7 +31,7 @@ fn split(t: &TensorType, axes: &[usize]) -> (Vec<usize>, usize) {
 
 pub(crate) fn check(g: &Graph, x: Value, axes: &[usize]) -> Result<TensorType> {
     let t = g.ty(x);
-    if !t.dtype.is_float() {
+    if !t.dtype.is_arith_float() {
         return Err(Error::shape(NAME, format!("needs f32 or f64, got {t}")));
     }
     super::check_axes(NAME, axes, t.rank())?;
@@ -72,15 +72,11 @@ pub(crate) fn native(x: In<'_>, axes: &[usize], out: DataMut<'_>) -> Result<()> 
     Ok(())
 }
 
-/// Below this many elements a statistic's rows are summed in one part.
-const PART_MIN: usize = 1 << 14;
-/// The most parts the rows are cut into, and the widest block of columns summed at once
-/// (the parts' sums live on the stack).
-const PARTS: usize = 16;
-const BLOCK: usize = 256;
+/// The widest block of columns summed at once (`split_rows`' parts' sums live on the stack).
+const BLOCK: usize = SPLIT_INNER;
 
 /// Writes the mean into `out[..k]` and the variance into `out[k..]` (`k` kept elements).
-fn run<T: Real>(x: &[T], dims: &[usize], axes: &[usize], out: &mut [T]) {
+fn run<T: Real + Reducible>(x: &[T], dims: &[usize], axes: &[usize], out: &mut [T]) {
     let (mean, var) = out.split_at_mut(out.len() / 2);
     let count: usize = axes.iter().map(|&a| dims[a]).product();
     let n = T::from(count).unwrap_or_else(T::nan);
@@ -93,7 +89,7 @@ fn run<T: Real>(x: &[T], dims: &[usize], axes: &[usize], out: &mut [T]) {
                 *m = r.iter().copied().sum::<T>() / n;
                 *v = r.iter().map(|&e| (e - *m) * (e - *m)).sum::<T>() / n;
             };
-            let tasks = (outer * red / PART_MIN).clamp(1, crew::width().max(1) * 4);
+            let tasks = (outer * red / SPLIT_MIN).clamp(1, crew::width().max(1) * 4);
             if tasks < 2 {
                 for o in 0..outer {
                     row(o, &mut mean[o], &mut var[o]);
@@ -123,19 +119,12 @@ fn run<T: Real>(x: &[T], dims: &[usize], axes: &[usize], out: &mut [T]) {
                 for c0 in (0..inner).step_by(BLOCK) {
                     let w = BLOCK.min(inner - c0);
                     let cols = at + c0..at + c0 + w;
-                    column_sums(x, red, inner, c0, w, None, &mut mean[cols.clone()]);
+                    column_sums(x, (red, inner), (c0, w), None, &mut mean[cols.clone()]);
                     for m in &mut mean[cols.clone()] {
                         *m = *m / n;
                     }
-                    column_sums(
-                        x,
-                        red,
-                        inner,
-                        c0,
-                        w,
-                        Some(&mean[cols.clone()]),
-                        &mut var[cols.clone()],
-                    );
+                    let center = Some(&mean[cols.clone()]);
+                    column_sums(x, (red, inner), (c0, w), center, &mut var[cols.clone()]);
                     for v in &mut var[cols] {
                         *v = *v / n;
                     }
@@ -143,8 +132,8 @@ fn run<T: Real>(x: &[T], dims: &[usize], axes: &[usize], out: &mut [T]) {
             }
         }
         None => {
-            mean.fill(T::zero());
-            var.fill(T::zero());
+            mean.fill(<T as Reducible>::zero());
+            var.fill(<T as Reducible>::zero());
             runs.walk(x.len(), |i, o| mean[o] = mean[o] + x[i]);
             for m in mean.iter_mut() {
                 *m = *m / n;
@@ -161,21 +150,16 @@ fn run<T: Real>(x: &[T], dims: &[usize], axes: &[usize], out: &mut [T]) {
 }
 
 /// The sums down columns `c0..c0 + w` of `x` (`[red, inner]`) into `out`: of the elements
-/// themselves, or of their squared deviations from `center` when given.
-fn column_sums<T: Real>(
+/// themselves, or of their squared deviations from `center` when given; in `reduce`'s
+/// parts (`split_rows`), else one pass down the rows.
+fn column_sums<T: Real + Reducible>(
     x: &[T],
-    red: usize,
-    inner: usize,
-    c0: usize,
-    w: usize,
+    (red, inner): (usize, usize),
+    (c0, w): (usize, usize),
     center: Option<&[T]>,
     out: &mut [T],
 ) {
-    let parts = (red * w / PART_MIN).clamp(1, PARTS).min(red.max(1));
-    let mut partial = [T::zero(); PARTS * BLOCK];
-    let partial = &mut partial[..parts * w];
-    crew::run_chunks(partial, parts, w, &|start, sums: &mut [T]| {
-        let rows = crew::part(red, parts, start / w);
+    let add = |rows: std::ops::Range<usize>, sums: &mut [T]| {
         for r in rows {
             let row = &x[r * inner + c0..r * inner + c0 + w];
             match center {
@@ -192,12 +176,10 @@ fn column_sums<T: Real>(
                 }
             }
         }
-    });
-    out.fill(T::zero());
-    for sums in partial.chunks_exact(w) {
-        for (a, &v) in out.iter_mut().zip(sums) {
-            *a = *a + v;
-        }
+    };
+    out.fill(<T as Reducible>::zero());
+    if !split_rows(red, w, out, &add) {
+        add(0..red, out);
     }
 }
 

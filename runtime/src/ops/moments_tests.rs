@@ -53,7 +53,10 @@ fn every_layout_matches_the_f64_statistics() {
         // Channels last (batch normalization): columns, split in parts, two column blocks.
         (vec![64, 13, 13, 32], vec![0, 1, 2]),
         (vec![4099, 300], vec![0]),
-        // Channels first: outer runs and inner columns.
+        // Outer runs and inner columns (batch normalization over axis 1 of rank 3).
+        (vec![5, 7, 33, 3], vec![1, 2]),
+        (vec![5, 700, 33], vec![1]),
+        // Channels first: kept, reduced, kept, reduced, so the walk.
         (vec![5, 7, 33, 3], vec![0, 2]),
         // Rows (layer normalization), split over tasks when large.
         (vec![600, 777], vec![1]),

@@ -54,7 +54,7 @@ pub(crate) fn vjp(
 }
 
 /// A reduction's identity and combining step for one element type.
-trait Reducible: Copy + PartialOrd + Send + Sync {
+pub(crate) trait Reducible: Copy + PartialOrd + Send + Sync {
     fn zero() -> Self;
     fn lowest() -> Self;
     fn highest() -> Self;
@@ -259,10 +259,10 @@ fn run<T: Reducible>(op: ReduceOp, x: &[T], dims: &[usize], axes: &[usize], out:
 }
 
 /// Below this many elements a sum runs as one pass on the calling thread.
-const SPLIT_MIN: usize = 1 << 14;
+pub(crate) const SPLIT_MIN: usize = 1 << 14;
 /// The most parts [`split_sum`] cuts a sum into, and the widest row it splits.
 const SPLIT_PARTS: usize = 16;
-const SPLIT_INNER: usize = 256;
+pub(crate) const SPLIT_INNER: usize = 256;
 
 /// A large sum over the rows of `[red, inner]` (a bias's gradient: a convnet's activations
 /// summed over batch and pixels) on the crew: the rows cut into parts, each summed alone,
@@ -282,7 +282,7 @@ fn split_sum<T: Reducible>(x: &[T], red: usize, inner: usize, out: &mut [T]) -> 
 /// [`split_sum`]'s parts and order for any rows: `add(rows, sums)` adds rows `rows` (of
 /// `inner` values) into `sums`, in order. Returns false (nothing written) where
 /// `split_sum` would.
-fn split_rows<T: Reducible>(
+pub(crate) fn split_rows<T: Reducible>(
     red: usize,
     inner: usize,
     out: &mut [T],
@@ -331,6 +331,9 @@ pub(crate) fn native_sum_of_products(
         };
         // `split_rows` adds its parts' sums to `out`, as `run` fills it first.
         out.fill(T::zero());
+        if inner == 0 {
+            return;
+        }
         if !split_rows(red, inner, out, &add) {
             add(0..red, out);
         }

@@ -697,8 +697,14 @@ fn run_kernel(
                 }
                 _ => Err(internal_in_place(node)),
             }
-        } else if let (Some(lead), 2) = (sum_of_products, ins.len()) {
-            ops::reduce::native_sum_of_products(make(0), make(1), lead, out_view)
+        } else if let Some(lead) = sum_of_products {
+            match ins.len() {
+                2 => ops::reduce::native_sum_of_products(make(0), make(1), lead, out_view),
+                n => Err(Error::Backend {
+                    backend: "native",
+                    message: format!("internal: a sum of products of {n} operands"),
+                }),
+            }
         } else if let (Some(p), 2) = (kernel_grad, ins.len()) {
             ops::convolution::native_kernel_grad(make(0), make(1), p, &node.ty, out_view, ctx)
         } else if ins.len() <= INLINE_OPERANDS {
@@ -885,6 +891,10 @@ fn run_fused(
     outs: &[usize],
     alias: &[Option<usize>],
 ) -> Result<()> {
+    // Nothing to compute, and the kernel's loads assume an element to read.
+    if k.n == 0 {
+        return Ok(());
+    }
     let mut taken_inline: [Storage; INLINE_FUSED] =
         std::array::from_fn(|_| Storage::F32(Vec::new()));
     let mut taken_heap: Vec<Storage>;

@@ -9,8 +9,9 @@ use crate::backend::{Backend, CompileOptions, Executable};
 use crate::ir::{DType, Graph, ReduceOp, TensorType, Value};
 use crate::Tensor;
 
-/// `sum(x · y)` over the leading `lead` axes of `dims` (x and y parameters, or x the
-/// output of a kernel when `kernel_x`), plus `extra(g, product)` outputs.
+/// `sum(x · y)` over the leading `lead` axes of `dims`, x and y parameters, with the
+/// product an output too when `extra`. (Factors that are kernels' results: the
+/// batch-normalized convnet of `train::plan_tests`.)
 fn graph(dims: &[usize], lead: usize, dtype: DType, extra: bool) -> Graph {
     let mut g = Graph::new("sum_of_products");
     let x = g.parameter(TensorType::new(dtype, dims.to_vec()));
@@ -100,6 +101,9 @@ fn a_sum_of_products_is_the_written_products_sum_bit_for_bit() {
         (vec![300, 400], 1, DType::F32),
         (vec![70_000], 1, DType::F32),
         (vec![4, 3, 2], 3, DType::F64),
+        // Nothing to sum, and nothing to sum into.
+        (vec![0, 3], 1, DType::F32),
+        (vec![4, 0], 1, DType::F32),
     ] {
         let g = graph(&dims, lead, dtype, false);
         let (mut fused, text) = compile(&g, true);

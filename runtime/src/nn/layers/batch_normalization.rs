@@ -57,7 +57,8 @@ fn along(g: &mut Graph, v: Value, x: Value, axis: usize) -> Result<Value> {
 /// computed as Keras computes it on every backend: `x · inv + (beta - mean · inv)` with
 /// `inv = gamma / sqrt(var + epsilon)`. The per-feature work is on vectors and the full
 /// size work one multiply-add, whose gradient needs two per-feature sums (of the cotangent
-/// and of the cotangent times `x`).
+/// and of the cotangent times `x`). Like Keras', this form cancels more than `(x - mean) ·
+/// inv` when a feature's mean is far larger than its spread.
 fn normalize(
     g: &mut Graph,
     x: Value,
