@@ -6,6 +6,9 @@
 
 mod backends;
 
+mod keras_reference;
+
+use keras_reference::tensor;
 use serde_json::Value as Json;
 use strata_runtime::autodiff::grad;
 use strata_runtime::backend::native::NativeBackend;
@@ -15,28 +18,7 @@ use strata_runtime::nn::*;
 use strata_runtime::Tensor;
 
 fn reference() -> Json {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/reference/attention_layers.json"
-    );
-    let text = std::fs::read_to_string(path).expect("the Keras reference file");
-    serde_json::from_str(&text).expect("valid JSON")
-}
-
-fn tensor(j: &Json) -> Tensor {
-    let dims: Vec<usize> = j["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect();
-    let data: Vec<f32> = j["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap() as f32)
-        .collect();
-    Tensor::from_vec(&dims, data).unwrap()
+    keras_reference::load("attention_layers")
 }
 
 /// The Strata layer for a Keras class, its arguments and its call's (Keras' defaults

@@ -7,6 +7,9 @@
 
 mod backends;
 
+mod keras_reference;
+
+use keras_reference::tensor;
 use serde_json::Value as Json;
 use strata_runtime::autodiff::grad;
 use strata_runtime::ir::Graph;
@@ -14,28 +17,7 @@ use strata_runtime::nn::*;
 use strata_runtime::Tensor;
 
 fn reference() -> Json {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/reference/normalization_layers.json"
-    );
-    let text = std::fs::read_to_string(path).expect("the Keras reference file");
-    serde_json::from_str(&text).expect("valid JSON")
-}
-
-fn tensor(j: &Json) -> Tensor {
-    let dims: Vec<usize> = j["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect();
-    let data: Vec<f32> = j["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap() as f32)
-        .collect();
-    Tensor::from_vec(&dims, data).unwrap()
+    keras_reference::load("normalization_layers")
 }
 
 /// The Strata layer for Keras' arguments (Keras' defaults otherwise).

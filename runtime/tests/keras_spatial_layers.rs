@@ -3,6 +3,9 @@
 //! `scripts/keras-reference/spatial_layers.py`): the same arguments, the same weights in
 //! Keras' order and layout, the same outputs, on the native backend.
 
+mod keras_reference;
+
+use keras_reference::tensor;
 use serde_json::Value as Json;
 use strata_runtime::backend::native::NativeBackend;
 use strata_runtime::backend::Backend;
@@ -11,28 +14,7 @@ use strata_runtime::nn::*;
 use strata_runtime::Tensor;
 
 fn reference() -> Json {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/reference/spatial_layers.json"
-    );
-    let text = std::fs::read_to_string(path).expect("the Keras reference file");
-    serde_json::from_str(&text).expect("valid JSON")
-}
-
-fn tensor(j: &Json) -> Tensor {
-    let dims: Vec<usize> = j["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect();
-    let data: Vec<f32> = j["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap() as f32)
-        .collect();
-    Tensor::from_vec(&dims, data).unwrap()
+    keras_reference::load("spatial_layers")
 }
 
 /// The Strata layer for a Keras class and its arguments (Keras' defaults otherwise).
