@@ -15,7 +15,10 @@
 //!   im2col would multiply the padding and the inserted zeros too;
 //! - **direct** (f32 with AVX2): a two-dimensional convolution on one to four input
 //!   features adds each kernel tap into the output's registers straight from the input
-//!   (`kernel::conv_direct`): its product would be only kernel positions × features deep.
+//!   (`kernel::conv_direct`): its product would be only kernel positions × features deep;
+//! - **Winograd**: a 3×3, stride-1, undilated, ungrouped two-dimensional convolution on at
+//!   least 16 features each way computes 2×2 output tiles with 16 products per tile and
+//!   feature pair instead of 36 (`ops::conv_winograd`), and so does its kernel gradient.
 //!
 //! A forward layer's method (pointwise, blocks or gather) depends only on the shapes of one
 //! image, and each of these computes a sample's outputs in the same order whatever the
@@ -24,6 +27,7 @@
 //! the depth-split or whole form by the batch's size, as the matrix product itself splits
 //! along the depth by size.
 
+use super::conv_winograd::{self, Tiles};
 use crate::ir::{ConvParams, MAX_RANK};
 use crate::kernel::conv_direct::{self, Direct2d};
 use crate::kernel::crew;
@@ -111,6 +115,8 @@ pub(super) enum Method {
     Gather,
     /// Falls back to `Im2colBlocks` for a type or CPU the direct kernel is not for.
     Direct,
+    /// Falls back to `Im2colBlocks` for a convolution that is not 3×3, stride 1.
+    Winograd,
 }
 
 /// The fastest method for this geometry.
@@ -120,6 +126,9 @@ pub(super) fn choose(geo: &Geometry, p: &ConvParams) -> Method {
     }
     if direct(geo, p).is_some() {
         return Method::Direct;
+    }
+    if winograd(geo, p).is_some_and(|t| t.pays()) {
+        return Method::Winograd;
     }
     if geo.nin() < geo.nout() && geo.nin() * geo.kprod() * geo.cog() <= MAX_GATHER_ELEMS {
         return Method::Gather;
@@ -173,6 +182,26 @@ pub(super) fn direct(geo: &Geometry, p: &ConvParams) -> Option<Direct2d> {
     d.supported().then_some(d)
 }
 
+/// The Winograd tiles' shapes, when this convolution is 3×3, stride 1, undilated and
+/// ungrouped in two dimensions (whether the method pays is `Tiles::pays`).
+pub(super) fn winograd(geo: &Geometry, p: &ConvParams) -> Option<Tiles> {
+    let plain = |v: &[usize]| v.iter().all(|&s| s == 1);
+    (geo.n == 2
+        && geo.groups == 1
+        && geo.k_sp[..2] == [3, 3]
+        && plain(&p.strides)
+        && plain(&p.lhs_dilation)
+        && plain(&p.rhs_dilation))
+    .then(|| Tiles {
+        batch: geo.batch,
+        input: [geo.in_sp[0], geo.in_sp[1]],
+        cin: geo.cin,
+        cout: geo.cout,
+        output: [geo.out_sp[0], geo.out_sp[1]],
+        pad: [p.padding[0].0, p.padding[1].0],
+    })
+}
+
 /// `out = conv(x, w)` by `method` (any method computes any convolution; `choose` picks).
 pub(super) fn run<T: Real>(
     method: Method,
@@ -217,6 +246,10 @@ pub(super) fn run<T: Real>(
                 conv_direct::conv2d(&d, x, w, out)
             }
             _ => im2col_blocks(x, w, geo, p, out, scratch),
+        },
+        Method::Winograd => match winograd(geo, p) {
+            Some(t) => conv_winograd::conv2d(&t, x, w, out, scratch),
+            None => im2col_blocks(x, w, geo, p, out, scratch),
         },
     }
 }
@@ -496,6 +529,9 @@ pub(super) fn kernel_grad<T: Real>(
             };
             return conv_direct::kernel_grad2d(&d, x, ct, out, scratch);
         }
+    }
+    if let Some(t) = winograd(geo, p).filter(|t| t.pays()) {
+        return conv_winograd::kernel_grad(&t, x, ct, out, scratch);
     }
     // Deep enough blocks for the product to run at speed, cache-sized when the patch rows
     // are short.
@@ -853,11 +889,16 @@ fn step(idx: &mut [usize; MAX_RANK], dims: &[usize]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// The convolution by its definition, in f64.
-    fn reference(x: &[f64], w: &[f64], geo: &Geometry, p: &ConvParams) -> Vec<f64> {
+    pub(in crate::ops) fn reference(
+        x: &[f64],
+        w: &[f64],
+        geo: &Geometry,
+        p: &ConvParams,
+    ) -> Vec<f64> {
         let n = geo.n;
         let (nout, kprod, cog) = (geo.nout(), geo.kprod(), geo.cog());
         let mut out = vec![0.0; geo.batch * nout * geo.cout];
@@ -885,7 +926,7 @@ mod tests {
     }
 
     /// A small deterministic generator (no dependency for a test's numbers).
-    fn numbers(len: usize, seed: u64) -> Vec<f64> {
+    pub(in crate::ops) fn numbers(len: usize, seed: u64) -> Vec<f64> {
         let mut s = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
@@ -899,20 +940,20 @@ mod tests {
             .collect()
     }
 
-    struct Case {
-        batch: usize,
-        input: Vec<usize>,
-        kernel: Vec<usize>,
-        cin: usize,
-        cout: usize,
-        groups: usize,
-        strides: Vec<usize>,
-        padding: Vec<(i64, i64)>,
-        lhs_dilation: Vec<usize>,
-        rhs_dilation: Vec<usize>,
+    pub(in crate::ops) struct Case {
+        pub batch: usize,
+        pub input: Vec<usize>,
+        pub kernel: Vec<usize>,
+        pub cin: usize,
+        pub cout: usize,
+        pub groups: usize,
+        pub strides: Vec<usize>,
+        pub padding: Vec<(i64, i64)>,
+        pub lhs_dilation: Vec<usize>,
+        pub rhs_dilation: Vec<usize>,
     }
 
-    fn geometry(c: &Case) -> Option<(Geometry, ConvParams)> {
+    pub(in crate::ops) fn geometry(c: &Case) -> Option<(Geometry, ConvParams)> {
         let n = c.input.len();
         let p = ConvParams {
             strides: c.strides.clone(),
@@ -1013,6 +1054,7 @@ mod tests {
                 Method::Im2colWhole,
                 Method::Gather,
                 Method::Direct,
+                Method::Winograd,
             ] {
                 let mut got = vec![f64::NAN; want.len()];
                 run(method, &x, &w, &geo, &p, &mut got, &mut Vec::new()).unwrap();
@@ -1176,7 +1218,12 @@ mod tests {
     }
 
     /// The kernel gradient by its definition, in f64: `dw[k, ci, co] = Σ x_at · ct`.
-    fn reference_kernel_grad(x: &[f64], ct: &[f64], geo: &Geometry, p: &ConvParams) -> Vec<f64> {
+    pub(in crate::ops) fn reference_kernel_grad(
+        x: &[f64],
+        ct: &[f64],
+        geo: &Geometry,
+        p: &ConvParams,
+    ) -> Vec<f64> {
         let n = geo.n;
         let (nout, kprod) = (geo.nout(), geo.kprod());
         let mut dw = vec![0.0; kprod * geo.cin * geo.cout];
@@ -1268,11 +1315,21 @@ mod tests {
             })
             .unwrap()
         };
-        // a forward `valid` convolution: blocks of patches
+        // a 3×3 forward `valid` convolution and its input gradient (full padding): Winograd
+        // tiles, but not on few features, nor where the tiles would be mostly waste
         let (g, p) = case(13, 3, 0, 32, 64);
+        assert_eq!(choose(&g, &p), Method::Winograd);
+        let (g, p) = case(11, 3, 2, 64, 32);
+        assert_eq!(choose(&g, &p), Method::Winograd);
+        let (g, p) = case(13, 3, 0, 8, 64);
+        assert_eq!(choose(&g, &p), Method::Im2colBlocks);
+        let (g, p) = case(3, 3, 0, 32, 64);
+        assert_eq!(choose(&g, &p), Method::Im2colBlocks);
+        // a 5×5 forward `valid` convolution: blocks of patches
+        let (g, p) = case(13, 5, 0, 32, 64);
         assert_eq!(choose(&g, &p), Method::Im2colBlocks);
         // its input gradient (full padding): the gather form
-        let (g, p) = case(11, 3, 2, 64, 32);
+        let (g, p) = case(9, 5, 4, 64, 32);
         assert_eq!(choose(&g, &p), Method::Gather);
         // its kernel gradient (batch as features, the cotangent as kernel, the input's
         // features as batch): split along the depth

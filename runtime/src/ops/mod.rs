@@ -11,6 +11,7 @@ pub(crate) mod collective;
 pub(crate) mod compare;
 pub(crate) mod concatenate;
 pub(crate) mod conv_native;
+mod conv_winograd;
 pub(crate) mod convert;
 pub(crate) mod convolution;
 pub(crate) mod dot_general;

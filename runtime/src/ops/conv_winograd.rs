@@ -1,0 +1,696 @@
+//! Winograd's minimal filtering F(2×2, 3×3) for the native backend's 3×3, stride-1,
+//! undilated, ungrouped two-dimensional convolutions (NHWC input, HWIO kernel), and the
+//! kernel gradient of such a convolution by the same algebra transposed.
+//!
+//! Through im2col every output pixel costs 9 multiply-adds per input and output feature.
+//! Here the output is cut into tiles of 2×2 pixels; each tile's 4×4 input window `d` and
+//! the kernel `g` are carried by fixed linear maps to 4×4 arrays `V = Bᵀ d B` and
+//! `U = G g Gᵀ`, where a tile's outputs are `Aᵀ (U ⊙ V) A`. Summed over the input
+//! features, the element-wise products become 16 matrix products per block of tiles
+//! (`[tiles, in] · [in, out]`, one per position of the 4×4 array), 16 multiply-adds per
+//! four output pixels instead of 36: the products run on the same matrix kernel as the
+//! other methods, and the transforms are additions only (and halvings of the kernel),
+//! so their cost is a small share of the products'.
+//!
+//! The kernel gradient `dg = Σ_tiles Gᵀ ((A dy Aᵀ) ⊙ (Bᵀ d B)) G` is the same bilinear
+//! form read for the kernel (the transpose of the forward's identity): per position of
+//! the 4×4 array a product `Vᵀ · W` as deep as the tiles, the cotangent's 2×2 tiles
+//! carried to `W = A dy Aᵀ`.
+//!
+//! The results differ from im2col's in their last bits (other sums in another order); the
+//! transforms' sums are bounded by a few times the inputs', so the error stays within a
+//! few units in the last place of those sums. Tiles are cut per image and each tile's
+//! sums do not depend on the block it is computed in, so a prediction does not depend on
+//! the batch it came in; the kernel gradient's tiles are cut into parts by the shapes
+//! alone and the parts' sums added in order, so it does not depend on the thread count.
+//!
+//! Window positions outside the input (padding) read zeros, and tile outputs past the
+//! output's edge are dropped, so any padding, `valid`, `same` or lopsided, takes this path.
+
+use crate::kernel::crew;
+use crate::kernel::gemm::{matmul, Mat};
+use crate::kernel::real::Real;
+use crate::kernel::simd::{level, Level};
+use crate::Result;
+
+/// Input and output features a convolution needs at least for this method: the products
+/// are as deep as the input features, too shallow below this for their speed to repay
+/// the transforms.
+pub(super) const MIN_FEATURES: usize = 16;
+/// Elements of one block's transformed tiles (inputs and products): they stay in a
+/// core's L2 cache between being written and being read.
+const BLOCK_ELEMS: usize = 1 << 17;
+/// Tiles per block, at least and at most.
+const BLOCK_TILES: (usize, usize) = (12, 384);
+/// Parts of a kernel gradient's tiles, at most (each keeps a partial sum).
+const MAX_PARTS: usize = 8;
+/// Tasks per core, so a core that finishes early takes work from one that started late.
+const TASKS_PER_CORE: usize = 4;
+/// The 4×4 array of a tile.
+const XI: usize = 16;
+
+/// One convolution's shapes: batch, input `[h, w]`, features in and out, output `[oh,
+/// ow]` and the low padding (top, left; the high padding is implied by the output).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Tiles {
+    pub batch: usize,
+    pub input: [usize; 2],
+    pub cin: usize,
+    pub cout: usize,
+    pub output: [usize; 2],
+    pub pad: [i64; 2],
+}
+
+impl Tiles {
+    /// Whether this method pays: enough features on both sides, and output tiles that do
+    /// not waste most of their pixels (a 3×3 output would fill one 4×4 of them).
+    pub(super) fn pays(&self) -> bool {
+        let [gh, gw] = self.grid();
+        let pixels = self.output[0] * self.output[1];
+        self.cin >= MIN_FEATURES && self.cout >= MIN_FEATURES && 16 * gh * gw <= 6 * pixels
+    }
+
+    /// Tiles per image along each axis.
+    fn grid(&self) -> [usize; 2] {
+        [self.output[0].div_ceil(2), self.output[1].div_ceil(2)]
+    }
+
+    fn count(&self) -> usize {
+        let [gh, gw] = self.grid();
+        self.batch * gh * gw
+    }
+
+    /// Tiles per block: the block's transformed inputs and products fit `BLOCK_ELEMS`.
+    fn block(&self) -> usize {
+        (BLOCK_ELEMS / (XI * (self.cin + self.cout)))
+            .clamp(BLOCK_TILES.0, BLOCK_TILES.1)
+            .min(self.count().max(1))
+    }
+
+    /// The image and the top-left output pixel of tile `t`.
+    fn origin(&self, t: usize) -> (usize, usize, usize) {
+        let [gh, gw] = self.grid();
+        let (b, r) = (t / (gh * gw), t % (gh * gw));
+        (b, 2 * (r / gw), 2 * (r % gw))
+    }
+
+    /// The input row (along `axis`) under window position `k` of output position `o`,
+    /// if it is not padding.
+    fn at(&self, axis: usize, o: usize, k: usize) -> Option<usize> {
+        let q = (o + k) as i64 - self.pad[axis];
+        (q >= 0 && q < self.input[axis] as i64).then_some(q as usize)
+    }
+
+    fn fits<T>(&self, x: &[T], y: &[T]) -> bool {
+        let [h, w] = self.input;
+        let [oh, ow] = self.output;
+        x.len() >= self.batch * h * w * self.cin && y.len() >= self.batch * oh * ow * self.cout
+    }
+}
+
+fn mismatch() -> crate::Error {
+    crate::Error::Backend {
+        backend: "native",
+        message: "internal: Winograd convolution operands do not match their shapes".into(),
+    }
+}
+
+/// Grows `scratch` to at least `len` elements (once; later calls of the same shapes find
+/// it large enough).
+fn grow<T: Real>(scratch: &mut Vec<T>, len: usize) {
+    if scratch.len() < len {
+        scratch.resize(len, T::zero());
+    }
+}
+
+/// `out = conv(x, w)`: blocks of tiles split over the cores, each block's inputs
+/// transformed, multiplied and transformed back while they are in the core's cache.
+pub(super) fn conv2d<T: Real>(
+    g: &Tiles,
+    x: &[T],
+    w: &[T],
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let (cin, cout) = (g.cin, g.cout);
+    if !g.fits(x, out) || w.len() < 9 * cin * cout {
+        return Err(mismatch());
+    }
+    let (tiles, block) = (g.count(), g.block());
+    if tiles == 0 || cout == 0 {
+        return Ok(());
+    }
+    let blocks = tiles.div_ceil(block);
+    let tasks = (crew::width() * TASKS_PER_CORE).min(blocks).max(1);
+    // The transformed kernel, then per task: its transformed inputs, products and a row
+    // of zeros for the padding.
+    let kernel = XI * cin * cout;
+    let slot = XI * block * (cin + cout) + cin;
+    grow(scratch, kernel + tasks * slot);
+    let (u, slots) = scratch.split_at_mut(kernel);
+    transform_kernel(w, cin * cout, u);
+    let u = &*u;
+    let (slots_at, out_at, out_len) = (
+        slots.as_mut_ptr() as usize,
+        out.as_mut_ptr() as usize,
+        out.len(),
+    );
+    // Read here: a test's cap on the instructions holds on this thread only.
+    let simd = level();
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    crew::run(tasks, &|t| {
+        // SAFETY: task `t` alone uses slot `t` (the scratch holds `tasks` slots after the
+        // kernel).
+        let slot =
+            unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
+        let (v, rest) = slot.split_at_mut(XI * block * cin);
+        let (m, zeros) = rest.split_at_mut(XI * block * cout);
+        zeros.fill(T::zero());
+        for b in crew::part(blocks, tasks, t) {
+            let first = b * block;
+            let n = block.min(tiles - first);
+            for i in 0..n {
+                transform_input(
+                    simd,
+                    &g.input_rows(x, first + i, zeros),
+                    v,
+                    block * cin,
+                    i * cin,
+                );
+            }
+            for xi in 0..XI {
+                let a = Mat {
+                    data: &*v,
+                    off: xi * block * cin,
+                    rs: cin as isize,
+                    cs: 1,
+                };
+                let b = Mat {
+                    data: u,
+                    off: xi * cin * cout,
+                    rs: cout as isize,
+                    cs: 1,
+                };
+                let c = &mut m[xi * block * cout..(xi + 1) * block * cout];
+                if matmul(n, cout, cin, a, b, c, cout, false).is_err() {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+            }
+            for i in 0..n {
+                // SAFETY: the output (`fits`, checked above) stays borrowed until `run`
+                // returns; each tile writes its own pixels, and this block's tiles are
+                // this task's alone.
+                let pixels = unsafe { g.output_pixels(first + i, out_at, out_len) };
+                transform_output(simd, m, block * cout, i * cout, pixels);
+            }
+        }
+    });
+    if failed.into_inner() {
+        return Err(mismatch());
+    }
+    Ok(())
+}
+
+/// The kernel gradient `[3, 3, in, out]` of the convolution from its input `x` and the
+/// cotangent `ct` of its output: per part of the tiles a partial sum of the 16 products
+/// `Vᵀ · W`, the parts added in order, then carried back to the kernel's 3×3.
+pub(super) fn kernel_grad<T: Real>(
+    g: &Tiles,
+    x: &[T],
+    ct: &[T],
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let (cin, cout) = (g.cin, g.cout);
+    let sums = XI * cin * cout;
+    if !g.fits(x, ct) || out.len() < 9 * cin * cout {
+        return Err(mismatch());
+    }
+    let (tiles, block) = (g.count(), g.block());
+    let blocks = tiles.div_ceil(block);
+    let parts = blocks.clamp(1, MAX_PARTS);
+    // Per part: its partial sums, transformed inputs and cotangents, a row of zeros.
+    let slot = sums + XI * block * (cin + cout) + cin.max(cout);
+    grow(scratch, parts * slot);
+    let slots_at = scratch.as_mut_ptr() as usize;
+    // Read here: a test's cap on the instructions holds on this thread only.
+    let simd = level();
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    crew::run(parts, &|t| {
+        // SAFETY: part `t` alone uses slot `t`.
+        let slot =
+            unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
+        let (acc, rest) = slot.split_at_mut(sums);
+        let (v, rest) = rest.split_at_mut(XI * block * cin);
+        let (wt, zeros) = rest.split_at_mut(XI * block * cout);
+        zeros.fill(T::zero());
+        acc.fill(T::zero());
+        for b in crew::part(blocks, parts, t) {
+            let first = b * block;
+            let n = block.min(tiles - first);
+            for i in 0..n {
+                let rows = g.input_rows(x, first + i, &zeros[..cin]);
+                transform_input(simd, &rows, v, block * cin, i * cin);
+                let rows = g.cotangent_rows(ct, first + i, &zeros[..cout]);
+                transform_cotangent(simd, &rows, wt, block * cout, i * cout);
+            }
+            for xi in 0..XI {
+                // Vᵀ read in place: the block's inputs are `[tiles, in]` row-major.
+                let a = Mat {
+                    data: &*v,
+                    off: xi * block * cin,
+                    rs: 1,
+                    cs: cin as isize,
+                };
+                let b = Mat {
+                    data: &*wt,
+                    off: xi * block * cout,
+                    rs: cout as isize,
+                    cs: 1,
+                };
+                let c = &mut acc[xi * cin * cout..(xi + 1) * cin * cout];
+                if matmul(cin, cout, n, a, b, c, cout, true).is_err() {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    });
+    if failed.into_inner() {
+        return Err(mismatch());
+    }
+    let (first, rest) = scratch.split_at_mut(slot);
+    let total = &mut first[..sums];
+    for part in rest.chunks_exact(slot).take(parts - 1) {
+        for (s, &p) in total.iter_mut().zip(&part[..sums]) {
+            *s = *s + p;
+        }
+    }
+    transform_kernel_grad(total, cin * cout, out);
+    Ok(())
+}
+
+/// `U = G g Gᵀ` for every (in, out) pair: `w` is `[3, 3, pairs]`, `u` `[16, pairs]`.
+/// `G = [[1, 0, 0], [½, ½, ½], [½, −½, ½], [0, 0, 1]]`.
+fn transform_kernel<T: Real>(w: &[T], pairs: usize, u: &mut [T]) {
+    let half = T::one() / (T::one() + T::one());
+    let g = |a: T, b: T, c: T| [a, (a + b + c) * half, (a - b + c) * half, c];
+    for j in 0..pairs {
+        let tap = |kh: usize, kw: usize| w[(kh * 3 + kw) * pairs + j];
+        // G applied down the kernel's columns, then along the rows.
+        let cols: [[T; 4]; 3] = std::array::from_fn(|kw| g(tap(0, kw), tap(1, kw), tap(2, kw)));
+        for a in 0..4 {
+            let row = g(cols[0][a], cols[1][a], cols[2][a]);
+            for (b, &r) in row.iter().enumerate() {
+                u[(a * 4 + b) * pairs + j] = r;
+            }
+        }
+    }
+}
+
+/// `dg = Gᵀ M G` for every (in, out) pair: `m` is `[16, pairs]`, `out` `[3, 3, pairs]`.
+fn transform_kernel_grad<T: Real>(m: &[T], pairs: usize, out: &mut [T]) {
+    let half = T::one() / (T::one() + T::one());
+    let gt = |v: [T; 4]| {
+        let s = (v[1] + v[2]) * half;
+        [v[0] + s, (v[1] - v[2]) * half, s + v[3]]
+    };
+    for j in 0..pairs {
+        let rows: [[T; 3]; 4] =
+            std::array::from_fn(|a| gt(std::array::from_fn(|b| m[(a * 4 + b) * pairs + j])));
+        for kw in 0..3 {
+            let col = gt(std::array::from_fn(|a| rows[a][kw]));
+            for (kh, &c) in col.iter().enumerate() {
+                out[(kh * 3 + kw) * pairs + j] = c;
+            }
+        }
+    }
+}
+
+/// `Bᵀ d` of four values along one axis of a window: `Bᵀ = [[1, 0, −1, 0], [0, 1, 1, 0],
+/// [0, −1, 1, 0], [0, 1, 0, −1]]`. (Every transform here has vector twins, in `narrow`
+/// and `wide`, that compute the same operations in the same order, so the same bits.)
+#[inline(always)]
+fn bt<T: Real>([d0, d1, d2, d3]: [T; 4]) -> [T; 4] {
+    [d0 - d2, d1 + d2, d2 - d1, d1 - d3]
+}
+
+/// `A y` of two values along one axis of a cotangent's tile: `A = [[1, 0], [1, 1], [1,
+/// −1], [0, −1]]`.
+#[inline(always)]
+fn a2<T: Real>(y0: T, y1: T) -> [T; 4] {
+    [y0, y0 + y1, y0 - y1, T::zero() - y1]
+}
+
+/// `Aᵀ m` of four values along one axis of a product's tile: `Aᵀ = [[1, 1, 1, 0], [0,
+/// 1, −1, −1]]`.
+#[inline(always)]
+fn at2<T: Real>([m0, m1, m2, m3]: [T; 4]) -> [T; 2] {
+    [m0 + m1 + m2, m1 - m2 - m3]
+}
+
+impl Tiles {
+    /// The 16 input pixels (`in` features each) of tile `t`'s 4×4 window, row-major,
+    /// `zeros` where it lies on padding.
+    fn input_rows<'a, T>(&self, x: &'a [T], t: usize, zeros: &'a [T]) -> [&'a [T]; XI] {
+        let (b, oy, ox) = self.origin(t);
+        let ([h, w], cin) = (self.input, self.cin);
+        std::array::from_fn(|p| match (self.at(0, oy, p / 4), self.at(1, ox, p % 4)) {
+            (Some(y), Some(xx)) => &x[((b * h + y) * w + xx) * cin..][..cin],
+            _ => zeros,
+        })
+    }
+
+    /// The cotangent's 4 pixels (`out` features each) of tile `t`, `zeros` past the
+    /// output's edge.
+    fn cotangent_rows<'a, T>(&self, ct: &'a [T], t: usize, zeros: &'a [T]) -> [&'a [T]; 4] {
+        let (b, oy, ox) = self.origin(t);
+        let ([oh, ow], cout) = (self.output, self.cout);
+        std::array::from_fn(|p| {
+            let (y, xx) = (oy + p / 2, ox + p % 2);
+            if y < oh && xx < ow {
+                &ct[((b * oh + y) * ow + xx) * cout..][..cout]
+            } else {
+                zeros
+            }
+        })
+    }
+
+    /// Tile `t`'s 4 output pixels (`out` features each) that lie inside the output.
+    ///
+    /// # Safety
+    /// `out_at` holds `out_len` elements, borrowed for as long as the pixels are used,
+    /// and no one else reads or writes tile `t`'s pixels meanwhile.
+    unsafe fn output_pixels<'a, T>(
+        &self,
+        t: usize,
+        out_at: usize,
+        out_len: usize,
+    ) -> [Option<&'a mut [T]>; 4] {
+        let (b, oy, ox) = self.origin(t);
+        let ([oh, ow], cout) = (self.output, self.cout);
+        std::array::from_fn(|p| {
+            let (y, xx) = (oy + p / 2, ox + p % 2);
+            let at = ((b * oh + y) * ow + xx) * cout;
+            // SAFETY: in bounds (checked here), and this tile's pixel alone (the caller).
+            (y < oh && xx < ow && at + cout <= out_len).then(|| unsafe {
+                std::slice::from_raw_parts_mut((out_at as *mut T).add(at), cout)
+            })
+        })
+    }
+}
+
+/// Whether `dst` holds the 16 rows of a tile's transform: `features` elements at `at`
+/// plus each multiple of `stride` up to 15.
+fn rows_fit<T>(dst: &[T], stride: usize, at: usize, features: usize) -> bool {
+    at + (XI - 1) * stride + features <= dst.len()
+}
+
+/// The features `0..n` that the vector paths transform, by width: `(..n16, ..n8)`, 16 at a
+/// time with AVX-512 up to `n16`, then 8 at a time with AVX2 up to `n8`, the rest one at a
+/// time. None for a type other than f32.
+fn vector_features<T: 'static>(simd: Level, features: usize) -> (usize, usize) {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return (0, 0);
+    }
+    let n16 = if simd >= Level::Avx512 {
+        features / 16 * 16
+    } else {
+        0
+    };
+    let n8 = if simd.avx2() {
+        n16 + (features - n16) / 8 * 8
+    } else {
+        n16
+    };
+    (n16, n8)
+}
+
+/// `V = Bᵀ d B` of one tile's 4×4 window (`rows`) into `dst[p · stride + at ..]` for each
+/// position `p` of the 4×4 array, with the vectors `simd` allows.
+fn transform_input<T: Real>(
+    simd: Level,
+    rows: &[&[T]; XI],
+    dst: &mut [T],
+    stride: usize,
+    at: usize,
+) {
+    let features = rows[0].len();
+    if !rows_fit(dst, stride, at, features) {
+        return;
+    }
+    let (n16, n8) = vector_features::<T>(simd, features);
+    #[cfg(target_arch = "x86_64")]
+    if n8 > 0 {
+        let ptrs = rows.map(|r| r.as_ptr() as *const f32);
+        let dst = dst[at..].as_mut_ptr() as *mut f32;
+        // SAFETY: T is f32 and the CPU has the paths' instructions (`vector_features`);
+        // each row holds `features` elements and `dst` the 16 rows (checked above).
+        unsafe {
+            if n16 > 0 {
+                wide::input(&ptrs, 0..n16, dst, stride);
+            }
+            narrow::input(&ptrs, n16..n8, dst, stride);
+        }
+    }
+    for c in n8..features {
+        // Bᵀ down each column of the window, then along each row.
+        let cols: [[T; 4]; 4] = std::array::from_fn(|j| {
+            bt([rows[j][c], rows[4 + j][c], rows[8 + j][c], rows[12 + j][c]])
+        });
+        for r in 0..4 {
+            let row = bt([cols[0][r], cols[1][r], cols[2][r], cols[3][r]]);
+            for (k, val) in row.into_iter().enumerate() {
+                dst[(4 * r + k) * stride + at + c] = val;
+            }
+        }
+    }
+}
+
+/// `W = A dy Aᵀ` of one cotangent tile's 2×2 pixels (`rows`) into `dst[p · stride + at
+/// ..]` for each position `p` of the 4×4 array.
+fn transform_cotangent<T: Real>(
+    simd: Level,
+    rows: &[&[T]; 4],
+    dst: &mut [T],
+    stride: usize,
+    at: usize,
+) {
+    let features = rows[0].len();
+    if !rows_fit(dst, stride, at, features) {
+        return;
+    }
+    let (n16, n8) = vector_features::<T>(simd, features);
+    #[cfg(target_arch = "x86_64")]
+    if n8 > 0 {
+        let ptrs = rows.map(|r| r.as_ptr() as *const f32);
+        let dst = dst[at..].as_mut_ptr() as *mut f32;
+        // SAFETY: as in `transform_input`.
+        unsafe {
+            if n16 > 0 {
+                wide::cotangent(&ptrs, 0..n16, dst, stride);
+            }
+            narrow::cotangent(&ptrs, n16..n8, dst, stride);
+        }
+    }
+    for c in n8..features {
+        // A down each column of the tile, then along each row.
+        let cols = [a2(rows[0][c], rows[2][c]), a2(rows[1][c], rows[3][c])];
+        for r in 0..4 {
+            for (k, val) in a2(cols[0][r], cols[1][r]).into_iter().enumerate() {
+                dst[(4 * r + k) * stride + at + c] = val;
+            }
+        }
+    }
+}
+
+/// `y = Aᵀ M A` of one tile's 16 products (`m[p · stride + at ..]` for each position `p`)
+/// into its output pixels (`None` past the output's edge).
+fn transform_output<T: Real>(
+    simd: Level,
+    m: &[T],
+    stride: usize,
+    at: usize,
+    mut pixels: [Option<&mut [T]>; 4],
+) {
+    let Some(features) = pixels.iter().flatten().map(|p| p.len()).next() else {
+        return;
+    };
+    if !rows_fit(m, stride, at, features) || pixels.iter().flatten().any(|p| p.len() != features) {
+        return;
+    }
+    let (n16, n8) = vector_features::<T>(simd, features);
+    #[cfg(target_arch = "x86_64")]
+    if n8 > 0 {
+        let ptrs = pixels.each_mut().map(|p| {
+            p.as_mut()
+                .map_or(std::ptr::null_mut(), |p| p.as_mut_ptr() as *mut f32)
+        });
+        let m = m[at..].as_ptr() as *const f32;
+        // SAFETY: T is f32 and the CPU has the paths' instructions (`vector_features`);
+        // `m` holds the 16 rows (checked above), each pixel `features` elements or null.
+        unsafe {
+            if n16 > 0 {
+                wide::output(m, stride, 0..n16, &ptrs);
+            }
+            narrow::output(m, stride, n16..n8, &ptrs);
+        }
+    }
+    for c in n8..features {
+        // Aᵀ down each column, then along each row.
+        let cols: [[T; 2]; 4] = std::array::from_fn(|j| {
+            let v = |r: usize| m[(4 * r + j) * stride + at + c];
+            at2([v(0), v(1), v(2), v(3)])
+        });
+        for r in 0..2 {
+            let row = at2([cols[0][r], cols[1][r], cols[2][r], cols[3][r]]);
+            for (k, val) in row.into_iter().enumerate() {
+                if let Some(px) = &mut pixels[2 * r + k] {
+                    px[c] = val;
+                }
+            }
+        }
+    }
+}
+
+/// The transforms on f32 features a vector at a time, for one instruction set: the
+/// scalar transforms' operations in the same order, so the same bits.
+#[cfg(target_arch = "x86_64")]
+macro_rules! vector_transforms {
+    ($name:ident, $feature:literal, $lanes:literal, $v:ty, $load:ident, $store:ident,
+     $add:ident, $sub:ident, $zero:ident) => {
+        mod $name {
+            use std::arch::x86_64::*;
+            use std::ops::Range;
+
+            #[inline]
+            #[target_feature(enable = $feature)]
+            fn bt([d0, d1, d2, d3]: [$v; 4]) -> [$v; 4] {
+                [$sub(d0, d2), $add(d1, d2), $sub(d2, d1), $sub(d1, d3)]
+            }
+
+            #[inline]
+            #[target_feature(enable = $feature)]
+            fn a2(y0: $v, y1: $v) -> [$v; 4] {
+                [y0, $add(y0, y1), $sub(y0, y1), $sub($zero(), y1)]
+            }
+
+            #[inline]
+            #[target_feature(enable = $feature)]
+            fn at2([m0, m1, m2, m3]: [$v; 4]) -> [$v; 2] {
+                [$add($add(m0, m1), m2), $sub($sub(m1, m2), m3)]
+            }
+
+            /// `super::transform_input` on features `cs` (a multiple of the lanes long).
+            ///
+            /// # Safety
+            /// The CPU has the instructions; each row holds `cs.end` elements, and `dst`
+            /// the 16 rows of as many, `stride` apart.
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn input(
+                rows: &[*const f32; 16],
+                cs: Range<usize>,
+                dst: *mut f32,
+                stride: usize,
+            ) {
+                for c in cs.step_by($lanes) {
+                    let d = |p: usize| unsafe { $load(rows[p].add(c)) };
+                    let c0 = bt([d(0), d(4), d(8), d(12)]);
+                    let c1 = bt([d(1), d(5), d(9), d(13)]);
+                    let c2 = bt([d(2), d(6), d(10), d(14)]);
+                    let c3 = bt([d(3), d(7), d(11), d(15)]);
+                    for r in 0..4 {
+                        let row = bt([c0[r], c1[r], c2[r], c3[r]]);
+                        for (k, val) in row.into_iter().enumerate() {
+                            unsafe { $store(dst.add((4 * r + k) * stride + c), val) };
+                        }
+                    }
+                }
+            }
+
+            /// `super::transform_cotangent` on features `cs`.
+            ///
+            /// # Safety
+            /// As for [`input`], with 4 rows.
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn cotangent(
+                rows: &[*const f32; 4],
+                cs: Range<usize>,
+                dst: *mut f32,
+                stride: usize,
+            ) {
+                for c in cs.step_by($lanes) {
+                    let d = |p: usize| unsafe { $load(rows[p].add(c)) };
+                    let c0 = a2(d(0), d(2));
+                    let c1 = a2(d(1), d(3));
+                    for r in 0..4 {
+                        for (k, val) in a2(c0[r], c1[r]).into_iter().enumerate() {
+                            unsafe { $store(dst.add((4 * r + k) * stride + c), val) };
+                        }
+                    }
+                }
+            }
+
+            /// `super::transform_output` on features `cs`.
+            ///
+            /// # Safety
+            /// The CPU has the instructions; `m` holds the 16 rows of `cs.end` elements,
+            /// `stride` apart; each pixel is null or holds `cs.end` elements.
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn output(
+                m: *const f32,
+                stride: usize,
+                cs: Range<usize>,
+                pixels: &[*mut f32; 4],
+            ) {
+                for c in cs.step_by($lanes) {
+                    let v = |p: usize| unsafe { $load(m.add(p * stride + c)) };
+                    let c0 = at2([v(0), v(4), v(8), v(12)]);
+                    let c1 = at2([v(1), v(5), v(9), v(13)]);
+                    let c2 = at2([v(2), v(6), v(10), v(14)]);
+                    let c3 = at2([v(3), v(7), v(11), v(15)]);
+                    for r in 0..2 {
+                        let row = at2([c0[r], c1[r], c2[r], c3[r]]);
+                        for (k, val) in row.into_iter().enumerate() {
+                            let px = pixels[2 * r + k];
+                            if !px.is_null() {
+                                unsafe { $store(px.add(c), val) };
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+vector_transforms!(
+    narrow,
+    "avx2",
+    8,
+    __m256,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_add_ps,
+    _mm256_sub_ps,
+    _mm256_setzero_ps
+);
+
+#[cfg(target_arch = "x86_64")]
+vector_transforms!(
+    wide,
+    "avx512f",
+    16,
+    __m512,
+    _mm512_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_add_ps,
+    _mm512_sub_ps,
+    _mm512_setzero_ps
+);
+
+#[cfg(test)]
+#[path = "conv_winograd_tests.rs"]
+mod tests;

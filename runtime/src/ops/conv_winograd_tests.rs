@@ -1,0 +1,305 @@
+//! The Winograd tiles against the convolution's and the kernel gradient's definitions
+//! (f64 and f32) over odd sizes, every kind of padding and feature counts that are not
+//! a multiple of the transforms' lanes; and the bits' independence of the batch (for the
+//! forward) and of the thread count (for the kernel gradient).
+
+use super::super::conv_native::tests::{geometry, numbers, reference, reference_kernel_grad, Case};
+use super::super::conv_native::{self, Geometry, Method};
+use crate::ir::ConvParams;
+
+/// A 3×3, stride-1 convolution of `batch` images `input` with padding `pad` per axis.
+fn case(
+    batch: usize,
+    input: [usize; 2],
+    (cin, cout): (usize, usize),
+    pad: [(i64, i64); 2],
+) -> Option<(Geometry, ConvParams)> {
+    geometry(&Case {
+        batch,
+        input: input.to_vec(),
+        kernel: vec![3, 3],
+        cin,
+        cout,
+        groups: 1,
+        strides: vec![1; 2],
+        padding: pad.to_vec(),
+        lhs_dilation: vec![1; 2],
+        rhs_dilation: vec![1; 2],
+    })
+}
+
+fn cases() -> Vec<(Geometry, ConvParams)> {
+    let mut all = Vec::new();
+    let mut i = 0usize;
+    for input in [[1, 1], [2, 3], [4, 4], [5, 7], [8, 9], [13, 6]] {
+        for pad in [(0, 0), (1, 1), (2, 2), (1, 0), (0, 2), (-1, 2)] {
+            for features in [(1, 1), (3, 5), (16, 16), (17, 9), (9, 20)] {
+                i += 1;
+                let batch = 1 + i % 3;
+                // lopsided per axis too: the second axis takes the next padding
+                if let Some(c) = case(batch, input, features, [pad, (pad.1, pad.0)]) {
+                    all.push(c);
+                }
+            }
+        }
+    }
+    all
+}
+
+fn to_f32(v: &[f64]) -> Vec<f32> {
+    v.iter().map(|&x| x as f32).collect()
+}
+
+fn abs(v: &[f64]) -> Vec<f64> {
+    v.iter().map(|x| x.abs()).collect()
+}
+
+/// Whether an f32 result is within rounding of the definition: a few units in the last
+/// place of the sum of the terms' magnitudes (`scale`).
+fn close(got: f32, want: f64, scale: f64) -> bool {
+    (got as f64 - want).abs() <= 1e-6 * (1.0 + scale)
+}
+
+#[test]
+fn the_tiles_match_the_convolution() {
+    let cases = cases();
+    assert!(cases.len() > 120, "only {} cases", cases.len());
+    for (i, (geo, p)) in cases.iter().enumerate() {
+        let x = numbers(
+            geo.batch * geo.in_sp[0] * geo.in_sp[1] * geo.cin,
+            2 * i as u64,
+        );
+        let w = numbers(9 * geo.cin * geo.cout, 2 * i as u64 + 1);
+        let want = reference(&x, &w, geo, p);
+        let scale = reference(&abs(&x), &abs(&w), geo, p);
+        let mut got = vec![f64::NAN; want.len()];
+        conv_native::run(Method::Winograd, &x, &w, geo, p, &mut got, &mut Vec::new()).unwrap();
+        for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-12,
+                "case {i} {geo:?} element {j}: {a} vs {b}"
+            );
+        }
+        // f32, with a scratch left dirty by the f64 run's shapes
+        let mut got = vec![f32::NAN; want.len()];
+        let mut scratch = vec![f32::NAN; 7];
+        let (x32, w32) = (to_f32(&x), to_f32(&w));
+        conv_native::run(Method::Winograd, &x32, &w32, geo, p, &mut got, &mut scratch).unwrap();
+        for (j, &a) in got.iter().enumerate() {
+            assert!(
+                close(a, want[j], scale[j]),
+                "case {i} f32 element {j}: {a} vs {}",
+                want[j]
+            );
+        }
+    }
+}
+
+#[test]
+fn the_tiles_match_the_kernel_gradient() {
+    for (i, (geo, p)) in cases().iter().enumerate() {
+        let x = numbers(
+            geo.batch * geo.in_sp[0] * geo.in_sp[1] * geo.cin,
+            3 * i as u64,
+        );
+        let nout = geo.out_sp[0] * geo.out_sp[1];
+        let ct = numbers(geo.batch * nout * geo.cout, 3 * i as u64 + 1);
+        let want = reference_kernel_grad(&x, &ct, geo, p);
+        let scale = reference_kernel_grad(&abs(&x), &abs(&ct), geo, p);
+        let tiles = conv_native::winograd(geo, p).expect("3×3, stride 1");
+        let mut got = vec![f64::NAN; want.len()];
+        super::kernel_grad(&tiles, &x, &ct, &mut got, &mut vec![f64::NAN; 3]).unwrap();
+        for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-12,
+                "case {i} {geo:?} element {j}: {a} vs {b}"
+            );
+        }
+        let mut got = vec![f32::NAN; want.len()];
+        let (x32, ct32) = (to_f32(&x), to_f32(&ct));
+        super::kernel_grad(&tiles, &x32, &ct32, &mut got, &mut Vec::new()).unwrap();
+        for (j, &a) in got.iter().enumerate() {
+            assert!(
+                close(a, want[j], scale[j]),
+                "case {i} f32 element {j}: {a} vs {}",
+                want[j]
+            );
+        }
+    }
+}
+
+/// Shapes of several blocks of tiles (and so several tasks, and several parts of a
+/// kernel gradient), on which the native planner picks this method.
+fn large() -> Vec<(Geometry, ConvParams)> {
+    [
+        case(9, [13, 13], (16, 16), [(1, 1); 2]),
+        case(4, [11, 12], (64, 48), [(0, 0); 2]),
+        case(5, [9, 9], (24, 40), [(2, 2); 2]),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+#[test]
+fn large_convolutions_take_the_tiles_and_match() {
+    for (i, (geo, p)) in large().iter().enumerate() {
+        assert_eq!(conv_native::choose(geo, p), Method::Winograd, "case {i}");
+        let tiles = conv_native::winograd(geo, p).unwrap();
+        assert!(tiles.count() > tiles.block(), "case {i}: one block only");
+        let x = to_f32(&numbers(
+            geo.batch * geo.in_sp[0] * geo.in_sp[1] * geo.cin,
+            5 + i as u64,
+        ));
+        let w = to_f32(&numbers(9 * geo.cin * geo.cout, 6 + i as u64));
+        let xd: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let wd: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+        let want = reference(&xd, &wd, geo, p);
+        let scale = reference(&abs(&xd), &abs(&wd), geo, p);
+        let mut got = vec![f32::NAN; want.len()];
+        conv_native::run(Method::Winograd, &x, &w, geo, p, &mut got, &mut Vec::new()).unwrap();
+        for (j, &a) in got.iter().enumerate() {
+            assert!(
+                close(a, want[j], scale[j]),
+                "case {i} element {j}: {a} vs {}",
+                want[j]
+            );
+        }
+        // Each image's outputs are its own, whatever else is in the batch.
+        let image = geo.in_sp[0] * geo.in_sp[1] * geo.cin;
+        let out_image = want.len() / geo.batch;
+        let mut one = *geo;
+        one.batch = 1;
+        let mut alone = vec![f32::NAN; out_image];
+        let last = geo.batch - 1;
+        let x_last = &x[last * image..(last + 1) * image];
+        conv_native::run(
+            Method::Winograd,
+            x_last,
+            &w,
+            &one,
+            p,
+            &mut alone,
+            &mut Vec::new(),
+        )
+        .unwrap();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&alone),
+            bits(&got[last * out_image..]),
+            "case {i}: batch-dependent"
+        );
+
+        // The kernel gradient through `conv_native::kernel_grad`, the same bits on one
+        // thread as on the crew.
+        let nout = geo.out_sp[0] * geo.out_sp[1];
+        let ct = to_f32(&numbers(geo.batch * nout * geo.cout, 7 + i as u64));
+        let ctd: Vec<f64> = ct.iter().map(|&v| v as f64).collect();
+        let want = reference_kernel_grad(&xd, &ctd, geo, p);
+        let scale = reference_kernel_grad(&abs(&xd), &abs(&ctd), geo, p);
+        let mut got = vec![f32::NAN; want.len()];
+        conv_native::kernel_grad(&x, &ct, geo, p, &mut got, &mut Vec::new()).unwrap();
+        for (j, &a) in got.iter().enumerate() {
+            assert!(
+                close(a, want[j], scale[j]),
+                "case {i} dw {j}: {a} vs {}",
+                want[j]
+            );
+        }
+        let mut serial = vec![f32::NAN; want.len()];
+        crate::kernel::crew::serial(|| {
+            conv_native::kernel_grad(&x, &ct, geo, p, &mut serial, &mut Vec::new())
+        })
+        .unwrap();
+        assert_eq!(bits(&serial), bits(&got), "case {i}: thread-dependent");
+    }
+}
+
+/// The vector paths (16 features at a time, then 8, then one) give the scalar path's
+/// bits, on every level this CPU has.
+#[test]
+fn every_level_gives_the_same_bits() {
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    for (geo, p) in [
+        case(2, [7, 8], (29, 27), [(1, 1), (0, 2)]),
+        case(3, [6, 5], (40, 17), [(2, 2); 2]),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let x = to_f32(&numbers(geo.batch * geo.in_sp[0] * geo.in_sp[1] * geo.cin, 11));
+        let w = to_f32(&numbers(9 * geo.cin * geo.cout, 12));
+        let nout = geo.out_sp[0] * geo.out_sp[1];
+        let ct = to_f32(&numbers(geo.batch * nout * geo.cout, 13));
+        let tiles = conv_native::winograd(&geo, &p).unwrap();
+        let mut first: Option<(Vec<u32>, Vec<u32>)> = None;
+        crate::kernel::simd::for_each_level(|level| {
+            let mut y = vec![f32::NAN; geo.batch * nout * geo.cout];
+            conv_native::run(Method::Winograd, &x, &w, &geo, &p, &mut y, &mut Vec::new())
+                .unwrap();
+            let mut dw = vec![f32::NAN; w.len()];
+            super::kernel_grad(&tiles, &x, &ct, &mut dw, &mut Vec::new()).unwrap();
+            let got = (bits(&y), bits(&dw));
+            match &first {
+                None => first = Some(got),
+                Some(f) => assert!(*f == got, "{level:?}: other bits than the widest level"),
+            }
+        });
+    }
+}
+
+/// The `cnn` workload's second convolution, its input gradient and its kernel gradient
+/// by each method, fastest of 20 (`cargo test --release -p strata-runtime --lib
+/// time_winograd -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn time_winograd() {
+    let time = |f: &mut dyn FnMut()| {
+        f();
+        (0..20)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    for (name, geo, p) in [
+        ("forward", case(128, [13, 13], (32, 64), [(0, 0); 2])),
+        ("input gradient", case(128, [11, 11], (64, 32), [(2, 2); 2])),
+    ]
+    .map(|(n, c)| {
+        let (g, p) = c.unwrap();
+        (n, g, p)
+    }) {
+        let x = to_f32(&numbers(
+            geo.batch * geo.in_sp[0] * geo.in_sp[1] * geo.cin,
+            1,
+        ));
+        let w = to_f32(&numbers(9 * geo.cin * geo.cout, 2));
+        let mut out = vec![0f32; geo.batch * geo.out_sp[0] * geo.out_sp[1] * geo.cout];
+        let mut scratch = Vec::new();
+        for method in [Method::Winograd, Method::Im2colBlocks, Method::Gather] {
+            let ms = time(&mut || {
+                conv_native::run(method, &x, &w, &geo, &p, &mut out, &mut scratch).unwrap()
+            });
+            println!("{name} {method:?}: {ms:.3} ms");
+        }
+        if name == "forward" {
+            let ct = to_f32(&numbers(out.len(), 3));
+            let mut dw = vec![0f32; 9 * geo.cin * geo.cout];
+            let tiles = conv_native::winograd(&geo, &p).unwrap();
+            let ms =
+                time(&mut || super::kernel_grad(&tiles, &x, &ct, &mut dw, &mut scratch).unwrap());
+            println!("kernel gradient Winograd: {ms:.3} ms");
+            let im2col = crate::ir::ConvParams {
+                strides: vec![1, 1],
+                ..p.clone()
+            };
+            let ms = time(&mut || {
+                conv_native::kernel_grad(&x, &ct, &geo, &im2col, &mut dw, &mut scratch).unwrap()
+            });
+            println!("kernel gradient (chosen): {ms:.3} ms");
+        }
+    }
+}
