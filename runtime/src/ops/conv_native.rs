@@ -16,8 +16,8 @@
 //! - **direct** (f32 with AVX2): a two-dimensional convolution on one to four input
 //!   features adds each kernel tap into the output's registers straight from the input
 //!   (`kernel::conv_direct`): its product would be only kernel positions × features deep;
-//! - **Winograd**: a 3×3, stride-1, undilated, ungrouped two-dimensional convolution on at
-//!   least 16 features each way computes 2×2 output tiles with 16 products per tile and
+//! - **Winograd**: a 3×3, stride-1, undilated, ungrouped two-dimensional convolution on
+//!   32 to 128 features each way computes 2×2 output tiles with 16 products per tile and
 //!   feature pair instead of 36 (`ops::conv_winograd`), and so does its kernel gradient.
 //!
 //! A forward layer's method (pointwise, blocks or gather) depends only on the shapes of one
@@ -532,6 +532,28 @@ pub(super) fn kernel_grad<T: Real>(
     }
     if let Some(t) = winograd(geo, p).filter(|t| t.pays()) {
         return conv_winograd::kernel_grad(&t, x, ct, out, scratch);
+    }
+    kernel_grad_blocks(x, ct, geo, p, out, scratch)
+}
+
+/// The kernel gradient from blocks of patch rows (see [`kernel_grad`]), for operands that
+/// match the geometry and at least one row.
+pub(super) fn kernel_grad_blocks<T: Real>(
+    x: &[T],
+    ct: &[T],
+    geo: &Geometry,
+    p: &ConvParams,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let rows = geo.batch * geo.nout();
+    let depth = geo.kprod() * geo.cin;
+    let cout = geo.cout;
+    let partial = depth * cout;
+    if geo.groups != 1 || out.len() < partial || ct.len() < rows * cout || rows == 0 {
+        return Err(internal(
+            "kernel gradient operands do not match their geometry",
+        ));
     }
     // Deep enough blocks for the product to run at speed, cache-sized when the patch rows
     // are short.
@@ -1321,8 +1343,10 @@ pub(super) mod tests {
         assert_eq!(choose(&g, &p), Method::Winograd);
         let (g, p) = case(11, 3, 2, 64, 32);
         assert_eq!(choose(&g, &p), Method::Winograd);
-        let (g, p) = case(13, 3, 0, 8, 64);
+        let (g, p) = case(13, 3, 0, 16, 64);
         assert_eq!(choose(&g, &p), Method::Im2colBlocks);
+        let (g, p) = case(13, 3, 1, 256, 256);
+        assert_ne!(choose(&g, &p), Method::Winograd);
         let (g, p) = case(3, 3, 0, 32, 64);
         assert_eq!(choose(&g, &p), Method::Im2colBlocks);
         // a 5×5 forward `valid` convolution: blocks of patches

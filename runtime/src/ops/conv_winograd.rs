@@ -34,9 +34,13 @@ use crate::kernel::simd::{level, Level};
 use crate::Result;
 
 /// Input and output features a convolution needs at least for this method: the products
-/// are as deep as the input features, too shallow below this for their speed to repay
-/// the transforms.
-pub(super) const MIN_FEATURES: usize = 16;
+/// are as deep as the input features and as wide as the output features, too small below
+/// this for the matrix kernel's tiles (12 × 32 with AVX-512) to run at speed.
+const MIN_FEATURES: usize = 32;
+/// Feature pairs a convolution may have at most: beyond, the 16 transformed kernels
+/// (16 × pairs) no longer stay in a core's L2 cache while each block of tiles streams
+/// through all of them, and im2col's one pass over the kernel is faster.
+const MAX_PAIRS: usize = 128 * 128;
 /// Elements of one block's transformed tiles (inputs and products): they stay in a
 /// core's L2 cache between being written and being read.
 const BLOCK_ELEMS: usize = 1 << 17;
@@ -62,12 +66,16 @@ pub(super) struct Tiles {
 }
 
 impl Tiles {
-    /// Whether this method pays: enough features on both sides, and output tiles that do
-    /// not waste most of their pixels (a 3×3 output would fill one 4×4 of them).
+    /// Whether this method pays: enough features on both sides but not too many, and
+    /// output tiles that do not waste most of their pixels (a 3×3 output would fill one
+    /// 4×4 of them).
     pub(super) fn pays(&self) -> bool {
         let [gh, gw] = self.grid();
         let pixels = self.output[0] * self.output[1];
-        self.cin >= MIN_FEATURES && self.cout >= MIN_FEATURES && 16 * gh * gw <= 6 * pixels
+        self.cin >= MIN_FEATURES
+            && self.cout >= MIN_FEATURES
+            && self.cin * self.cout <= MAX_PAIRS
+            && 16 * gh * gw <= 6 * pixels
     }
 
     /// Tiles per image along each axis.

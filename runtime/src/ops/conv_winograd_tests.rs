@@ -132,9 +132,9 @@ fn the_tiles_match_the_kernel_gradient() {
 /// kernel gradient), on which the native planner picks this method.
 fn large() -> Vec<(Geometry, ConvParams)> {
     [
-        case(9, [13, 13], (16, 16), [(1, 1); 2]),
+        case(9, [13, 13], (32, 32), [(1, 1); 2]),
         case(4, [11, 12], (64, 48), [(0, 0); 2]),
-        case(5, [9, 9], (24, 40), [(2, 2); 2]),
+        case(5, [9, 9], (40, 33), [(2, 2); 2]),
     ]
     .into_iter()
     .flatten()
@@ -227,7 +227,10 @@ fn every_level_gives_the_same_bits() {
     .into_iter()
     .flatten()
     {
-        let x = to_f32(&numbers(geo.batch * geo.in_sp[0] * geo.in_sp[1] * geo.cin, 11));
+        let x = to_f32(&numbers(
+            geo.batch * geo.in_sp[0] * geo.in_sp[1] * geo.cin,
+            11,
+        ));
         let w = to_f32(&numbers(9 * geo.cin * geo.cout, 12));
         let nout = geo.out_sp[0] * geo.out_sp[1];
         let ct = to_f32(&numbers(geo.batch * nout * geo.cout, 13));
@@ -235,8 +238,7 @@ fn every_level_gives_the_same_bits() {
         let mut first: Option<(Vec<u32>, Vec<u32>)> = None;
         crate::kernel::simd::for_each_level(|level| {
             let mut y = vec![f32::NAN; geo.batch * nout * geo.cout];
-            conv_native::run(Method::Winograd, &x, &w, &geo, &p, &mut y, &mut Vec::new())
-                .unwrap();
+            conv_native::run(Method::Winograd, &x, &w, &geo, &p, &mut y, &mut Vec::new()).unwrap();
             let mut dw = vec![f32::NAN; w.len()];
             super::kernel_grad(&tiles, &x, &ct, &mut dw, &mut Vec::new()).unwrap();
             let got = (bits(&y), bits(&dw));
@@ -267,6 +269,30 @@ fn time_winograd() {
     for (name, geo, p) in [
         ("forward", case(128, [13, 13], (32, 64), [(0, 0); 2])),
         ("input gradient", case(128, [11, 11], (64, 32), [(2, 2); 2])),
+        (
+            "same 32x32x16->16",
+            case(32, [32, 32], (16, 16), [(1, 1); 2]),
+        ),
+        (
+            "same 28x28x32->32",
+            case(32, [28, 28], (32, 32), [(1, 1); 2]),
+        ),
+        (
+            "same 14x14x64->64",
+            case(32, [14, 14], (64, 64), [(1, 1); 2]),
+        ),
+        (
+            "same 7x7x128->128",
+            case(32, [7, 7], (128, 128), [(1, 1); 2]),
+        ),
+        (
+            "same 4x4x256->256",
+            case(32, [4, 4], (256, 256), [(1, 1); 2]),
+        ),
+        (
+            "valid 6x6x16->128",
+            case(64, [6, 6], (16, 128), [(0, 0); 2]),
+        ),
     ]
     .map(|(n, c)| {
         let (g, p) = c.unwrap();
@@ -280,26 +306,25 @@ fn time_winograd() {
         let mut out = vec![0f32; geo.batch * geo.out_sp[0] * geo.out_sp[1] * geo.cout];
         let mut scratch = Vec::new();
         for method in [Method::Winograd, Method::Im2colBlocks, Method::Gather] {
+            if method == Method::Gather && geo.out_sp[0] <= geo.in_sp[0] {
+                continue;
+            }
             let ms = time(&mut || {
                 conv_native::run(method, &x, &w, &geo, &p, &mut out, &mut scratch).unwrap()
             });
             println!("{name} {method:?}: {ms:.3} ms");
         }
-        if name == "forward" {
+        if name.starts_with("same") || name == "forward" {
             let ct = to_f32(&numbers(out.len(), 3));
             let mut dw = vec![0f32; 9 * geo.cin * geo.cout];
             let tiles = conv_native::winograd(&geo, &p).unwrap();
             let ms =
                 time(&mut || super::kernel_grad(&tiles, &x, &ct, &mut dw, &mut scratch).unwrap());
-            println!("kernel gradient Winograd: {ms:.3} ms");
-            let im2col = crate::ir::ConvParams {
-                strides: vec![1, 1],
-                ..p.clone()
-            };
+            println!("{name} kernel gradient Winograd: {ms:.3} ms");
             let ms = time(&mut || {
-                conv_native::kernel_grad(&x, &ct, &geo, &im2col, &mut dw, &mut scratch).unwrap()
+                conv_native::kernel_grad_blocks(&x, &ct, &geo, &p, &mut dw, &mut scratch).unwrap()
             });
-            println!("kernel gradient (chosen): {ms:.3} ms");
+            println!("{name} kernel gradient im2col: {ms:.3} ms");
         }
     }
 }
