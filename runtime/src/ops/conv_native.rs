@@ -115,7 +115,8 @@ pub(super) enum Method {
     Gather,
     /// Falls back to `Im2colBlocks` for a type or CPU the direct kernel is not for.
     Direct,
-    /// Falls back to `Im2colBlocks` for a convolution that is not 3×3, stride 1.
+    /// Falls back to `Im2colBlocks` for a convolution that is not two-dimensional, 3×3,
+    /// stride 1, undilated and ungrouped.
     Winograd,
 }
 

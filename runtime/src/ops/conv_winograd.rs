@@ -19,10 +19,13 @@
 //!
 //! The results differ from im2col's in their last bits (other sums in another order); the
 //! transforms' sums are bounded by a few times the inputs', so the error stays within a
-//! few units in the last place of those sums. Tiles are cut per image and each tile's
-//! sums do not depend on the block it is computed in, so a prediction does not depend on
-//! the batch it came in; the kernel gradient's tiles are cut into parts by the shapes
-//! alone and the parts' sums added in order, so it does not depend on the thread count.
+//! few units in the last place of those sums. (An infinite input becomes NaN in the
+//! transforms, `∞ − ∞`, where im2col gives an infinity.) Tiles are cut per image and each
+//! tile's sums do not depend on the block it is computed in, nor on the cores (each
+//! task's products stay on its core, never split along their depth), so a prediction
+//! does not depend on the batch it came in; the kernel gradient's tiles are cut into
+//! parts by the shapes alone and the parts' sums added in order, so it does not depend
+//! on the thread count.
 //!
 //! Window positions outside the input (padding) read zeros, and tile outputs past the
 //! output's edge are dropped, so any padding, `valid`, `same` or lopsided, takes this path.
@@ -67,8 +70,8 @@ pub(super) struct Tiles {
 
 impl Tiles {
     /// Whether this method pays: enough features on both sides but not too many, and
-    /// output tiles that do not waste most of their pixels (a 3×3 output would fill one
-    /// 4×4 of them).
+    /// output tiles of which at least two thirds of the pixels are used (a 3×3 output
+    /// would use 9 of 16).
     pub(super) fn pays(&self) -> bool {
         let [gh, gw] = self.grid();
         let pixels = self.output[0] * self.output[1];
@@ -88,9 +91,10 @@ impl Tiles {
         self.batch * gh * gw
     }
 
-    /// Tiles per block: the block's transformed inputs and products fit `BLOCK_ELEMS`.
+    /// Tiles per block: the block's transformed inputs and products fit `BLOCK_ELEMS`
+    /// (for the features `pays` allows).
     fn block(&self) -> usize {
-        (BLOCK_ELEMS / (XI * (self.cin + self.cout)))
+        (BLOCK_ELEMS / (XI * (self.cin + self.cout)).max(1))
             .clamp(BLOCK_TILES.0, BLOCK_TILES.1)
             .min(self.count().max(1))
     }
@@ -102,9 +106,15 @@ impl Tiles {
         (b, 2 * (r / gw), 2 * (r % gw))
     }
 
-    /// The input row (along `axis`) under window position `k` of output position `o`,
-    /// if it is not padding.
+    /// The input row (along `axis`) under window position `k` of the tile at output
+    /// position `o`, if it is not padding and not read only for an output past the edge
+    /// (the window's last position feeds the tile's second output alone: a kernel
+    /// gradient would multiply it by that output's zero cotangent, and an infinity there,
+    /// which the definition never reads, would make a NaN).
     fn at(&self, axis: usize, o: usize, k: usize) -> Option<usize> {
+        if k == 3 && o + 1 >= self.output[axis] {
+            return None;
+        }
         let q = (o + k) as i64 - self.pad[axis];
         (q >= 0 && q < self.input[axis] as i64).then_some(q as usize)
     }
@@ -167,52 +177,53 @@ pub(super) fn conv2d<T: Real>(
     let simd = level();
     let failed = std::sync::atomic::AtomicBool::new(false);
     crew::run(tasks, &|t| {
-        // SAFETY: task `t` alone uses slot `t` (the scratch holds `tasks` slots after the
-        // kernel).
-        let slot =
-            unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
-        let (v, rest) = slot.split_at_mut(XI * block * cin);
-        let (m, zeros) = rest.split_at_mut(XI * block * cout);
-        zeros.fill(T::zero());
-        for b in crew::part(blocks, tasks, t) {
-            let first = b * block;
-            let n = block.min(tiles - first);
-            for i in 0..n {
-                transform_input(
-                    simd,
-                    &g.input_rows(x, first + i, zeros),
-                    v,
-                    block * cin,
-                    i * cin,
-                );
-            }
-            for xi in 0..XI {
-                let a = Mat {
-                    data: &*v,
-                    off: xi * block * cin,
-                    rs: cin as isize,
-                    cs: 1,
-                };
-                let b = Mat {
-                    data: u,
-                    off: xi * cin * cout,
-                    rs: cout as isize,
-                    cs: 1,
-                };
-                let c = &mut m[xi * block * cout..(xi + 1) * block * cout];
-                if matmul(n, cout, cin, a, b, c, cout, false).is_err() {
+        crew::serial(|| {
+            // SAFETY: task `t` alone uses slot `t` (the scratch holds `tasks` slots after the
+            // kernel).
+            let slot =
+                unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
+            let (v, rest) = slot.split_at_mut(XI * block * cin);
+            let (m, zeros) = rest.split_at_mut(XI * block * cout);
+            zeros.fill(T::zero());
+            for b in crew::part(blocks, tasks, t) {
+                let first = b * block;
+                let n = block.min(tiles - first);
+                let rows = |i: usize| g.input_rows(x, first + i, zeros);
+                if !(0..n).all(|i| transform_input(simd, &rows(i), v, block * cin, i * cin)) {
                     failed.store(true, std::sync::atomic::Ordering::Relaxed);
                     return;
                 }
+                for xi in 0..XI {
+                    let a = Mat {
+                        data: &*v,
+                        off: xi * block * cin,
+                        rs: cin as isize,
+                        cs: 1,
+                    };
+                    let b = Mat {
+                        data: u,
+                        off: xi * cin * cout,
+                        rs: cout as isize,
+                        cs: 1,
+                    };
+                    let c = &mut m[xi * block * cout..(xi + 1) * block * cout];
+                    if matmul(n, cout, cin, a, b, c, cout, false).is_err() {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                }
+                for i in 0..n {
+                    // SAFETY: the output (`fits`, checked above) stays borrowed until `run`
+                    // returns; each tile writes its own pixels, and this block's tiles are
+                    // this task's alone.
+                    let pixels = unsafe { g.output_pixels(first + i, out_at, out_len) };
+                    if !transform_output(simd, m, block * cout, i * cout, pixels) {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                }
             }
-            for i in 0..n {
-                // SAFETY: the output (`fits`, checked above) stays borrowed until `run`
-                // returns; each tile writes its own pixels, and this block's tiles are
-                // this task's alone.
-                let pixels = unsafe { g.output_pixels(first + i, out_at, out_len) };
-                transform_output(simd, m, block * cout, i * cout, pixels);
-            }
-        }
+        })
     });
     if failed.into_inner() {
         return Err(mismatch());
@@ -235,6 +246,9 @@ pub(super) fn kernel_grad<T: Real>(
     if !g.fits(x, ct) || out.len() < 9 * cin * cout {
         return Err(mismatch());
     }
+    if sums == 0 {
+        return Ok(());
+    }
     let (tiles, block) = (g.count(), g.block());
     let blocks = tiles.div_ceil(block);
     let parts = blocks.clamp(1, MAX_PARTS);
@@ -246,44 +260,50 @@ pub(super) fn kernel_grad<T: Real>(
     let simd = level();
     let failed = std::sync::atomic::AtomicBool::new(false);
     crew::run(parts, &|t| {
-        // SAFETY: part `t` alone uses slot `t`.
-        let slot =
-            unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
-        let (acc, rest) = slot.split_at_mut(sums);
-        let (v, rest) = rest.split_at_mut(XI * block * cin);
-        let (wt, zeros) = rest.split_at_mut(XI * block * cout);
-        zeros.fill(T::zero());
-        acc.fill(T::zero());
-        for b in crew::part(blocks, parts, t) {
-            let first = b * block;
-            let n = block.min(tiles - first);
-            for i in 0..n {
-                let rows = g.input_rows(x, first + i, &zeros[..cin]);
-                transform_input(simd, &rows, v, block * cin, i * cin);
-                let rows = g.cotangent_rows(ct, first + i, &zeros[..cout]);
-                transform_cotangent(simd, &rows, wt, block * cout, i * cout);
-            }
-            for xi in 0..XI {
-                // Vᵀ read in place: the block's inputs are `[tiles, in]` row-major.
-                let a = Mat {
-                    data: &*v,
-                    off: xi * block * cin,
-                    rs: 1,
-                    cs: cin as isize,
-                };
-                let b = Mat {
-                    data: &*wt,
-                    off: xi * block * cout,
-                    rs: cout as isize,
-                    cs: 1,
-                };
-                let c = &mut acc[xi * cin * cout..(xi + 1) * cin * cout];
-                if matmul(cin, cout, n, a, b, c, cout, true).is_err() {
+        crew::serial(|| {
+            // SAFETY: part `t` alone uses slot `t`.
+            let slot =
+                unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
+            let (acc, rest) = slot.split_at_mut(sums);
+            let (v, rest) = rest.split_at_mut(XI * block * cin);
+            let (wt, zeros) = rest.split_at_mut(XI * block * cout);
+            zeros.fill(T::zero());
+            acc.fill(T::zero());
+            for b in crew::part(blocks, parts, t) {
+                let first = b * block;
+                let n = block.min(tiles - first);
+                let fit = (0..n).all(|i| {
+                    let rows = g.input_rows(x, first + i, &zeros[..cin]);
+                    let cts = g.cotangent_rows(ct, first + i, &zeros[..cout]);
+                    transform_input(simd, &rows, v, block * cin, i * cin)
+                        && transform_cotangent(simd, &cts, wt, block * cout, i * cout)
+                });
+                if !fit {
                     failed.store(true, std::sync::atomic::Ordering::Relaxed);
                     return;
                 }
+                for xi in 0..XI {
+                    // Vᵀ read in place: the block's inputs are `[tiles, in]` row-major.
+                    let a = Mat {
+                        data: &*v,
+                        off: xi * block * cin,
+                        rs: 1,
+                        cs: cin as isize,
+                    };
+                    let b = Mat {
+                        data: &*wt,
+                        off: xi * block * cout,
+                        rs: cout as isize,
+                        cs: 1,
+                    };
+                    let c = &mut acc[xi * cin * cout..(xi + 1) * cin * cout];
+                    if matmul(cin, cout, n, a, b, c, cout, true).is_err() {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                }
             }
-        }
+        })
     });
     if failed.into_inner() {
         return Err(mismatch());
@@ -443,10 +463,10 @@ fn transform_input<T: Real>(
     dst: &mut [T],
     stride: usize,
     at: usize,
-) {
+) -> bool {
     let features = rows[0].len();
-    if !rows_fit(dst, stride, at, features) {
-        return;
+    if !rows_fit(dst, stride, at, features) || rows.iter().any(|r| r.len() != features) {
+        return false;
     }
     let (n16, n8) = vector_features::<T>(simd, features);
     #[cfg(target_arch = "x86_64")]
@@ -474,6 +494,7 @@ fn transform_input<T: Real>(
             }
         }
     }
+    true
 }
 
 /// `W = A dy Aᵀ` of one cotangent tile's 2×2 pixels (`rows`) into `dst[p · stride + at
@@ -484,10 +505,10 @@ fn transform_cotangent<T: Real>(
     dst: &mut [T],
     stride: usize,
     at: usize,
-) {
+) -> bool {
     let features = rows[0].len();
-    if !rows_fit(dst, stride, at, features) {
-        return;
+    if !rows_fit(dst, stride, at, features) || rows.iter().any(|r| r.len() != features) {
+        return false;
     }
     let (n16, n8) = vector_features::<T>(simd, features);
     #[cfg(target_arch = "x86_64")]
@@ -511,6 +532,7 @@ fn transform_cotangent<T: Real>(
             }
         }
     }
+    true
 }
 
 /// `y = Aᵀ M A` of one tile's 16 products (`m[p · stride + at ..]` for each position `p`)
@@ -521,12 +543,12 @@ fn transform_output<T: Real>(
     stride: usize,
     at: usize,
     mut pixels: [Option<&mut [T]>; 4],
-) {
+) -> bool {
     let Some(features) = pixels.iter().flatten().map(|p| p.len()).next() else {
-        return;
+        return true;
     };
     if !rows_fit(m, stride, at, features) || pixels.iter().flatten().any(|p| p.len() != features) {
-        return;
+        return false;
     }
     let (n16, n8) = vector_features::<T>(simd, features);
     #[cfg(target_arch = "x86_64")]
@@ -560,6 +582,7 @@ fn transform_output<T: Real>(
             }
         }
     }
+    true
 }
 
 /// The transforms on f32 features a vector at a time, for one instruction set: the

@@ -80,7 +80,7 @@ fn the_tiles_match_the_convolution() {
                 "case {i} {geo:?} element {j}: {a} vs {b}"
             );
         }
-        // f32, with a scratch left dirty by the f64 run's shapes
+        // f32, with a scratch of stale values
         let mut got = vec![f32::NAN; want.len()];
         let mut scratch = vec![f32::NAN; 7];
         let (x32, w32) = (to_f32(&x), to_f32(&w));
@@ -327,4 +327,106 @@ fn time_winograd() {
             println!("{name} kernel gradient im2col: {ms:.3} ms");
         }
     }
+}
+
+/// Empty batches, outputs and feature counts compute empty or zero results, never
+/// panicking; an infinity only a dropped output would read leaves the kernel gradient
+/// finite.
+#[test]
+fn edge_shapes() {
+    let run = |t: super::Tiles| {
+        let x = vec![1.0f32; t.batch * t.input[0] * t.input[1] * t.cin];
+        let w = vec![1.0f32; 9 * t.cin * t.cout];
+        let ct = vec![1.0f32; t.batch * t.output[0] * t.output[1] * t.cout];
+        let mut y = vec![f32::NAN; ct.len()];
+        super::conv2d(&t, &x, &w, &mut y, &mut Vec::new()).unwrap();
+        assert!(y.iter().all(|v| *v == 9.0 * t.cin as f32), "{t:?}: {y:?}");
+        let mut dw = vec![f32::NAN; w.len()];
+        super::kernel_grad(&t, &x, &ct, &mut dw, &mut Vec::new()).unwrap();
+        dw
+    };
+    let t = |batch, cin, cout, input: [usize; 2]| super::Tiles {
+        batch,
+        input,
+        cin,
+        cout,
+        output: [input[0] - 2, input[1] - 2],
+        pad: [0, 0],
+    };
+    assert_eq!(run(t(0, 3, 4, [5, 5])), vec![0.0; 108]);
+    assert!(run(t(2, 0, 4, [5, 5])).is_empty());
+    assert!(run(t(2, 3, 0, [5, 5])).is_empty());
+    assert!(run(t(0, 0, 0, [5, 5])).is_empty());
+    assert_eq!(
+        run(t(1, 2, 2, [2, 3])),
+        Vec::<f32>::new()
+            .into_iter()
+            .chain([0.0; 36])
+            .collect::<Vec<_>>()
+    );
+
+    // A 5-wide output of an 8-wide input cut one column short (high padding −1): the
+    // last tile's window ends on input column 7, which no kept output reads.
+    let g = super::Tiles {
+        batch: 1,
+        input: [3, 8],
+        cin: 1,
+        cout: 1,
+        output: [1, 5],
+        pad: [0, 0],
+    };
+    let mut x = vec![1.0f32; 24];
+    for row in 0..3 {
+        x[row * 8 + 7] = f32::INFINITY;
+    }
+    let mut dw = vec![f32::NAN; 9];
+    super::kernel_grad(&g, &x, &[1.0; 5], &mut dw, &mut Vec::new()).unwrap();
+    assert_eq!(dw, vec![5.0; 9]);
+}
+
+#[test]
+fn the_vector_paths_take_whole_vectors() {
+    use crate::kernel::simd::Level;
+    assert_eq!(super::vector_features::<f32>(Level::Avx512, 61), (48, 56));
+    assert_eq!(super::vector_features::<f32>(Level::Avx2, 61), (0, 56));
+    assert_eq!(super::vector_features::<f32>(Level::Baseline, 61), (0, 0));
+    assert_eq!(super::vector_features::<f64>(Level::Avx512, 61), (0, 0));
+}
+
+/// One block's products deep enough for the matrix product to split them along their
+/// depth over the cores (when run off the crew) still give each image's own bits.
+#[test]
+fn a_single_block_does_not_depend_on_the_batch() {
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    let (geo, p) = case(4, [6, 6], (256, 256), [(0, 0); 2]).unwrap();
+    let tiles = conv_native::winograd(&geo, &p).unwrap();
+    assert!(tiles.count() <= tiles.block(), "one block");
+    let x = to_f32(&numbers(4 * 36 * 256, 21));
+    let w = to_f32(&numbers(9 * 256 * 256, 22));
+    let mut all = vec![f32::NAN; 4 * 16 * 256];
+    conv_native::run(
+        Method::Winograd,
+        &x,
+        &w,
+        &geo,
+        &p,
+        &mut all,
+        &mut Vec::new(),
+    )
+    .unwrap();
+    let mut one = geo;
+    one.batch = 1;
+    let mut alone = vec![f32::NAN; 16 * 256];
+    let last = &x[3 * 36 * 256..];
+    conv_native::run(
+        Method::Winograd,
+        last,
+        &w,
+        &one,
+        &p,
+        &mut alone,
+        &mut Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(bits(&alone), bits(&all[3 * 16 * 256..]));
 }
