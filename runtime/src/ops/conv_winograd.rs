@@ -29,6 +29,10 @@
 //!
 //! Window positions outside the input (padding) read zeros, and tile outputs past the
 //! output's edge are dropped, so any padding, `valid`, `same` or lopsided, takes this path.
+//! A convolution with more output tiles than input tiles (the input gradient of a `valid`
+//! layer, padded by 2) runs the forward's identity transposed instead (`scatter`): each
+//! 2×2 tile of the input adds its 4×4 window of outputs, so the products are the input's
+//! tiles' (36 per 11×11 image) rather than the padded output's (49 per 13×13).
 
 use crate::kernel::crew;
 use crate::kernel::gemm::{matmul, Mat};
@@ -74,11 +78,25 @@ impl Tiles {
     /// would use 9 of 16).
     pub(super) fn pays(&self) -> bool {
         let [gh, gw] = self.grid();
+        let [ih, iw] = self.input_grid();
+        let tiles = (gh * gw).min(ih * iw);
         let pixels = self.output[0] * self.output[1];
         self.cin >= MIN_FEATURES
             && self.cout >= MIN_FEATURES
             && self.cin * self.cout <= MAX_PAIRS
-            && 16 * gh * gw <= 6 * pixels
+            && 16 * tiles <= 6 * pixels
+    }
+
+    /// Tiles per image along each axis over the input, for the scatter form.
+    fn input_grid(&self) -> [usize; 2] {
+        [self.input[0].div_ceil(2), self.input[1].div_ceil(2)]
+    }
+
+    /// Whether the scatter form takes fewer tiles than the output's: a convolution with
+    /// more output pixels than input pixels (an input gradient: `valid`'s full padding).
+    fn scatters(&self) -> bool {
+        let ([gh, gw], [ih, iw]) = (self.grid(), self.input_grid());
+        ih * iw < gh * gw
     }
 
     /// Tiles per image along each axis.
@@ -94,9 +112,14 @@ impl Tiles {
     /// Tiles per block: the block's transformed inputs and products fit `BLOCK_ELEMS`
     /// (for the features `pays` allows).
     fn block(&self) -> usize {
+        self.block_of(self.count())
+    }
+
+    /// Tiles per block when there are `tiles` in all (see [`Tiles::block`]).
+    fn block_of(&self, tiles: usize) -> usize {
         (BLOCK_ELEMS / (XI * (self.cin + self.cout)).max(1))
             .clamp(BLOCK_TILES.0, BLOCK_TILES.1)
-            .min(self.count().max(1))
+            .min(tiles.max(1))
     }
 
     /// The image and the top-left output pixel of tile `t`.
@@ -154,6 +177,9 @@ pub(super) fn conv2d<T: Real>(
     if !g.fits(x, out) || w.len() < 9 * cin * cout {
         return Err(mismatch());
     }
+    if g.scatters() {
+        return scatter(g, x, w, out, scratch);
+    }
     let (tiles, block) = (g.count(), g.block());
     if tiles == 0 || cout == 0 {
         return Ok(());
@@ -166,7 +192,7 @@ pub(super) fn conv2d<T: Real>(
     let slot = XI * block * (cin + cout) + cin;
     grow(scratch, kernel + tasks * slot);
     let (u, slots) = scratch.split_at_mut(kernel);
-    transform_kernel(w, cin * cout, u);
+    transform_kernel(w, cin * cout, false, u);
     let u = &*u;
     let (slots_at, out_at, out_len) = (
         slots.as_mut_ptr() as usize,
@@ -218,6 +244,107 @@ pub(super) fn conv2d<T: Real>(
                     // this task's alone.
                     let pixels = unsafe { g.output_pixels(first + i, out_at, out_len) };
                     if !transform_output(simd, m, block * cout, i * cout, pixels) {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                }
+            }
+        })
+    });
+    if failed.into_inner() {
+        return Err(mismatch());
+    }
+    Ok(())
+}
+
+/// `out = conv(x, w)` for a convolution with more output tiles than input tiles, by the
+/// forward's identity transposed: each 2×2 tile of the input adds its 4×4 window of
+/// outputs, `B [(A y Aᵀ) ⊙ (G f Gᵀ)] Bᵀ` with `f` the kernel turned by 180° (the window of
+/// input tile `q` starts at output `q + pad − 2`). Neighbouring windows overlap, so each
+/// task takes whole images, zeroes their outputs and adds its tiles in order: the same
+/// sums in the same order whatever the batch and the cores.
+fn scatter<T: Real>(
+    g: &Tiles,
+    x: &[T],
+    w: &[T],
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let (cin, cout) = (g.cin, g.cout);
+    let [ih, iw] = g.input_grid();
+    let per_image = ih * iw;
+    let image_out = g.output[0] * g.output[1] * cout;
+    let block = g.block_of(g.batch * per_image);
+    let tasks = (crew::width() * TASKS_PER_CORE).min(g.batch).max(1);
+    let kernel = XI * cin * cout;
+    let slot = XI * block * (cin + cout) + cin;
+    grow(scratch, kernel + tasks * slot);
+    let (u, slots) = scratch.split_at_mut(kernel);
+    transform_kernel(w, cin * cout, true, u);
+    let u = &*u;
+    let (slots_at, out_at, out_len) = (
+        slots.as_mut_ptr() as usize,
+        out.as_mut_ptr() as usize,
+        out.len(),
+    );
+    if out_len < g.batch * image_out {
+        return Err(mismatch());
+    }
+    // Read here: a test's cap on the instructions holds on this thread only.
+    let simd = level();
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    crew::run(tasks, &|t| {
+        crew::serial(|| {
+            // SAFETY: task `t` alone uses slot `t` (the scratch holds `tasks` slots after the
+            // kernel).
+            let slot =
+                unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
+            let (v, rest) = slot.split_at_mut(XI * block * cin);
+            let (m, zeros) = rest.split_at_mut(XI * block * cout);
+            zeros.fill(T::zero());
+            let images = crew::part(g.batch, tasks, t);
+            // SAFETY: these images' outputs (inside `out`, checked above) are this task's
+            // alone; the slice is dropped before the tiles' pixels are taken.
+            unsafe {
+                std::slice::from_raw_parts_mut(
+                    (out_at as *mut T).add(images.start * image_out),
+                    images.len() * image_out,
+                )
+            }
+            .fill(T::zero());
+            let (t0, t1) = (images.start * per_image, images.end * per_image);
+            for first in (t0..t1).step_by(block) {
+                let n = block.min(t1 - first);
+                let rows = |i: usize| g.scatter_rows(x, first + i, zeros);
+                if !(0..n).all(|i| transform_cotangent(simd, &rows(i), v, block * cin, i * cin)) {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                for xi in 0..XI {
+                    let a = Mat {
+                        data: &*v,
+                        off: xi * block * cin,
+                        rs: cin as isize,
+                        cs: 1,
+                    };
+                    let b = Mat {
+                        data: u,
+                        off: xi * cin * cout,
+                        rs: cout as isize,
+                        cs: 1,
+                    };
+                    let c = &mut m[xi * block * cout..(xi + 1) * block * cout];
+                    if matmul(n, cout, cin, a, b, c, cout, false).is_err() {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                }
+                for i in 0..n {
+                    // SAFETY: the output stays borrowed until `run` returns; the window's
+                    // pixels are this tile's alone while it adds into them (tiles of an image
+                    // run one after another, on this task only).
+                    let pixels = unsafe { g.scatter_pixels(first + i, out_at, out_len) };
+                    if !transform_scatter(simd, m, block * cout, i * cout, pixels) {
                         failed.store(true, std::sync::atomic::Ordering::Relaxed);
                         return;
                     }
@@ -321,11 +448,15 @@ pub(super) fn kernel_grad<T: Real>(
 
 /// `U = G g Gᵀ` for every (in, out) pair: `w` is `[3, 3, pairs]`, `u` `[16, pairs]`.
 /// `G = [[1, 0, 0], [½, ½, ½], [½, −½, ½], [0, 0, 1]]`.
-fn transform_kernel<T: Real>(w: &[T], pairs: usize, u: &mut [T]) {
+/// With `flip`, of the kernel turned by 180° (`g[2 − kh, 2 − kw]`).
+fn transform_kernel<T: Real>(w: &[T], pairs: usize, flip: bool, u: &mut [T]) {
     let half = T::one() / (T::one() + T::one());
     let g = |a: T, b: T, c: T| [a, (a + b + c) * half, (a - b + c) * half, c];
     for j in 0..pairs {
-        let tap = |kh: usize, kw: usize| w[(kh * 3 + kw) * pairs + j];
+        let tap = |kh: usize, kw: usize| match flip {
+            false => w[(kh * 3 + kw) * pairs + j],
+            true => w[((2 - kh) * 3 + 2 - kw) * pairs + j],
+        };
         // G applied down the kernel's columns, then along the rows.
         let cols: [[T; 4]; 3] = std::array::from_fn(|kw| g(tap(0, kw), tap(1, kw), tap(2, kw)));
         for a in 0..4 {
@@ -378,6 +509,13 @@ fn at2<T: Real>([m0, m1, m2, m3]: [T; 4]) -> [T; 2] {
     [m0 + m1 + m2, m1 - m2 - m3]
 }
 
+/// `B z` of four values along one axis of a scattered window: `B = [[1, 0, 0, 0], [0,
+/// 1, −1, 1], [−1, 1, 1, 0], [0, 0, 0, −1]]`.
+#[inline(always)]
+fn b4<T: Real>([z0, z1, z2, z3]: [T; 4]) -> [T; 4] {
+    [z0, z1 - z2 + z3, z1 + z2 - z0, T::zero() - z3]
+}
+
 impl Tiles {
     /// The 16 input pixels (`in` features each) of tile `t`'s 4×4 window, row-major,
     /// `zeros` where it lies on padding.
@@ -402,6 +540,52 @@ impl Tiles {
             } else {
                 zeros
             }
+        })
+    }
+
+    /// The input's 4 pixels (`in` features each) of the scatter form's tile `t`, `zeros`
+    /// past the input's edge.
+    fn scatter_rows<'a, T>(&self, x: &'a [T], t: usize, zeros: &'a [T]) -> [&'a [T]; 4] {
+        let [ih, iw] = self.input_grid();
+        let (b, r) = (t / (ih * iw), t % (ih * iw));
+        let (iy, ix) = (2 * (r / iw), 2 * (r % iw));
+        let ([h, w], cin) = (self.input, self.cin);
+        std::array::from_fn(|p| {
+            let (y, xx) = (iy + p / 2, ix + p % 2);
+            if y < h && xx < w {
+                &x[((b * h + y) * w + xx) * cin..][..cin]
+            } else {
+                zeros
+            }
+        })
+    }
+
+    /// The 16 output pixels (`out` features each) of the scatter form's tile `t`'s 4×4
+    /// window that lie inside the output.
+    ///
+    /// # Safety
+    /// As for [`Tiles::output_pixels`], for the window's pixels.
+    unsafe fn scatter_pixels<'a, T>(
+        &self,
+        t: usize,
+        out_at: usize,
+        out_len: usize,
+    ) -> [Option<&'a mut [T]>; XI] {
+        let [ih, iw] = self.input_grid();
+        let (b, r) = (t / (ih * iw), t % (ih * iw));
+        let (iy, ix) = (2 * (r / iw), 2 * (r % iw));
+        let ([oh, ow], cout) = (self.output, self.cout);
+        std::array::from_fn(|p| {
+            let y = (iy + p / 4) as i64 + self.pad[0] - 2;
+            let xx = (ix + p % 4) as i64 + self.pad[1] - 2;
+            if y < 0 || xx < 0 || y >= oh as i64 || xx >= ow as i64 {
+                return None;
+            }
+            let at = ((b * oh + y as usize) * ow + xx as usize) * cout;
+            // SAFETY: in bounds (checked here), and this tile's pixel alone (the caller).
+            (at + cout <= out_len).then(|| unsafe {
+                std::slice::from_raw_parts_mut((out_at as *mut T).add(at), cout)
+            })
         })
     }
 
@@ -585,6 +769,55 @@ fn transform_output<T: Real>(
     true
 }
 
+/// `z = B M Bᵀ` of one tile's 16 products (`m[p · stride + at ..]` for each position `p`)
+/// added into its window's output pixels (`None` outside the output).
+fn transform_scatter<T: Real>(
+    simd: Level,
+    m: &[T],
+    stride: usize,
+    at: usize,
+    mut pixels: [Option<&mut [T]>; XI],
+) -> bool {
+    let Some(features) = pixels.iter().flatten().map(|p| p.len()).next() else {
+        return true;
+    };
+    if !rows_fit(m, stride, at, features) || pixels.iter().flatten().any(|p| p.len() != features) {
+        return false;
+    }
+    let (n16, n8) = vector_features::<T>(simd, features);
+    #[cfg(target_arch = "x86_64")]
+    if n8 > 0 {
+        let ptrs = pixels.each_mut().map(|p| {
+            p.as_mut()
+                .map_or(std::ptr::null_mut(), |p| p.as_mut_ptr() as *mut f32)
+        });
+        let m = m[at..].as_ptr() as *const f32;
+        // SAFETY: as in `transform_output`, with 16 pixels.
+        unsafe {
+            if n16 > 0 {
+                wide::scatter(m, stride, 0..n16, &ptrs);
+            }
+            narrow::scatter(m, stride, n16..n8, &ptrs);
+        }
+    }
+    for c in n8..features {
+        // B down each column, then along each row.
+        let cols: [[T; 4]; 4] = std::array::from_fn(|j| {
+            let v = |r: usize| m[(4 * r + j) * stride + at + c];
+            b4([v(0), v(1), v(2), v(3)])
+        });
+        for r in 0..4 {
+            let row = b4([cols[0][r], cols[1][r], cols[2][r], cols[3][r]]);
+            for (k, val) in row.into_iter().enumerate() {
+                if let Some(px) = &mut pixels[4 * r + k] {
+                    px[c] = px[c] + val;
+                }
+            }
+        }
+    }
+    true
+}
+
 /// The transforms on f32 features a vector at a time, for one instruction set: the
 /// scalar transforms' operations in the same order, so the same bits.
 #[cfg(target_arch = "x86_64")]
@@ -611,6 +844,46 @@ macro_rules! vector_transforms {
             #[target_feature(enable = $feature)]
             fn at2([m0, m1, m2, m3]: [$v; 4]) -> [$v; 2] {
                 [$add($add(m0, m1), m2), $sub($sub(m1, m2), m3)]
+            }
+
+            #[inline]
+            #[target_feature(enable = $feature)]
+            fn b4([z0, z1, z2, z3]: [$v; 4]) -> [$v; 4] {
+                [
+                    z0,
+                    $add($sub(z1, z2), z3),
+                    $sub($add(z1, z2), z0),
+                    $sub($zero(), z3),
+                ]
+            }
+
+            /// `super::transform_scatter` on features `cs`.
+            ///
+            /// # Safety
+            /// As for [`output`], with 16 pixels.
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn scatter(
+                m: *const f32,
+                stride: usize,
+                cs: Range<usize>,
+                pixels: &[*mut f32; 16],
+            ) {
+                for c in cs.step_by($lanes) {
+                    let v = |p: usize| unsafe { $load(m.add(p * stride + c)) };
+                    let c0 = b4([v(0), v(4), v(8), v(12)]);
+                    let c1 = b4([v(1), v(5), v(9), v(13)]);
+                    let c2 = b4([v(2), v(6), v(10), v(14)]);
+                    let c3 = b4([v(3), v(7), v(11), v(15)]);
+                    for r in 0..4 {
+                        let row = b4([c0[r], c1[r], c2[r], c3[r]]);
+                        for (k, val) in row.into_iter().enumerate() {
+                            let px = pixels[4 * r + k];
+                            if !px.is_null() {
+                                unsafe { $store(px.add(c), $add($load(px.add(c)), val)) };
+                            }
+                        }
+                    }
+                }
             }
 
             /// `super::transform_input` on features `cs` (a multiple of the lanes long).

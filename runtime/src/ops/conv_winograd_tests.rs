@@ -147,6 +147,8 @@ fn large_convolutions_take_the_tiles_and_match() {
         assert_eq!(conv_native::choose(geo, p), Method::Winograd, "case {i}");
         let tiles = conv_native::winograd(geo, p).unwrap();
         assert!(tiles.count() > tiles.block(), "case {i}: one block only");
+        // the full padding of an input gradient scatters from the input's tiles
+        assert_eq!(tiles.scatters(), p.padding[0] == (2, 2), "case {i}");
         let x = to_f32(&numbers(
             geo.batch * geo.in_sp[0] * geo.in_sp[1] * geo.cin,
             5 + i as u64,
