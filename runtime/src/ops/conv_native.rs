@@ -531,7 +531,7 @@ pub(super) fn kernel_grad<T: Real>(
             return conv_direct::kernel_grad2d(&d, x, ct, out, scratch);
         }
     }
-    if let Some(t) = winograd(geo, p).filter(|t| t.pays()) {
+    if let Some(t) = winograd(geo, p).filter(|t| t.gradient_pays()) {
         return conv_winograd::kernel_grad(&t, x, ct, out, scratch);
     }
     kernel_grad_blocks(x, ct, geo, p, out, scratch)

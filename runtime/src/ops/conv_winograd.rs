@@ -74,12 +74,27 @@ pub(super) struct Tiles {
 
 impl Tiles {
     /// Whether this method pays: enough features on both sides but not too many, and
-    /// output tiles of which at least two thirds of the pixels are used (a 3×3 output
-    /// would use 9 of 16).
+    /// tiles (the output's, or the input's where it scatters) no more than 6/16 of the
+    /// output's pixels, so that their 16 products per tile and feature pair save at
+    /// least a third of im2col's 9 per pixel.
     pub(super) fn pays(&self) -> bool {
-        let [gh, gw] = self.grid();
         let [ih, iw] = self.input_grid();
-        let tiles = (gh * gw).min(ih * iw);
+        self.pays_with((ih * iw).min(self.per_image()))
+    }
+
+    /// Whether the kernel gradient pays (see [`Tiles::pays`]): it always runs over the
+    /// output's tiles.
+    pub(super) fn gradient_pays(&self) -> bool {
+        self.pays_with(self.per_image())
+    }
+
+    /// Output tiles per image.
+    fn per_image(&self) -> usize {
+        let [gh, gw] = self.grid();
+        gh * gw
+    }
+
+    fn pays_with(&self, tiles: usize) -> bool {
         let pixels = self.output[0] * self.output[1];
         self.cin >= MIN_FEATURES
             && self.cout >= MIN_FEATURES
@@ -92,8 +107,8 @@ impl Tiles {
         [self.input[0].div_ceil(2), self.input[1].div_ceil(2)]
     }
 
-    /// Whether the scatter form takes fewer tiles than the output's: a convolution with
-    /// more output pixels than input pixels (an input gradient: `valid`'s full padding).
+    /// Whether the scatter form takes fewer tiles than the output's (the input gradient of
+    /// a `valid` layer: full padding).
     fn scatters(&self) -> bool {
         let ([gh, gw], [ih, iw]) = (self.grid(), self.input_grid());
         ih * iw < gh * gw
@@ -260,9 +275,11 @@ pub(super) fn conv2d<T: Real>(
 /// `out = conv(x, w)` for a convolution with more output tiles than input tiles, by the
 /// forward's identity transposed: each 2×2 tile of the input adds its 4×4 window of
 /// outputs, `B [(A y Aᵀ) ⊙ (G f Gᵀ)] Bᵀ` with `f` the kernel turned by 180° (the window of
-/// input tile `q` starts at output `q + pad − 2`). Neighbouring windows overlap, so each
-/// task takes whole images, zeroes their outputs and adds its tiles in order: the same
-/// sums in the same order whatever the batch and the cores.
+/// input tile `q` starts at output `q + pad − 2`). Windows of neighbouring tiles overlap,
+/// windows two tile rows apart do not: the even tile rows of every image add theirs
+/// first, split over the cores a block of whole rows at a time (a row's tiles in order
+/// on one core), then the odd rows. Each output's sum so runs in an order fixed by the
+/// shapes, whatever the batch and the cores.
 fn scatter<T: Real>(
     g: &Tiles,
     x: &[T],
@@ -272,10 +289,22 @@ fn scatter<T: Real>(
 ) -> Result<()> {
     let (cin, cout) = (g.cin, g.cout);
     let [ih, iw] = g.input_grid();
-    let per_image = ih * iw;
     let image_out = g.output[0] * g.output[1] * cout;
-    let block = g.block_of(g.batch * per_image);
-    let tasks = (crew::width() * TASKS_PER_CORE).min(g.batch).max(1);
+    let out = &mut out[..g.batch * image_out];
+    let lanes = (crew::width() * TASKS_PER_CORE).max(1);
+    crew::run_chunks(out, lanes, image_out.max(1), &|_, chunk| {
+        chunk.fill(T::zero())
+    });
+    if iw == 0 || cout == 0 {
+        return Ok(());
+    }
+    // Blocks of whole tile rows; the even rows' count bounds the tasks of both phases.
+    let rows_per_block = (g.block_of(g.batch * ih * iw) / iw).max(1);
+    let block = rows_per_block * iw;
+    let phase_rows = |parity: usize| ih.saturating_sub(parity).div_ceil(2);
+    let tasks = lanes
+        .min((g.batch * phase_rows(0)).div_ceil(rows_per_block))
+        .max(1);
     let kernel = XI * cin * cout;
     let slot = XI * block * (cin + cout) + cin;
     grow(scratch, kernel + tasks * slot);
@@ -287,71 +316,74 @@ fn scatter<T: Real>(
         out.as_mut_ptr() as usize,
         out.len(),
     );
-    if out_len < g.batch * image_out {
-        return Err(mismatch());
-    }
     // Read here: a test's cap on the instructions holds on this thread only.
     let simd = level();
     let failed = std::sync::atomic::AtomicBool::new(false);
-    crew::run(tasks, &|t| {
-        crew::serial(|| {
-            // SAFETY: task `t` alone uses slot `t` (the scratch holds `tasks` slots after the
-            // kernel).
-            let slot =
-                unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
-            let (v, rest) = slot.split_at_mut(XI * block * cin);
-            let (m, zeros) = rest.split_at_mut(XI * block * cout);
-            zeros.fill(T::zero());
-            let images = crew::part(g.batch, tasks, t);
-            // SAFETY: these images' outputs (inside `out`, checked above) are this task's
-            // alone; the slice is dropped before the tiles' pixels are taken.
-            unsafe {
-                std::slice::from_raw_parts_mut(
-                    (out_at as *mut T).add(images.start * image_out),
-                    images.len() * image_out,
-                )
-            }
-            .fill(T::zero());
-            let (t0, t1) = (images.start * per_image, images.end * per_image);
-            for first in (t0..t1).step_by(block) {
-                let n = block.min(t1 - first);
-                let rows = |i: usize| g.scatter_rows(x, first + i, zeros);
-                if !(0..n).all(|i| transform_cotangent(simd, &rows(i), v, block * cin, i * cin)) {
-                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                    return;
-                }
-                for xi in 0..XI {
-                    let a = Mat {
-                        data: &*v,
-                        off: xi * block * cin,
-                        rs: cin as isize,
-                        cs: 1,
-                    };
-                    let b = Mat {
-                        data: u,
-                        off: xi * cin * cout,
-                        rs: cout as isize,
-                        cs: 1,
-                    };
-                    let c = &mut m[xi * block * cout..(xi + 1) * block * cout];
-                    if matmul(n, cout, cin, a, b, c, cout, false).is_err() {
+    for parity in 0..2 {
+        let per_image = phase_rows(parity);
+        let blocks = (g.batch * per_image).div_ceil(rows_per_block);
+        // The block's `i`th tile: row `k` of this parity over all images, column `c`.
+        let tile = |k: usize, c: usize| {
+            let (b, r) = (k / per_image, 2 * (k % per_image) + parity);
+            (b * ih + r) * iw + c
+        };
+        crew::run(tasks.min(blocks).max(1), &|t| {
+            crew::serial(|| {
+                // SAFETY: task `t` alone uses slot `t` (the scratch holds `tasks` slots after
+                // the kernel).
+                let slot = unsafe {
+                    std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot)
+                };
+                let (v, rest) = slot.split_at_mut(XI * block * cin);
+                let (m, zeros) = rest.split_at_mut(XI * block * cout);
+                zeros.fill(T::zero());
+                for blk in crew::part(blocks, tasks.min(blocks).max(1), t) {
+                    let k0 = blk * rows_per_block;
+                    let k1 = (k0 + rows_per_block).min(g.batch * per_image);
+                    let n = (k1 - k0) * iw;
+                    let at = |i: usize| tile(k0 + i / iw, i % iw);
+                    let fit = (0..n).all(|i| {
+                        let rows = g.scatter_rows(x, at(i), zeros);
+                        transform_cotangent(simd, &rows, v, block * cin, i * cin)
+                    });
+                    if !fit {
                         failed.store(true, std::sync::atomic::Ordering::Relaxed);
                         return;
                     }
-                }
-                for i in 0..n {
-                    // SAFETY: the output stays borrowed until `run` returns; the window's
-                    // pixels are this tile's alone while it adds into them (tiles of an image
-                    // run one after another, on this task only).
-                    let pixels = unsafe { g.scatter_pixels(first + i, out_at, out_len) };
-                    if !transform_scatter(simd, m, block * cout, i * cout, pixels) {
-                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                        return;
+                    for xi in 0..XI {
+                        let a = Mat {
+                            data: &*v,
+                            off: xi * block * cin,
+                            rs: cin as isize,
+                            cs: 1,
+                        };
+                        let b = Mat {
+                            data: u,
+                            off: xi * cin * cout,
+                            rs: cout as isize,
+                            cs: 1,
+                        };
+                        let c = &mut m[xi * block * cout..(xi + 1) * block * cout];
+                        if matmul(n, cout, cin, a, b, c, cout, false).is_err() {
+                            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                            return;
+                        }
+                    }
+                    for i in 0..n {
+                        // SAFETY: the output stays borrowed until `run` returns; a window's
+                        // pixels are its tile's alone while it adds into them (a row's tiles
+                        // run in order on this task, and rows of one parity have disjoint
+                        // windows).
+                        let pixels = unsafe { g.scatter_pixels(at(i), out_at, out_len) };
+                        if !transform_scatter(simd, m, block * cout, i * cout, pixels) {
+                            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                            return;
+                        }
                     }
                 }
-            }
-        })
-    });
+            })
+        });
+    }
     if failed.into_inner() {
         return Err(mismatch());
     }
