@@ -9,8 +9,10 @@
 //! features, the element-wise products become 16 matrix products per block of tiles
 //! (`[tiles, in] · [in, out]`, one per position of the 4×4 array), 16 multiply-adds per
 //! four output pixels instead of 36: the products run on the same matrix kernel as the
-//! other methods, and the transforms are additions only (and halvings of the kernel),
-//! so their cost is a small share of the products'.
+//! other methods, and the transforms are additions only (and halvings of the kernel).
+//! They still read and write every tile's 16 positions (about a third of the time of
+//! the `cnn` workload's second layer, timed without them by `time_winograd`), so the
+//! method pays only where the products are large enough (`Tiles::pays`).
 //!
 //! The kernel gradient `dg = Σ_tiles Gᵀ ((A dy Aᵀ) ⊙ (Bᵀ d B)) G` is the same bilinear
 //! form read for the kernel (the transpose of the forward's identity): per position of
@@ -751,6 +753,29 @@ fn transform_cotangent<T: Real>(
     true
 }
 
+/// The features of a tile's output pixels (0 when none lies inside the output), or
+/// `None` when the pixels differ in length or the 16 products of that many features
+/// (`m[p · stride + at ..]`) do not fit `m`.
+fn window_features<T, const N: usize>(
+    m: &[T],
+    stride: usize,
+    at: usize,
+    pixels: &[Option<&mut [T]>; N],
+) -> Option<usize> {
+    let features = pixels.iter().flatten().map(|p| p.len()).next().unwrap_or(0);
+    let same = pixels.iter().flatten().all(|p| p.len() == features);
+    (same && (features == 0 || rows_fit(m, stride, at, features))).then_some(features)
+}
+
+/// The pixels as f32 pointers (null outside the output), for the vector paths.
+#[cfg(target_arch = "x86_64")]
+fn raw_pixels<T, const N: usize>(pixels: &mut [Option<&mut [T]>; N]) -> [*mut f32; N] {
+    pixels.each_mut().map(|p| {
+        p.as_mut()
+            .map_or(std::ptr::null_mut(), |p| p.as_mut_ptr() as *mut f32)
+    })
+}
+
 /// `y = Aᵀ M A` of one tile's 16 products (`m[p · stride + at ..]` for each position `p`)
 /// into its output pixels (`None` past the output's edge).
 fn transform_output<T: Real>(
@@ -760,22 +785,17 @@ fn transform_output<T: Real>(
     at: usize,
     mut pixels: [Option<&mut [T]>; 4],
 ) -> bool {
-    let Some(features) = pixels.iter().flatten().map(|p| p.len()).next() else {
-        return true;
-    };
-    if !rows_fit(m, stride, at, features) || pixels.iter().flatten().any(|p| p.len() != features) {
+    let Some(features) = window_features(m, stride, at, &pixels) else {
         return false;
-    }
+    };
     let (n16, n8) = vector_features::<T>(simd, features);
     #[cfg(target_arch = "x86_64")]
     if n8 > 0 {
-        let ptrs = pixels.each_mut().map(|p| {
-            p.as_mut()
-                .map_or(std::ptr::null_mut(), |p| p.as_mut_ptr() as *mut f32)
-        });
+        let ptrs = raw_pixels(&mut pixels);
         let m = m[at..].as_ptr() as *const f32;
         // SAFETY: T is f32 and the CPU has the paths' instructions (`vector_features`);
-        // `m` holds the 16 rows (checked above), each pixel `features` elements or null.
+        // `m` holds the 16 rows (`window_features`), each pixel `features` elements or
+        // null.
         unsafe {
             if n16 > 0 {
                 wide::output(m, stride, 0..n16, &ptrs);
@@ -810,19 +830,13 @@ fn transform_scatter<T: Real>(
     at: usize,
     mut pixels: [Option<&mut [T]>; XI],
 ) -> bool {
-    let Some(features) = pixels.iter().flatten().map(|p| p.len()).next() else {
-        return true;
-    };
-    if !rows_fit(m, stride, at, features) || pixels.iter().flatten().any(|p| p.len() != features) {
+    let Some(features) = window_features(m, stride, at, &pixels) else {
         return false;
-    }
+    };
     let (n16, n8) = vector_features::<T>(simd, features);
     #[cfg(target_arch = "x86_64")]
     if n8 > 0 {
-        let ptrs = pixels.each_mut().map(|p| {
-            p.as_mut()
-                .map_or(std::ptr::null_mut(), |p| p.as_mut_ptr() as *mut f32)
-        });
+        let ptrs = raw_pixels(&mut pixels);
         let m = m[at..].as_ptr() as *const f32;
         // SAFETY: as in `transform_output`, with 16 pixels.
         unsafe {
