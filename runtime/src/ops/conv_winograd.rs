@@ -1,4 +1,4 @@
-//! Winograd's minimal filtering F(2×2, 3×3) for the native backend's 3×3, stride-1,
+//! Winograd's minimal filtering F(2×2, 3×3) and F(4×4, 3×3) for the native backend's 3×3, stride-1,
 //! undilated, ungrouped two-dimensional convolutions (NHWC input, HWIO kernel), and the
 //! kernel gradient of such a convolution by the same algebra transposed.
 //!
@@ -19,9 +19,16 @@
 //! the 4×4 array a product `Vᵀ · W` as deep as the tiles, the cotangent's 2×2 tiles
 //! carried to `W = A dy Aᵀ`.
 //!
+//! Where the products are few enough to pay for heavier transforms (`Tiles::four_pays`:
+//! up to 64 × 64 features, and tiles that use the output's pixels well), the forward, the
+//! scatter form below and the kernel gradient take F(4×4, 3×3) instead (`f4`): 4×4 tiles
+//! from 6×6 windows, 36 products per 16 outputs rather than 16 per 4, by the same drivers
+//! (generic over the [`Form`] of the tiles).
+//!
 //! The results differ from im2col's in their last bits (other sums in another order); the
 //! transforms' sums are bounded by a few times the inputs', so the error stays within a
-//! few units in the last place of those sums. (An infinite input becomes NaN in the
+//! few units in the last place of those sums (some ten times that for F(4×4), whose
+//! transforms multiply by up to 8 and by ⅙). (An infinite input becomes NaN in the
 //! transforms, `∞ − ∞`, where im2col gives an infinity.) Tiles are cut per image and each
 //! tile's sums do not depend on the block it is computed in, nor on the cores (each
 //! task's products stay on its core, never split along their depth), so a prediction
@@ -61,9 +68,18 @@ const MAX_PARTS: usize = 8;
 const TASKS_PER_CORE: usize = 4;
 /// The 4×4 array of a tile.
 const XI: usize = 16;
+/// The share of F(2×2)'s products under which the forward takes F(4×4)'s, as a fraction:
+/// where F(4×4) makes 0.73 of the products (a 14×14 or 13×13 output), its heavier
+/// transforms cost what the products save; at 0.56 (11×11, 28×28, 32×32) it is faster.
+const FOUR_GAIN: (usize, usize) = (2, 3);
+/// Feature pairs the forward's F(4×4) may have at most: its 36 transformed kernels
+/// (36 × pairs) outgrow a core's L2 cache sooner than F(2×2)'s 16, and beyond 64 × 64 it
+/// was slower than F(2×2) on every shape timed (`time_winograd`).
+const FOUR_MAX_PAIRS: usize = 64 * 64;
 
 /// One convolution's shapes: batch, input `[h, w]`, features in and out, output `[oh,
-/// ow]` and the low padding (top, left; the high padding is implied by the output).
+/// ow]` and the low padding (top, left; the high padding is implied by the output), and
+/// the output tiles' edge (2, or 4 for the forward's F(4×4, 3×3), `f4`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Tiles {
     pub batch: usize,
@@ -72,6 +88,7 @@ pub(super) struct Tiles {
     pub cout: usize,
     pub output: [usize; 2],
     pub pad: [i64; 2],
+    pub edge: usize,
 }
 
 impl Tiles {
@@ -90,6 +107,22 @@ impl Tiles {
         self.pays_with(self.per_image())
     }
 
+    /// Whether tiles of edge 4 pay over tiles of edge 2 (the output's, or the input's
+    /// where it `scatters`): few enough feature pairs, and products (36 per tile) at most
+    /// `FOUR_GAIN` of those of edge 2 (16 per tile), which leaves room for their heavier
+    /// transforms.
+    fn four_pays(&self, scatters: bool) -> bool {
+        let tiles = |edge: usize| {
+            let t = Tiles { edge, ..*self };
+            match scatters {
+                true => t.input_grid().iter().product(),
+                false => t.per_image(),
+            }
+        };
+        self.cin * self.cout <= FOUR_MAX_PAIRS
+            && 36 * tiles(4) * FOUR_GAIN.1 <= 16 * tiles(2) * FOUR_GAIN.0
+    }
+
     /// Output tiles per image.
     fn per_image(&self) -> usize {
         let [gh, gw] = self.grid();
@@ -106,7 +139,10 @@ impl Tiles {
 
     /// Tiles per image along each axis over the input, for the scatter form.
     fn input_grid(&self) -> [usize; 2] {
-        [self.input[0].div_ceil(2), self.input[1].div_ceil(2)]
+        [
+            self.input[0].div_ceil(self.edge),
+            self.input[1].div_ceil(self.edge),
+        ]
     }
 
     /// Whether the scatter form takes fewer tiles than the output's (the input gradient of
@@ -118,7 +154,15 @@ impl Tiles {
 
     /// Tiles per image along each axis.
     fn grid(&self) -> [usize; 2] {
-        [self.output[0].div_ceil(2), self.output[1].div_ceil(2)]
+        [
+            self.output[0].div_ceil(self.edge),
+            self.output[1].div_ceil(self.edge),
+        ]
+    }
+
+    /// Positions of a tile's transformed array: its window's pixels.
+    fn positions(&self) -> usize {
+        (self.edge + 2) * (self.edge + 2)
     }
 
     fn count(&self) -> usize {
@@ -134,7 +178,7 @@ impl Tiles {
 
     /// Tiles per block when there are `tiles` in all (see [`Tiles::block`]).
     fn block_of(&self, tiles: usize) -> usize {
-        (BLOCK_ELEMS / (XI * (self.cin + self.cout)).max(1))
+        (BLOCK_ELEMS / (self.positions() * (self.cin + self.cout)).max(1))
             .clamp(BLOCK_TILES.0, BLOCK_TILES.1)
             .min(tiles.max(1))
     }
@@ -143,16 +187,16 @@ impl Tiles {
     fn origin(&self, t: usize) -> (usize, usize, usize) {
         let [gh, gw] = self.grid();
         let (b, r) = (t / (gh * gw), t % (gh * gw));
-        (b, 2 * (r / gw), 2 * (r % gw))
+        (b, self.edge * (r / gw), self.edge * (r % gw))
     }
 
     /// The input row (along `axis`) under window position `k` of the tile at output
-    /// position `o`, if it is not padding and not read only for an output past the edge
-    /// (the window's last position feeds the tile's second output alone: a kernel
-    /// gradient would multiply it by that output's zero cotangent, and an infinity there,
-    /// which the definition never reads, would make a NaN).
+    /// position `o`, if it is not padding and not read only for outputs past the edge
+    /// (position `k > 2` feeds the tile's outputs `k − 2` on alone: a kernel gradient
+    /// would multiply it by those outputs' zero cotangent, and an infinity there, which
+    /// the definition never reads, would make a NaN).
     fn at(&self, axis: usize, o: usize, k: usize) -> Option<usize> {
-        if k == 3 && o + 1 >= self.output[axis] {
+        if k > 2 && o + k - 2 >= self.output[axis] {
             return None;
         }
         let q = (o + k) as i64 - self.pad[axis];
@@ -181,8 +225,9 @@ fn grow<T: Real>(scratch: &mut Vec<T>, len: usize) {
     }
 }
 
-/// `out = conv(x, w)`: blocks of tiles split over the cores, each block's inputs
-/// transformed, multiplied and transformed back while they are in the core's cache.
+/// `out = conv(x, w)` for tiles of edge 2 (`conv_native::winograd`): by the scatter form
+/// where that takes fewer tiles, else by the forward's tiles, of edge 4 where their
+/// products are fewer enough to pay for their heavier transforms ([`Tiles::four_pays`]).
 pub(super) fn conv2d<T: Real>(
     g: &Tiles,
     x: &[T],
@@ -190,14 +235,200 @@ pub(super) fn conv2d<T: Real>(
     out: &mut [T],
     scratch: &mut Vec<T>,
 ) -> Result<()> {
-    let (cin, cout) = (g.cin, g.cout);
-    if !g.fits(x, out) || w.len() < 9 * cin * cout {
+    if g.edge != 2 || !g.fits(x, out) || w.len() < 9 * g.cin * g.cout {
         return Err(mismatch());
     }
-    if g.scatters() {
-        return scatter(g, x, w, out, scratch);
+    let scatters = g.scatters();
+    let four = Tiles { edge: 4, ..*g };
+    match (scatters, g.four_pays(scatters)) {
+        (true, true) => scatter::<T, f4::F4>(&four, x, w, out, scratch),
+        (true, false) => scatter::<T, F2>(g, x, w, out, scratch),
+        (false, true) => forward::<T, f4::F4>(&four, x, w, out, scratch),
+        (false, false) => forward::<T, F2>(g, x, w, out, scratch),
     }
-    let (tiles, block) = (g.count(), g.block());
+}
+
+/// A form of the forward's tiles: their edge, and its transforms.
+pub(super) trait Form {
+    /// The output tiles' edge.
+    const EDGE: usize;
+    /// The transformed kernel `U = G g Gᵀ` of every (in, out) pair: `w` is `[3, 3,
+    /// pairs]`, `u` `[positions, pairs]`; with `flip`, of the kernel turned by 180°.
+    fn kernel<T: Real>(w: &[T], pairs: usize, flip: bool, u: &mut [T]);
+    /// The kernel gradient `Gᵀ M G` of every (in, out) pair's summed products: `m` is
+    /// `[positions, pairs]`, `out` `[3, 3, pairs]`.
+    fn kernel_grad<T: Real>(m: &[T], pairs: usize, out: &mut [T]);
+    /// `W = A dy Aᵀ` of the cotangent `ct`'s output tile `t` (`zeros` past the edge) into
+    /// `dst[p · stride + at ..]` for each position `p`; false when it does not fit.
+    #[allow(clippy::too_many_arguments)]
+    fn cotangent<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        ct: &[T],
+        t: usize,
+        zeros: &[T],
+        dst: &mut [T],
+        stride: usize,
+        at: usize,
+    ) -> bool;
+    /// `A y Aᵀ` of the scatter form's input tile `t` of `x`, as [`Form::cotangent`].
+    #[allow(clippy::too_many_arguments)]
+    fn spread<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        x: &[T],
+        t: usize,
+        zeros: &[T],
+        dst: &mut [T],
+        stride: usize,
+        at: usize,
+    ) -> bool;
+    /// `B M Bᵀ` of the scatter form's tile `t`'s products added into its window's output
+    /// pixels; false when they do not fit.
+    ///
+    /// # Safety
+    /// As for [`Tiles::scatter_pixels`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn scatter<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        m: &[T],
+        stride: usize,
+        at: usize,
+        t: usize,
+        out_at: usize,
+        out_len: usize,
+    ) -> bool;
+    /// `V = Bᵀ d B` of tile `t`'s window in `x` (`zeros` on padding) into `dst[p ·
+    /// stride + at ..]` for each position `p`; false when it does not fit.
+    #[allow(clippy::too_many_arguments)]
+    fn input<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        x: &[T],
+        t: usize,
+        zeros: &[T],
+        dst: &mut [T],
+        stride: usize,
+        at: usize,
+    ) -> bool;
+    /// `y = Aᵀ M A` of tile `t`'s products (`m[p · stride + at ..]`) into its output
+    /// pixels; false when they do not fit.
+    ///
+    /// # Safety
+    /// As for [`Tiles::output_pixels`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn output<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        m: &[T],
+        stride: usize,
+        at: usize,
+        t: usize,
+        out_at: usize,
+        out_len: usize,
+    ) -> bool;
+}
+
+/// F(2×2, 3×3): the transforms of this module.
+pub(super) struct F2;
+
+impl Form for F2 {
+    const EDGE: usize = 2;
+
+    fn kernel<T: Real>(w: &[T], pairs: usize, flip: bool, u: &mut [T]) {
+        transform_kernel(w, pairs, flip, u)
+    }
+
+    fn kernel_grad<T: Real>(m: &[T], pairs: usize, out: &mut [T]) {
+        transform_kernel_grad(m, pairs, out)
+    }
+
+    fn cotangent<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        ct: &[T],
+        t: usize,
+        zeros: &[T],
+        dst: &mut [T],
+        stride: usize,
+        at: usize,
+    ) -> bool {
+        transform_cotangent(simd, &g.cotangent_rows(ct, t, zeros), dst, stride, at)
+    }
+
+    fn spread<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        x: &[T],
+        t: usize,
+        zeros: &[T],
+        dst: &mut [T],
+        stride: usize,
+        at: usize,
+    ) -> bool {
+        transform_cotangent(simd, &g.scatter_rows(x, t, zeros), dst, stride, at)
+    }
+
+    unsafe fn scatter<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        m: &[T],
+        stride: usize,
+        at: usize,
+        t: usize,
+        out_at: usize,
+        out_len: usize,
+    ) -> bool {
+        // SAFETY: the caller's.
+        let pixels = unsafe { g.scatter_pixels(t, out_at, out_len) };
+        transform_scatter(simd, m, stride, at, pixels)
+    }
+
+    fn input<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        x: &[T],
+        t: usize,
+        zeros: &[T],
+        dst: &mut [T],
+        stride: usize,
+        at: usize,
+    ) -> bool {
+        transform_input(simd, &g.input_rows(x, t, zeros), dst, stride, at)
+    }
+
+    unsafe fn output<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        m: &[T],
+        stride: usize,
+        at: usize,
+        t: usize,
+        out_at: usize,
+        out_len: usize,
+    ) -> bool {
+        // SAFETY: the caller's.
+        let pixels = unsafe { g.output_pixels(t, out_at, out_len) };
+        transform_output(simd, m, stride, at, pixels)
+    }
+}
+
+/// `out = conv(x, w)` by tiles of form `F` (whose edge `g` has): blocks of tiles split
+/// over the cores, each block's inputs transformed, multiplied and transformed back while
+/// they are in the core's cache.
+pub(super) fn forward<T: Real, F: Form>(
+    g: &Tiles,
+    x: &[T],
+    w: &[T],
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let (cin, cout) = (g.cin, g.cout);
+    if !g.fits(x, out) || w.len() < 9 * cin * cout || g.edge != F::EDGE {
+        return Err(mismatch());
+    }
+    let (tiles, block, positions) = (g.count(), g.block(), g.positions());
     if tiles == 0 || cout == 0 {
         return Ok(());
     }
@@ -205,11 +436,11 @@ pub(super) fn conv2d<T: Real>(
     let tasks = (crew::width() * TASKS_PER_CORE).min(blocks).max(1);
     // The transformed kernel, then per task: its transformed inputs, products and a row
     // of zeros for the padding.
-    let kernel = XI * cin * cout;
-    let slot = XI * block * (cin + cout) + cin;
+    let kernel = positions * cin * cout;
+    let slot = positions * block * (cin + cout) + cin;
     grow(scratch, kernel + tasks * slot);
     let (u, slots) = scratch.split_at_mut(kernel);
-    transform_kernel(w, cin * cout, false, u);
+    F::kernel(w, cin * cout, false, u);
     let u = &*u;
     let (slots_at, out_at, out_len) = (
         slots.as_mut_ptr() as usize,
@@ -225,18 +456,18 @@ pub(super) fn conv2d<T: Real>(
             // kernel).
             let slot =
                 unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
-            let (v, rest) = slot.split_at_mut(XI * block * cin);
-            let (m, zeros) = rest.split_at_mut(XI * block * cout);
+            let (v, rest) = slot.split_at_mut(positions * block * cin);
+            let (m, zeros) = rest.split_at_mut(positions * block * cout);
             zeros.fill(T::zero());
             for b in crew::part(blocks, tasks, t) {
                 let first = b * block;
                 let n = block.min(tiles - first);
-                let rows = |i: usize| g.input_rows(x, first + i, zeros);
-                if !(0..n).all(|i| transform_input(simd, &rows(i), v, block * cin, i * cin)) {
+                if !(0..n).all(|i| F::input(g, simd, x, first + i, zeros, v, block * cin, i * cin))
+                {
                     failed.store(true, std::sync::atomic::Ordering::Relaxed);
                     return;
                 }
-                for xi in 0..XI {
+                for xi in 0..positions {
                     let a = Mat {
                         data: &*v,
                         off: xi * block * cin,
@@ -259,8 +490,19 @@ pub(super) fn conv2d<T: Real>(
                     // SAFETY: the output (`fits`, checked above) stays borrowed until `run`
                     // returns; each tile writes its own pixels, and this block's tiles are
                     // this task's alone.
-                    let pixels = unsafe { g.output_pixels(first + i, out_at, out_len) };
-                    if !transform_output(simd, m, block * cout, i * cout, pixels) {
+                    let done = unsafe {
+                        F::output(
+                            g,
+                            simd,
+                            m,
+                            block * cout,
+                            i * cout,
+                            first + i,
+                            out_at,
+                            out_len,
+                        )
+                    };
+                    if !done {
                         failed.store(true, std::sync::atomic::Ordering::Relaxed);
                         return;
                     }
@@ -282,14 +524,17 @@ pub(super) fn conv2d<T: Real>(
 /// first, split over the cores a block of whole rows at a time (a row's tiles in order
 /// on one core), then the odd rows. Each output's sum so runs in an order fixed by the
 /// shapes, whatever the batch and the cores.
-fn scatter<T: Real>(
+pub(super) fn scatter<T: Real, F: Form>(
     g: &Tiles,
     x: &[T],
     w: &[T],
     out: &mut [T],
     scratch: &mut Vec<T>,
 ) -> Result<()> {
-    let (cin, cout) = (g.cin, g.cout);
+    let (cin, cout, positions) = (g.cin, g.cout, g.positions());
+    if !g.fits(x, out) || w.len() < 9 * cin * cout || g.edge != F::EDGE {
+        return Err(mismatch());
+    }
     let [ih, iw] = g.input_grid();
     let image_out = g.output[0] * g.output[1] * cout;
     let out = &mut out[..g.batch * image_out];
@@ -307,11 +552,11 @@ fn scatter<T: Real>(
     let tasks = lanes
         .min((g.batch * phase_rows(0)).div_ceil(rows_per_block))
         .max(1);
-    let kernel = XI * cin * cout;
-    let slot = XI * block * (cin + cout) + cin;
+    let kernel = positions * cin * cout;
+    let slot = positions * block * (cin + cout) + cin;
     grow(scratch, kernel + tasks * slot);
     let (u, slots) = scratch.split_at_mut(kernel);
-    transform_kernel(w, cin * cout, true, u);
+    F::kernel(w, cin * cout, true, u);
     let u = &*u;
     let (slots_at, out_at, out_len) = (
         slots.as_mut_ptr() as usize,
@@ -336,23 +581,21 @@ fn scatter<T: Real>(
                 let slot = unsafe {
                     std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot)
                 };
-                let (v, rest) = slot.split_at_mut(XI * block * cin);
-                let (m, zeros) = rest.split_at_mut(XI * block * cout);
+                let (v, rest) = slot.split_at_mut(positions * block * cin);
+                let (m, zeros) = rest.split_at_mut(positions * block * cout);
                 zeros.fill(T::zero());
                 for blk in crew::part(blocks, tasks.min(blocks).max(1), t) {
                     let k0 = blk * rows_per_block;
                     let k1 = (k0 + rows_per_block).min(g.batch * per_image);
                     let n = (k1 - k0) * iw;
                     let at = |i: usize| tile(k0 + i / iw, i % iw);
-                    let fit = (0..n).all(|i| {
-                        let rows = g.scatter_rows(x, at(i), zeros);
-                        transform_cotangent(simd, &rows, v, block * cin, i * cin)
-                    });
+                    let fit = (0..n)
+                        .all(|i| F::spread(g, simd, x, at(i), zeros, v, block * cin, i * cin));
                     if !fit {
                         failed.store(true, std::sync::atomic::Ordering::Relaxed);
                         return;
                     }
-                    for xi in 0..XI {
+                    for xi in 0..positions {
                         let a = Mat {
                             data: &*v,
                             off: xi * block * cin,
@@ -376,8 +619,10 @@ fn scatter<T: Real>(
                         // pixels are its tile's alone while it adds into them (a row's tiles
                         // run in order on this task, and rows of one parity have disjoint
                         // windows).
-                        let pixels = unsafe { g.scatter_pixels(at(i), out_at, out_len) };
-                        if !transform_scatter(simd, m, block * cout, i * cout, pixels) {
+                        let done = unsafe {
+                            F::scatter(g, simd, m, block * cout, i * cout, at(i), out_at, out_len)
+                        };
+                        if !done {
                             failed.store(true, std::sync::atomic::Ordering::Relaxed);
                             return;
                         }
@@ -402,9 +647,26 @@ pub(super) fn kernel_grad<T: Real>(
     out: &mut [T],
     scratch: &mut Vec<T>,
 ) -> Result<()> {
-    let (cin, cout) = (g.cin, g.cout);
-    let sums = XI * cin * cout;
-    if !g.fits(x, ct) || out.len() < 9 * cin * cout {
+    if g.edge != 2 {
+        return Err(mismatch());
+    }
+    match g.four_pays(false) {
+        true => kernel_grad_by::<T, f4::F4>(&Tiles { edge: 4, ..*g }, x, ct, out, scratch),
+        false => kernel_grad_by::<T, F2>(g, x, ct, out, scratch),
+    }
+}
+
+/// The kernel gradient by tiles of form `F` (whose edge `g` has).
+pub(super) fn kernel_grad_by<T: Real, F: Form>(
+    g: &Tiles,
+    x: &[T],
+    ct: &[T],
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let (cin, cout, positions) = (g.cin, g.cout, g.positions());
+    let sums = positions * cin * cout;
+    if g.edge != F::EDGE || !g.fits(x, ct) || out.len() < 9 * cin * cout {
         return Err(mismatch());
     }
     if sums == 0 {
@@ -414,7 +676,7 @@ pub(super) fn kernel_grad<T: Real>(
     let blocks = tiles.div_ceil(block);
     let parts = blocks.clamp(1, MAX_PARTS);
     // Per part: its partial sums, transformed inputs and cotangents, a row of zeros.
-    let slot = sums + XI * block * (cin + cout) + cin.max(cout);
+    let slot = sums + positions * block * (cin + cout) + cin.max(cout);
     grow(scratch, parts * slot);
     let slots_at = scratch.as_mut_ptr() as usize;
     // Read here: a test's cap on the instructions holds on this thread only.
@@ -426,24 +688,23 @@ pub(super) fn kernel_grad<T: Real>(
             let slot =
                 unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
             let (acc, rest) = slot.split_at_mut(sums);
-            let (v, rest) = rest.split_at_mut(XI * block * cin);
-            let (wt, zeros) = rest.split_at_mut(XI * block * cout);
+            let (v, rest) = rest.split_at_mut(positions * block * cin);
+            let (wt, zeros) = rest.split_at_mut(positions * block * cout);
             zeros.fill(T::zero());
             acc.fill(T::zero());
             for b in crew::part(blocks, parts, t) {
                 let first = b * block;
                 let n = block.min(tiles - first);
                 let fit = (0..n).all(|i| {
-                    let rows = g.input_rows(x, first + i, &zeros[..cin]);
-                    let cts = g.cotangent_rows(ct, first + i, &zeros[..cout]);
-                    transform_input(simd, &rows, v, block * cin, i * cin)
-                        && transform_cotangent(simd, &cts, wt, block * cout, i * cout)
+                    let (t, zi, zo) = (first + i, &zeros[..cin], &zeros[..cout]);
+                    F::input(g, simd, x, t, zi, v, block * cin, i * cin)
+                        && F::cotangent(g, simd, ct, t, zo, wt, block * cout, i * cout)
                 });
                 if !fit {
                     failed.store(true, std::sync::atomic::Ordering::Relaxed);
                     return;
                 }
-                for xi in 0..XI {
+                for xi in 0..positions {
                     // Vᵀ read in place: the block's inputs are `[tiles, in]` row-major.
                     let a = Mat {
                         data: &*v,
@@ -476,7 +737,7 @@ pub(super) fn kernel_grad<T: Real>(
             *s = *s + p;
         }
     }
-    transform_kernel_grad(total, cin * cout, out);
+    F::kernel_grad(total, cin * cout, out);
     Ok(())
 }
 
@@ -551,24 +812,34 @@ fn b4<T: Real>([z0, z1, z2, z3]: [T; 4]) -> [T; 4] {
 }
 
 impl Tiles {
-    /// The 16 input pixels (`in` features each) of tile `t`'s 4×4 window, row-major,
-    /// `zeros` where it lies on padding.
-    fn input_rows<'a, T>(&self, x: &'a [T], t: usize, zeros: &'a [T]) -> [&'a [T]; XI] {
+    /// The `P` input pixels (`in` features each) of tile `t`'s window (`P` its
+    /// positions), row-major, `zeros` where it lies on padding.
+    fn input_rows<'a, T, const P: usize>(
+        &self,
+        x: &'a [T],
+        t: usize,
+        zeros: &'a [T],
+    ) -> [&'a [T]; P] {
         let (b, oy, ox) = self.origin(t);
-        let ([h, w], cin) = (self.input, self.cin);
-        std::array::from_fn(|p| match (self.at(0, oy, p / 4), self.at(1, ox, p % 4)) {
+        let ([h, w], cin, n) = (self.input, self.cin, self.edge + 2);
+        std::array::from_fn(|p| match (self.at(0, oy, p / n), self.at(1, ox, p % n)) {
             (Some(y), Some(xx)) => &x[((b * h + y) * w + xx) * cin..][..cin],
             _ => zeros,
         })
     }
 
-    /// The cotangent's 4 pixels (`out` features each) of tile `t`, `zeros` past the
-    /// output's edge.
-    fn cotangent_rows<'a, T>(&self, ct: &'a [T], t: usize, zeros: &'a [T]) -> [&'a [T]; 4] {
+    /// The cotangent's `P` pixels (`out` features each; `P` the edge squared) of tile
+    /// `t`, `zeros` past the output's edge.
+    fn cotangent_rows<'a, T, const P: usize>(
+        &self,
+        ct: &'a [T],
+        t: usize,
+        zeros: &'a [T],
+    ) -> [&'a [T]; P] {
         let (b, oy, ox) = self.origin(t);
-        let ([oh, ow], cout) = (self.output, self.cout);
+        let ([oh, ow], cout, e) = (self.output, self.cout, self.edge);
         std::array::from_fn(|p| {
-            let (y, xx) = (oy + p / 2, ox + p % 2);
+            let (y, xx) = (oy + p / e, ox + p % e);
             if y < oh && xx < ow {
                 &ct[((b * oh + y) * ow + xx) * cout..][..cout]
             } else {
@@ -577,15 +848,20 @@ impl Tiles {
         })
     }
 
-    /// The input's 4 pixels (`in` features each) of the scatter form's tile `t`, `zeros`
-    /// past the input's edge.
-    fn scatter_rows<'a, T>(&self, x: &'a [T], t: usize, zeros: &'a [T]) -> [&'a [T]; 4] {
-        let [ih, iw] = self.input_grid();
+    /// The input's `P` pixels (`in` features each; `P` the edge squared) of the scatter
+    /// form's tile `t`, `zeros` past the input's edge.
+    fn scatter_rows<'a, T, const P: usize>(
+        &self,
+        x: &'a [T],
+        t: usize,
+        zeros: &'a [T],
+    ) -> [&'a [T]; P] {
+        let ([ih, iw], e) = (self.input_grid(), self.edge);
         let (b, r) = (t / (ih * iw), t % (ih * iw));
-        let (iy, ix) = (2 * (r / iw), 2 * (r % iw));
+        let (iy, ix) = (e * (r / iw), e * (r % iw));
         let ([h, w], cin) = (self.input, self.cin);
         std::array::from_fn(|p| {
-            let (y, xx) = (iy + p / 2, ix + p % 2);
+            let (y, xx) = (iy + p / e, ix + p % e);
             if y < h && xx < w {
                 &x[((b * h + y) * w + xx) * cin..][..cin]
             } else {
@@ -594,24 +870,24 @@ impl Tiles {
         })
     }
 
-    /// The 16 output pixels (`out` features each) of the scatter form's tile `t`'s 4×4
-    /// window that lie inside the output.
+    /// The `P` output pixels (`out` features each) of the scatter form's tile `t`'s
+    /// window (`P` its positions) that lie inside the output.
     ///
     /// # Safety
     /// As for [`Tiles::output_pixels`], for the window's pixels.
-    unsafe fn scatter_pixels<'a, T>(
+    unsafe fn scatter_pixels<'a, T, const P: usize>(
         &self,
         t: usize,
         out_at: usize,
         out_len: usize,
-    ) -> [Option<&'a mut [T]>; XI] {
-        let [ih, iw] = self.input_grid();
+    ) -> [Option<&'a mut [T]>; P] {
+        let ([ih, iw], e) = (self.input_grid(), self.edge);
         let (b, r) = (t / (ih * iw), t % (ih * iw));
-        let (iy, ix) = (2 * (r / iw), 2 * (r % iw));
+        let (iy, ix, n) = (e * (r / iw), e * (r % iw), e + 2);
         let ([oh, ow], cout) = (self.output, self.cout);
         std::array::from_fn(|p| {
-            let y = (iy + p / 4) as i64 + self.pad[0] - 2;
-            let xx = (ix + p % 4) as i64 + self.pad[1] - 2;
+            let y = (iy + p / n) as i64 + self.pad[0] - 2;
+            let xx = (ix + p % n) as i64 + self.pad[1] - 2;
             if y < 0 || xx < 0 || y >= oh as i64 || xx >= ow as i64 {
                 return None;
             }
@@ -623,21 +899,22 @@ impl Tiles {
         })
     }
 
-    /// Tile `t`'s 4 output pixels (`out` features each) that lie inside the output.
+    /// Tile `t`'s `Q` output pixels (`out` features each; `Q` the edge squared) that lie
+    /// inside the output.
     ///
     /// # Safety
     /// `out_at` holds `out_len` elements, borrowed for as long as the pixels are used,
     /// and no one else reads or writes tile `t`'s pixels meanwhile.
-    unsafe fn output_pixels<'a, T>(
+    unsafe fn output_pixels<'a, T, const Q: usize>(
         &self,
         t: usize,
         out_at: usize,
         out_len: usize,
-    ) -> [Option<&'a mut [T]>; 4] {
+    ) -> [Option<&'a mut [T]>; Q] {
         let (b, oy, ox) = self.origin(t);
-        let ([oh, ow], cout) = (self.output, self.cout);
+        let ([oh, ow], cout, e) = (self.output, self.cout, self.edge);
         std::array::from_fn(|p| {
-            let (y, xx) = (oy + p / 2, ox + p % 2);
+            let (y, xx) = (oy + p / e, ox + p % e);
             let at = ((b * oh + y) * ow + xx) * cout;
             // SAFETY: in bounds (checked here), and this tile's pixel alone (the caller).
             (y < oh && xx < ow && at + cout <= out_len).then(|| unsafe {
@@ -647,10 +924,10 @@ impl Tiles {
     }
 }
 
-/// Whether `dst` holds the 16 rows of a tile's transform: `features` elements at `at`
-/// plus each multiple of `stride` up to 15.
-fn rows_fit<T>(dst: &[T], stride: usize, at: usize, features: usize) -> bool {
-    at + (XI - 1) * stride + features <= dst.len()
+/// Whether `dst` holds the `positions` rows of a tile's transform: `features` elements
+/// at `at` plus each multiple of `stride` below `positions`.
+fn rows_fit<T>(dst: &[T], positions: usize, stride: usize, at: usize, features: usize) -> bool {
+    at + (positions - 1) * stride + features <= dst.len()
 }
 
 /// The features `0..n` that the vector paths transform, by width: `(..n16, ..n8)`, 16 at a
@@ -683,7 +960,7 @@ fn transform_input<T: Real>(
     at: usize,
 ) -> bool {
     let features = rows[0].len();
-    if !rows_fit(dst, stride, at, features) || rows.iter().any(|r| r.len() != features) {
+    if !rows_fit(dst, XI, stride, at, features) || rows.iter().any(|r| r.len() != features) {
         return false;
     }
     let (n16, n8) = vector_features::<T>(simd, features);
@@ -725,7 +1002,7 @@ fn transform_cotangent<T: Real>(
     at: usize,
 ) -> bool {
     let features = rows[0].len();
-    if !rows_fit(dst, stride, at, features) || rows.iter().any(|r| r.len() != features) {
+    if !rows_fit(dst, XI, stride, at, features) || rows.iter().any(|r| r.len() != features) {
         return false;
     }
     let (n16, n8) = vector_features::<T>(simd, features);
@@ -754,17 +1031,19 @@ fn transform_cotangent<T: Real>(
 }
 
 /// The features of a tile's output pixels (0 when none lies inside the output), or
-/// `None` when the pixels differ in length or the 16 products of that many features
-/// (`m[p · stride + at ..]`) do not fit `m`.
+/// `None` when the pixels differ in length or the `positions` products of that many
+/// features (`m[p · stride + at ..]`) do not fit `m`.
 fn window_features<T, const N: usize>(
     m: &[T],
+    positions: usize,
     stride: usize,
     at: usize,
     pixels: &[Option<&mut [T]>; N],
 ) -> Option<usize> {
     let features = pixels.iter().flatten().map(|p| p.len()).next().unwrap_or(0);
     let same = pixels.iter().flatten().all(|p| p.len() == features);
-    (same && (features == 0 || rows_fit(m, stride, at, features))).then_some(features)
+    let fits = features == 0 || rows_fit(m, positions, stride, at, features);
+    (same && fits).then_some(features)
 }
 
 /// The pixels as f32 pointers (null outside the output), for the vector paths.
@@ -785,7 +1064,7 @@ fn transform_output<T: Real>(
     at: usize,
     mut pixels: [Option<&mut [T]>; 4],
 ) -> bool {
-    let Some(features) = window_features(m, stride, at, &pixels) else {
+    let Some(features) = window_features(m, XI, stride, at, &pixels) else {
         return false;
     };
     let (n16, n8) = vector_features::<T>(simd, features);
@@ -830,7 +1109,7 @@ fn transform_scatter<T: Real>(
     at: usize,
     mut pixels: [Option<&mut [T]>; XI],
 ) -> bool {
-    let Some(features) = window_features(m, stride, at, &pixels) else {
+    let Some(features) = window_features(m, XI, stride, at, &pixels) else {
         return false;
     };
     let (n16, n8) = vector_features::<T>(simd, features);
@@ -1040,6 +1319,9 @@ vector_transforms!(
     _mm512_sub_ps,
     _mm512_setzero_ps
 );
+
+#[path = "conv_winograd_f4.rs"]
+mod f4;
 
 #[cfg(test)]
 #[path = "conv_winograd_tests.rs"]

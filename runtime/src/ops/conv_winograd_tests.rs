@@ -5,7 +5,10 @@
 
 use super::super::conv_native::tests::{geometry, numbers, reference, reference_kernel_grad, Case};
 use super::super::conv_native::{self, Geometry, Method};
+use super::f4::F4;
+use super::F2;
 use crate::ir::ConvParams;
+use crate::kernel::real::Real;
 
 /// A 3×3, stride-1 convolution of `batch` images `input` with padding `pad` per axis.
 fn case(
@@ -55,11 +58,102 @@ fn abs(v: &[f64]) -> Vec<f64> {
 }
 
 /// Whether an f32 result is within rounding of the definition: a few units in the last
-/// place of the sum of the terms' magnitudes (`scale`).
-fn close(got: f32, want: f64, scale: f64) -> bool {
-    (got as f64 - want).abs() <= 1e-6 * (1.0 + scale)
+/// place of the sum of the terms' magnitudes (`scale`) for F(2×2); for F(4×4) (`four`)
+/// ten times that, its transforms' coefficients (up to 8 and 5 per axis, and ⅙ in the
+/// kernel's) making its rounding some ten times larger.
+fn within(four: bool, got: f32, want: f64, scale: f64) -> bool {
+    let tolerance = if four { 1e-5 } else { 1e-6 };
+    (got as f64 - want).abs() <= tolerance * (1.0 + scale)
 }
 
+/// A way to compute the convolution: the planner's (`Method::Winograd`), or the forward's
+/// or the scatter form's tiles of an edge.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    Chosen,
+    Forward(usize),
+    Scatter(usize),
+}
+
+const WAYS: [Way; 5] = [
+    Way::Chosen,
+    Way::Forward(2),
+    Way::Forward(4),
+    Way::Scatter(2),
+    Way::Scatter(4),
+];
+
+impl Way {
+    /// Whether this way takes tiles of edge 4.
+    fn four(self, tiles: &super::Tiles) -> bool {
+        match self {
+            Way::Chosen => tiles.four_pays(tiles.scatters()),
+            Way::Forward(e) | Way::Scatter(e) => e == 4,
+        }
+    }
+
+    /// `out = conv(x, w)` this way, with a scratch of stale values.
+    fn run<T: Real>(
+        self,
+        geo: &Geometry,
+        p: &ConvParams,
+        x: &[T],
+        w: &[T],
+        out: &mut [T],
+    ) -> crate::Result<()> {
+        self.run_in(geo, p, x, w, out, &mut vec![T::nan(); 5])
+    }
+
+    fn run_in<T: Real>(
+        self,
+        geo: &Geometry,
+        p: &ConvParams,
+        x: &[T],
+        w: &[T],
+        out: &mut [T],
+        scratch: &mut Vec<T>,
+    ) -> crate::Result<()> {
+        let two = conv_native::winograd(geo, p).expect("3×3, stride 1");
+        let four = super::Tiles { edge: 4, ..two };
+        match self {
+            Way::Chosen => conv_native::run(Method::Winograd, x, w, geo, p, out, scratch),
+            Way::Forward(2) => super::forward::<T, F2>(&two, x, w, out, scratch),
+            Way::Forward(_) => super::forward::<T, F4>(&four, x, w, out, scratch),
+            Way::Scatter(2) => super::scatter::<T, F2>(&two, x, w, out, scratch),
+            Way::Scatter(_) => super::scatter::<T, F4>(&four, x, w, out, scratch),
+        }
+    }
+}
+
+/// The kernel gradient by tiles of `edge`, or as chosen (`None`).
+fn kernel_grad<T: Real>(
+    edge: Option<usize>,
+    tiles: &super::Tiles,
+    x: &[T],
+    ct: &[T],
+    out: &mut [T],
+) -> crate::Result<()> {
+    kernel_grad_in(edge, tiles, x, ct, out, &mut vec![T::nan(); 3])
+}
+
+fn kernel_grad_in<T: Real>(
+    edge: Option<usize>,
+    tiles: &super::Tiles,
+    x: &[T],
+    ct: &[T],
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> crate::Result<()> {
+    let four = super::Tiles { edge: 4, ..*tiles };
+    match edge {
+        None => super::kernel_grad(tiles, x, ct, out, scratch),
+        Some(2) => super::kernel_grad_by::<T, F2>(tiles, x, ct, out, scratch),
+        Some(_) => super::kernel_grad_by::<T, F4>(&four, x, ct, out, scratch),
+    }
+}
+
+/// Every way (the forward's and the scatter form's tiles of either edge, and the method as
+/// the planner runs it) against the definition.
 #[test]
 fn the_tiles_match_the_convolution() {
     let cases = cases();
@@ -72,25 +166,26 @@ fn the_tiles_match_the_convolution() {
         let w = numbers(9 * geo.cin * geo.cout, 2 * i as u64 + 1);
         let want = reference(&x, &w, geo, p);
         let scale = reference(&abs(&x), &abs(&w), geo, p);
-        let mut got = vec![f64::NAN; want.len()];
-        conv_native::run(Method::Winograd, &x, &w, geo, p, &mut got, &mut Vec::new()).unwrap();
-        for (j, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                (a - b).abs() <= 1e-12,
-                "case {i} {geo:?} element {j}: {a} vs {b}"
-            );
-        }
-        // f32, with a scratch of stale values
-        let mut got = vec![f32::NAN; want.len()];
-        let mut scratch = vec![f32::NAN; 7];
         let (x32, w32) = (to_f32(&x), to_f32(&w));
-        conv_native::run(Method::Winograd, &x32, &w32, geo, p, &mut got, &mut scratch).unwrap();
-        for (j, &a) in got.iter().enumerate() {
-            assert!(
-                close(a, want[j], scale[j]),
-                "case {i} f32 element {j}: {a} vs {}",
-                want[j]
-            );
+        let tiles = conv_native::winograd(geo, p).unwrap();
+        for way in WAYS {
+            let mut got = vec![f64::NAN; want.len()];
+            way.run(geo, p, &x, &w, &mut got).unwrap();
+            for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-12,
+                    "case {i} {geo:?} {way:?} element {j}: {a} vs {b}"
+                );
+            }
+            let mut got = vec![f32::NAN; want.len()];
+            way.run(geo, p, &x32, &w32, &mut got).unwrap();
+            for (j, &a) in got.iter().enumerate() {
+                assert!(
+                    within(way.four(&tiles), a, want[j], scale[j]),
+                    "case {i} {way:?} f32 element {j}: {a} vs {}",
+                    want[j]
+                );
+            }
         }
     }
 }
@@ -107,23 +202,26 @@ fn the_tiles_match_the_kernel_gradient() {
         let want = reference_kernel_grad(&x, &ct, geo, p);
         let scale = reference_kernel_grad(&abs(&x), &abs(&ct), geo, p);
         let tiles = conv_native::winograd(geo, p).expect("3×3, stride 1");
-        let mut got = vec![f64::NAN; want.len()];
-        super::kernel_grad(&tiles, &x, &ct, &mut got, &mut vec![f64::NAN; 3]).unwrap();
-        for (j, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                (a - b).abs() <= 1e-12,
-                "case {i} {geo:?} element {j}: {a} vs {b}"
-            );
-        }
-        let mut got = vec![f32::NAN; want.len()];
-        let (x32, ct32) = (to_f32(&x), to_f32(&ct));
-        super::kernel_grad(&tiles, &x32, &ct32, &mut got, &mut Vec::new()).unwrap();
-        for (j, &a) in got.iter().enumerate() {
-            assert!(
-                close(a, want[j], scale[j]),
-                "case {i} f32 element {j}: {a} vs {}",
-                want[j]
-            );
+        for edge in [None, Some(2), Some(4)] {
+            let mut got = vec![f64::NAN; want.len()];
+            kernel_grad(edge, &tiles, &x, &ct, &mut got).unwrap();
+            for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-12,
+                    "case {i} {geo:?} edge {edge:?} element {j}: {a} vs {b}"
+                );
+            }
+            let four = edge.map_or(tiles.four_pays(false), |e| e == 4);
+            let mut got = vec![f32::NAN; want.len()];
+            let (x32, ct32) = (to_f32(&x), to_f32(&ct));
+            kernel_grad(edge, &tiles, &x32, &ct32, &mut got).unwrap();
+            for (j, &a) in got.iter().enumerate() {
+                assert!(
+                    within(four, a, want[j], scale[j]),
+                    "case {i} edge {edge:?} f32 element {j}: {a} vs {}",
+                    want[j]
+                );
+            }
         }
     }
 }
@@ -148,83 +246,85 @@ fn the_scattered_tiles_match_the_convolution() {
         let x = numbers(geo.batch * input[0] * input[1] * geo.cin, 40 + i as u64);
         let w = numbers(9 * geo.cin * geo.cout, 50 + i as u64);
         let want = reference(&x, &w, &geo, &p);
-        let mut got = vec![f64::NAN; want.len()];
-        conv_native::run(
-            Method::Winograd,
-            &x,
-            &w,
-            &geo,
-            &p,
-            &mut got,
-            &mut Vec::new(),
-        )
-        .unwrap();
-        for (j, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert!((a - b).abs() <= 1e-12, "case {i} element {j}: {a} vs {b}");
+        for way in [Way::Chosen, Way::Scatter(2), Way::Scatter(4)] {
+            let mut got = vec![f64::NAN; want.len()];
+            way.run(&geo, &p, &x, &w, &mut got).unwrap();
+            for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-12,
+                    "case {i} {way:?} element {j}: {a} vs {b}"
+                );
+            }
         }
     }
 }
 
-/// The scatter form with blocks that end inside an image: the same bits on one thread
-/// as on the crew, and for an image alone as in the batch.
+/// The scatter form with blocks that end inside an image, by tiles of either edge: the
+/// same bits on one thread as on the crew, and for an image alone as in the batch.
 #[test]
 fn the_scattered_bits_do_not_depend_on_the_batch_or_the_cores() {
     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-    let (geo, p) = case(3, [16, 16], (128, 128), [(2, 2); 2]).unwrap();
-    let tiles = conv_native::winograd(&geo, &p).unwrap();
-    assert!(tiles.scatters() && tiles.pays());
-    let x = to_f32(&numbers(3 * 256 * 128, 31));
-    let w = to_f32(&numbers(9 * 128 * 128, 32));
-    let run = |geo: &Geometry, x: &[f32]| {
-        let mut y = vec![f32::NAN; geo.batch * 18 * 18 * 128];
-        conv_native::run(Method::Winograd, x, &w, geo, &p, &mut y, &mut Vec::new()).unwrap();
-        y
-    };
-    let all = run(&geo, &x);
-    let xd: Vec<f64> = x.iter().map(|&v| v as f64).collect();
-    let wd: Vec<f64> = w.iter().map(|&v| v as f64).collect();
-    let (want, scale) = (
-        reference(&xd, &wd, &geo, &p),
-        reference(&abs(&xd), &abs(&wd), &geo, &p),
-    );
-    for (j, &a) in all.iter().enumerate() {
-        assert!(
-            close(a, want[j], scale[j]),
-            "element {j}: {a} vs {}",
-            want[j]
+    for ((cin, cout), four) in [((128, 128), false), ((32, 64), true)] {
+        let (geo, p) = case(3, [16, 16], (cin, cout), [(2, 2); 2]).unwrap();
+        let tiles = conv_native::winograd(&geo, &p).unwrap();
+        assert!(tiles.scatters() && tiles.pays());
+        assert_eq!(tiles.four_pays(true), four);
+        let x = to_f32(&numbers(3 * 256 * cin, 31));
+        let w = to_f32(&numbers(9 * cin * cout, 32));
+        let image = 18 * 18 * cout;
+        let run = |geo: &Geometry, x: &[f32]| {
+            let mut y = vec![f32::NAN; geo.batch * image];
+            conv_native::run(Method::Winograd, x, &w, geo, &p, &mut y, &mut Vec::new()).unwrap();
+            y
+        };
+        let all = run(&geo, &x);
+        let xd: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let wd: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+        let (want, scale) = (
+            reference(&xd, &wd, &geo, &p),
+            reference(&abs(&xd), &abs(&wd), &geo, &p),
         );
+        for (j, &a) in all.iter().enumerate() {
+            assert!(
+                within(four, a, want[j], scale[j]),
+                "element {j}: {a} vs {}",
+                want[j]
+            );
+        }
+        let serial = crate::kernel::crew::serial(|| run(&geo, &x));
+        assert_eq!(bits(&serial), bits(&all), "thread-dependent");
+        let mut one = geo;
+        one.batch = 1;
+        let alone = run(&one, &x[2 * 256 * cin..]);
+        assert_eq!(bits(&alone), bits(&all[2 * image..]), "batch-dependent");
     }
-    let serial = crate::kernel::crew::serial(|| run(&geo, &x));
-    assert_eq!(bits(&serial), bits(&all), "thread-dependent");
-    let mut one = geo;
-    one.batch = 1;
-    let alone = run(&one, &x[2 * 256 * 128..]);
-    assert_eq!(
-        bits(&alone),
-        bits(&all[2 * 18 * 18 * 128..]),
-        "batch-dependent"
-    );
 }
 
 /// Shapes of several blocks of tiles (and so several tasks, and several parts of a
-/// kernel gradient), on which the native planner picks this method.
-fn large() -> Vec<(Geometry, ConvParams)> {
+/// kernel gradient), on which the native planner picks this method; and whether the
+/// convolution and its kernel gradient take tiles of edge 4.
+fn large() -> Vec<((Geometry, ConvParams), bool, bool)> {
     [
-        case(9, [13, 13], (32, 32), [(1, 1); 2]),
-        case(4, [11, 12], (64, 48), [(0, 0); 2]),
-        case(5, [9, 9], (40, 33), [(2, 2); 2]),
+        (case(9, [13, 13], (32, 32), [(1, 1); 2]), false, false),
+        (case(4, [11, 12], (64, 48), [(0, 0); 2]), false, false),
+        (case(5, [9, 9], (40, 33), [(2, 2); 2]), false, true),
+        // the `cnn` workload's second layer and its input gradient
+        (case(6, [13, 13], (32, 64), [(0, 0); 2]), true, true),
+        (case(16, [11, 11], (64, 32), [(2, 2); 2]), true, false),
     ]
     .into_iter()
-    .flatten()
+    .map(|(c, four, grad_four)| (c.unwrap(), four, grad_four))
     .collect()
 }
 
 #[test]
 fn large_convolutions_take_the_tiles_and_match() {
-    for (i, (geo, p)) in large().iter().enumerate() {
+    for (i, ((geo, p), four, grad_four)) in large().iter().enumerate() {
         assert_eq!(conv_native::choose(geo, p), Method::Winograd, "case {i}");
         let tiles = conv_native::winograd(geo, p).unwrap();
         assert!(tiles.count() > tiles.block(), "case {i}: one block only");
+        assert_eq!(tiles.four_pays(tiles.scatters()), *four, "case {i}");
+        assert_eq!(tiles.four_pays(false), *grad_four, "case {i}");
         // the full padding of an input gradient scatters from the input's tiles
         assert_eq!(tiles.scatters(), p.padding[0] == (2, 2), "case {i}");
         let x = to_f32(&numbers(
@@ -240,7 +340,7 @@ fn large_convolutions_take_the_tiles_and_match() {
         conv_native::run(Method::Winograd, &x, &w, geo, p, &mut got, &mut Vec::new()).unwrap();
         for (j, &a) in got.iter().enumerate() {
             assert!(
-                close(a, want[j], scale[j]),
+                within(*four, a, want[j], scale[j]),
                 "case {i} element {j}: {a} vs {}",
                 want[j]
             );
@@ -281,7 +381,7 @@ fn large_convolutions_take_the_tiles_and_match() {
         conv_native::kernel_grad(&x, &ct, geo, p, &mut got, &mut Vec::new()).unwrap();
         for (j, &a) in got.iter().enumerate() {
             assert!(
-                close(a, want[j], scale[j]),
+                within(*grad_four, a, want[j], scale[j]),
                 "case {i} dw {j}: {a} vs {}",
                 want[j]
             );
@@ -315,13 +415,19 @@ fn every_level_gives_the_same_bits() {
         let nout = geo.out_sp[0] * geo.out_sp[1];
         let ct = to_f32(&numbers(geo.batch * nout * geo.cout, 13));
         let tiles = conv_native::winograd(&geo, &p).unwrap();
-        let mut first: Option<(Vec<u32>, Vec<u32>)> = None;
+        let mut first: Option<Vec<Vec<u32>>> = None;
         crate::kernel::simd::for_each_level(|level| {
-            let mut y = vec![f32::NAN; geo.batch * nout * geo.cout];
-            conv_native::run(Method::Winograd, &x, &w, &geo, &p, &mut y, &mut Vec::new()).unwrap();
-            let mut dw = vec![f32::NAN; w.len()];
-            super::kernel_grad(&tiles, &x, &ct, &mut dw, &mut Vec::new()).unwrap();
-            let got = (bits(&y), bits(&dw));
+            let mut got = Vec::new();
+            for way in WAYS {
+                let mut y = vec![f32::NAN; geo.batch * nout * geo.cout];
+                way.run(&geo, &p, &x, &w, &mut y).unwrap();
+                got.push(bits(&y));
+            }
+            for edge in [2, 4] {
+                let mut dw = vec![f32::NAN; w.len()];
+                kernel_grad(Some(edge), &tiles, &x, &ct, &mut dw).unwrap();
+                got.push(bits(&dw));
+            }
             match &first {
                 None => first = Some(got),
                 Some(f) => assert!(*f == got, "{level:?}: other bits than the widest level"),
@@ -330,8 +436,8 @@ fn every_level_gives_the_same_bits() {
     }
 }
 
-/// The `cnn` workload's second convolution, its input gradient and its kernel gradient
-/// by each method, fastest of 20 (`cargo test --release -p strata-runtime --lib
+/// The `cnn` workload's second convolution, its input gradient and its kernel gradient,
+/// and layers of other shapes, by each method and each edge of tiles, fastest of 20 (`cargo test --release -p strata-runtime --lib
 /// time_winograd -- --ignored --nocapture`).
 #[test]
 #[ignore]
@@ -361,6 +467,15 @@ fn time_winograd() {
             "same 14x14x64->64",
             case(32, [14, 14], (64, 64), [(1, 1); 2]),
         ),
+        (
+            "same 28x28x64->64",
+            case(16, [28, 28], (64, 64), [(1, 1); 2]),
+        ),
+        (
+            "same 16x16x96->96",
+            case(16, [16, 16], (96, 96), [(1, 1); 2]),
+        ),
+        ("same 8x8x64->128", case(32, [8, 8], (64, 128), [(1, 1); 2])),
         (
             "same 7x7x128->128",
             case(32, [7, 7], (128, 128), [(1, 1); 2]),
@@ -394,13 +509,27 @@ fn time_winograd() {
             });
             println!("{name} {method:?}: {ms:.3} ms");
         }
+        let tiles = conv_native::winograd(&geo, &p).unwrap();
+        for edge in [2, 4] {
+            let way = match tiles.scatters() {
+                true => Way::Scatter(edge),
+                false => Way::Forward(edge),
+            };
+            let ms = time(&mut || {
+                way.run_in(&geo, &p, &x, &w, &mut out, &mut scratch)
+                    .unwrap()
+            });
+            println!("{name} {way:?}: {ms:.3} ms");
+        }
         if name.starts_with("same") || name == "forward" {
             let ct = to_f32(&numbers(out.len(), 3));
             let mut dw = vec![0f32; 9 * geo.cin * geo.cout];
-            let tiles = conv_native::winograd(&geo, &p).unwrap();
-            let ms =
-                time(&mut || super::kernel_grad(&tiles, &x, &ct, &mut dw, &mut scratch).unwrap());
-            println!("{name} kernel gradient Winograd: {ms:.3} ms");
+            for edge in [2, 4] {
+                let ms = time(&mut || {
+                    kernel_grad_in(Some(edge), &tiles, &x, &ct, &mut dw, &mut scratch).unwrap()
+                });
+                println!("{name} kernel gradient, tiles of edge {edge}: {ms:.3} ms");
+            }
             let ms = time(&mut || {
                 conv_native::kernel_grad_blocks(&x, &ct, &geo, &p, &mut dw, &mut scratch).unwrap()
             });
@@ -414,13 +543,38 @@ fn time_winograd() {
 /// finite.
 #[test]
 fn edge_shapes() {
+    let near = |a: f32, b: f32| (a - b).abs() <= 1e-5 * (1.0 + b.abs());
+    // Every form of tiles on all-ones operands: the forward and the scatter form give 9
+    // per input feature everywhere; the kernel gradients of both edges agree.
     let run = |t: super::Tiles| {
         let x = vec![1.0f32; t.batch * t.input[0] * t.input[1] * t.cin];
         let w = vec![1.0f32; 9 * t.cin * t.cout];
         let ct = vec![1.0f32; t.batch * t.output[0] * t.output[1] * t.cout];
-        let mut y = vec![f32::NAN; ct.len()];
-        super::conv2d(&t, &x, &w, &mut y, &mut Vec::new()).unwrap();
-        assert!(y.iter().all(|v| *v == 9.0 * t.cin as f32), "{t:?}: {y:?}");
+        let mut grads: Vec<Vec<f32>> = Vec::new();
+        for edge in [2, 4] {
+            let g = super::Tiles { edge, ..t };
+            let s = &mut Vec::new();
+            let (mut y, mut z) = (vec![f32::NAN; ct.len()], vec![f32::NAN; ct.len()]);
+            let mut dw = vec![f32::NAN; w.len()];
+            match edge {
+                2 => {
+                    super::forward::<_, F2>(&g, &x, &w, &mut y, s).unwrap();
+                    super::scatter::<_, F2>(&g, &x, &w, &mut z, s).unwrap();
+                    super::kernel_grad_by::<_, F2>(&g, &x, &ct, &mut dw, s).unwrap();
+                }
+                _ => {
+                    super::forward::<_, F4>(&g, &x, &w, &mut y, s).unwrap();
+                    super::scatter::<_, F4>(&g, &x, &w, &mut z, s).unwrap();
+                    super::kernel_grad_by::<_, F4>(&g, &x, &ct, &mut dw, s).unwrap();
+                }
+            }
+            let nine = 9.0 * t.cin as f32;
+            assert!(y.iter().all(|&v| near(v, nine)), "{g:?}: {y:?}");
+            assert!(z.iter().all(|&v| near(v, nine)), "{g:?}: {z:?}");
+            grads.push(dw);
+        }
+        assert_eq!(grads[0].len(), grads[1].len());
+        assert!(grads[0].iter().zip(&grads[1]).all(|(&a, &b)| near(b, a)));
         let mut dw = vec![f32::NAN; w.len()];
         super::kernel_grad(&t, &x, &ct, &mut dw, &mut Vec::new()).unwrap();
         dw
@@ -432,6 +586,7 @@ fn edge_shapes() {
         cout,
         output: [input[0] - 2, input[1] - 2],
         pad: [0, 0],
+        edge: 2,
     };
     assert_eq!(run(t(0, 3, 4, [5, 5])), vec![0.0; 108]);
     assert!(run(t(2, 0, 4, [5, 5])).is_empty());
@@ -444,9 +599,11 @@ fn edge_shapes() {
             .chain([0.0; 36])
             .collect::<Vec<_>>()
     );
+    assert!(run(t(2, 2, 3, [7, 9])).iter().all(|&v| v == 70.0));
 
     // A 5-wide output of an 8-wide input cut one column short (high padding −1): the
-    // last tile's window ends on input column 7, which no kept output reads.
+    // last tile's window (of either edge) holds input column 7, which no kept output
+    // reads.
     let g = super::Tiles {
         batch: 1,
         input: [3, 8],
@@ -454,14 +611,18 @@ fn edge_shapes() {
         cout: 1,
         output: [1, 5],
         pad: [0, 0],
+        edge: 2,
     };
     let mut x = vec![1.0f32; 24];
     for row in 0..3 {
         x[row * 8 + 7] = f32::INFINITY;
     }
     let mut dw = vec![f32::NAN; 9];
-    super::kernel_grad(&g, &x, &[1.0; 5], &mut dw, &mut Vec::new()).unwrap();
+    super::kernel_grad_by::<_, F2>(&g, &x, &[1.0; 5], &mut dw, &mut Vec::new()).unwrap();
     assert_eq!(dw, vec![5.0; 9]);
+    let g = super::Tiles { edge: 4, ..g };
+    super::kernel_grad_by::<_, F4>(&g, &x, &[1.0; 5], &mut dw, &mut Vec::new()).unwrap();
+    assert!(dw.iter().all(|&v| near(v, 5.0)), "{dw:?}");
 }
 
 #[test]
