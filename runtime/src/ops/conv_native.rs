@@ -18,8 +18,8 @@
 //!   (`kernel::conv_direct`): its product would be only kernel positions × features deep;
 //! - **Winograd**: a 3×3, stride-1, undilated, ungrouped two-dimensional convolution on
 //!   32 to 128 features each way computes 2×2 output tiles with 16 products per tile and
-//!   feature pair instead of 36, or up to 64 × 64 features 4×4 tiles with 36 instead of
-//!   144 (`ops::conv_winograd`), and so does its kernel gradient.
+//!   feature pair instead of 36, or up to 4,096 feature pairs 4×4 tiles with 36 instead
+//!   of 144 (`ops::conv_winograd`), and so does its kernel gradient.
 //!
 //! A forward layer's method (pointwise, blocks or gather) depends only on the shapes of one
 //! image, and each of these computes a sample's outputs in the same order whatever the

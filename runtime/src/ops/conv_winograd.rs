@@ -20,16 +20,18 @@
 //! carried to `W = A dy Aᵀ`.
 //!
 //! Where the products are few enough to pay for heavier transforms (`Tiles::four_pays`:
-//! up to 64 × 64 features, and tiles that use the output's pixels well), the forward, the
-//! scatter form below and the kernel gradient take F(4×4, 3×3) instead (`f4`): 4×4 tiles
-//! from 6×6 windows, 36 products per 16 outputs rather than 16 per 4, by the same drivers
-//! (generic over the [`Form`] of the tiles).
+//! up to 4,096 feature pairs, 64 × 64 or 32 × 128, and tiles that use the output's pixels
+//! well), the forward, the scatter form below and the kernel gradient take F(4×4, 3×3)
+//! instead (`f4`): 4×4 tiles from 6×6 windows, 36 products per 16 outputs rather than 16
+//! per 4, by the same drivers (generic over the [`Form`] of the tiles). What is said here
+//! of 2×2 tiles and their 4×4 arrays holds for 4×4 tiles and 6×6 arrays there.
 //!
 //! The results differ from im2col's in their last bits (other sums in another order); the
 //! transforms' sums are bounded by a few times the inputs', so the error stays within a
 //! few units in the last place of those sums (some ten times that for F(4×4), whose
 //! transforms multiply by up to 8 and by ⅙). (An infinite input becomes NaN in the
-//! transforms, `∞ − ∞`, where im2col gives an infinity.) Tiles are cut per image and each
+//! transforms, `∞ − ∞`, where im2col gives an infinity; with F(4×4) every output of its
+//! 4×4 tile can become NaN, and kernel-gradient taps that never read it.) Tiles are cut per image and each
 //! tile's sums do not depend on the block it is computed in, nor on the cores (each
 //! task's products stay on its core, never split along their depth), so a prediction
 //! does not depend on the batch it came in; the kernel gradient's tiles are cut into
@@ -41,7 +43,8 @@
 //! A convolution with more output tiles than input tiles (the input gradient of a `valid`
 //! layer, padded by 2) runs the forward's identity transposed instead (`scatter`): each
 //! 2×2 tile of the input adds its 4×4 window of outputs, so the products are the input's
-//! tiles' (36 per 11×11 image) rather than the padded output's (49 per 13×13).
+//! tiles' (36 per 11×11 image) rather than the padded output's (49 per 13×13; with 4×4
+//! tiles, 9 against 16).
 
 use crate::kernel::crew;
 use crate::kernel::gemm::{matmul, Mat};
@@ -68,18 +71,19 @@ const MAX_PARTS: usize = 8;
 const TASKS_PER_CORE: usize = 4;
 /// The 4×4 array of a tile.
 const XI: usize = 16;
-/// The share of F(2×2)'s products under which the forward takes F(4×4)'s, as a fraction:
+/// The share of F(2×2)'s products under which a convolution takes F(4×4)'s, as a fraction:
 /// where F(4×4) makes 0.73 of the products (a 14×14 or 13×13 output), its heavier
 /// transforms cost what the products save; at 0.56 (11×11, 28×28, 32×32) it is faster.
 const FOUR_GAIN: (usize, usize) = (2, 3);
-/// Feature pairs the forward's F(4×4) may have at most: its 36 transformed kernels
-/// (36 × pairs) outgrow a core's L2 cache sooner than F(2×2)'s 16, and beyond 64 × 64 it
-/// was slower than F(2×2) on every shape timed (`time_winograd`).
+/// Feature pairs F(4×4) may have at most: its 36 transformed kernels (36 × pairs) outgrow
+/// a core's L2 cache sooner than F(2×2)'s 16, and beyond 64 × 64 its forward was slower
+/// than F(2×2)'s on every shape timed (`time_winograd`).
 const FOUR_MAX_PAIRS: usize = 64 * 64;
 
 /// One convolution's shapes: batch, input `[h, w]`, features in and out, output `[oh,
 /// ow]` and the low padding (top, left; the high padding is implied by the output), and
-/// the output tiles' edge (2, or 4 for the forward's F(4×4, 3×3), `f4`).
+/// the tiles' edge (2, or 4 for F(4×4, 3×3), `f4`; `conv_native::winograd` makes 2, and
+/// the choices among the methods and edges are made from there).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Tiles {
     pub batch: usize,
@@ -93,34 +97,58 @@ pub(super) struct Tiles {
 
 impl Tiles {
     /// Whether this method pays: enough features on both sides but not too many, and
-    /// tiles (the output's, or the input's where it scatters) no more than 6/16 of the
-    /// output's pixels, so that their 16 products per tile and feature pair save at
-    /// least a third of im2col's 9 per pixel.
+    /// 2×2 tiles (the output's, or the input's where it scatters) no more than 6/16 of
+    /// the output's pixels, so that their 16 products per tile and feature pair save at
+    /// least a third of im2col's 9 per pixel (4×4 tiles, where they are taken, save more).
     pub(super) fn pays(&self) -> bool {
-        let [ih, iw] = self.input_grid();
-        self.pays_with((ih * iw).min(self.per_image()))
+        let two = Tiles { edge: 2, ..*self };
+        self.pays_with(two.forward_tiles().min(two.scatter_tiles()))
     }
 
     /// Whether the kernel gradient pays (see [`Tiles::pays`]): it always runs over the
     /// output's tiles.
     pub(super) fn gradient_pays(&self) -> bool {
-        self.pays_with(self.per_image())
+        self.pays_with(Tiles { edge: 2, ..*self }.forward_tiles())
     }
 
-    /// Whether tiles of edge 4 pay over tiles of edge 2 (the output's, or the input's
-    /// where it `scatters`): few enough feature pairs, and products (36 per tile) at most
-    /// `FOUR_GAIN` of those of edge 2 (16 per tile), which leaves room for their heavier
-    /// transforms.
-    fn four_pays(&self, scatters: bool) -> bool {
-        let tiles = |edge: usize| {
+    /// The tiles' edge and whether the scatter form runs: at each edge the scatter form
+    /// where it takes fewer tiles than the output's (the input gradient of a `valid`
+    /// layer: full padding), and edge 4 where that pays ([`Tiles::four_pays`]).
+    fn choice(&self) -> (usize, bool) {
+        let way = |edge: usize| {
             let t = Tiles { edge, ..*self };
-            match scatters {
-                true => t.input_grid().iter().product(),
-                false => t.per_image(),
-            }
+            let (forward, scatter) = (t.forward_tiles(), t.scatter_tiles());
+            (forward.min(scatter), scatter < forward)
         };
-        self.cin * self.cout <= FOUR_MAX_PAIRS
-            && 36 * tiles(4) * FOUR_GAIN.1 <= 16 * tiles(2) * FOUR_GAIN.0
+        let ((two, scatters_two), (four, scatters_four)) = (way(2), way(4));
+        match self.four_pays(four, two) {
+            true => (4, scatters_four),
+            false => (2, scatters_two),
+        }
+    }
+
+    /// Whether tiles of edge 4 pay, `four` of them per image against `two` of edge 2:
+    /// few enough feature pairs, and products (36 per tile) at most `FOUR_GAIN` of those
+    /// of edge 2 (16 per tile), which leaves room for their heavier transforms.
+    fn four_pays(&self, four: usize, two: usize) -> bool {
+        self.cin * self.cout <= FOUR_MAX_PAIRS && 36 * four * FOUR_GAIN.1 <= 16 * two * FOUR_GAIN.0
+    }
+
+    /// Whether the kernel gradient takes tiles of edge 4 ([`Tiles::four_pays`]).
+    fn gradient_four(&self) -> bool {
+        let tiles = |edge: usize| Tiles { edge, ..*self }.forward_tiles();
+        self.four_pays(tiles(4), tiles(2))
+    }
+
+    /// The output's tiles per image, at this edge.
+    fn forward_tiles(&self) -> usize {
+        self.per_image()
+    }
+
+    /// The input's tiles per image, which the scatter form runs over, at this edge.
+    fn scatter_tiles(&self) -> usize {
+        let [ih, iw] = self.input_grid();
+        ih * iw
     }
 
     /// Output tiles per image.
@@ -143,13 +171,6 @@ impl Tiles {
             self.input[0].div_ceil(self.edge),
             self.input[1].div_ceil(self.edge),
         ]
-    }
-
-    /// Whether the scatter form takes fewer tiles than the output's (the input gradient of
-    /// a `valid` layer: full padding).
-    fn scatters(&self) -> bool {
-        let ([gh, gw], [ih, iw]) = (self.grid(), self.input_grid());
-        ih * iw < gh * gw
     }
 
     /// Tiles per image along each axis.
@@ -225,9 +246,8 @@ fn grow<T: Real>(scratch: &mut Vec<T>, len: usize) {
     }
 }
 
-/// `out = conv(x, w)` for tiles of edge 2 (`conv_native::winograd`): by the scatter form
-/// where that takes fewer tiles, else by the forward's tiles, of edge 4 where their
-/// products are fewer enough to pay for their heavier transforms ([`Tiles::four_pays`]).
+/// `out = conv(x, w)` for tiles of edge 2 (`conv_native::winograd`), by the edge and form
+/// that [`Tiles::choice`] picks.
 pub(super) fn conv2d<T: Real>(
     g: &Tiles,
     x: &[T],
@@ -238,13 +258,12 @@ pub(super) fn conv2d<T: Real>(
     if g.edge != 2 || !g.fits(x, out) || w.len() < 9 * g.cin * g.cout {
         return Err(mismatch());
     }
-    let scatters = g.scatters();
     let four = Tiles { edge: 4, ..*g };
-    match (scatters, g.four_pays(scatters)) {
-        (true, true) => scatter::<T, f4::F4>(&four, x, w, out, scratch),
-        (true, false) => scatter::<T, F2>(g, x, w, out, scratch),
-        (false, true) => forward::<T, f4::F4>(&four, x, w, out, scratch),
-        (false, false) => forward::<T, F2>(g, x, w, out, scratch),
+    match g.choice() {
+        (4, true) => scatter::<T, f4::F4>(&four, x, w, out, scratch),
+        (4, false) => forward::<T, f4::F4>(&four, x, w, out, scratch),
+        (_, true) => scatter::<T, F2>(g, x, w, out, scratch),
+        (_, false) => forward::<T, F2>(g, x, w, out, scratch),
     }
 }
 
@@ -517,9 +536,9 @@ pub(super) fn forward<T: Real, F: Form>(
 }
 
 /// `out = conv(x, w)` for a convolution with more output tiles than input tiles, by the
-/// forward's identity transposed: each 2×2 tile of the input adds its 4×4 window of
-/// outputs, `B [(A y Aᵀ) ⊙ (G f Gᵀ)] Bᵀ` with `f` the kernel turned by 180° (the window of
-/// input tile `q` starts at output `q + pad − 2`). Windows of neighbouring tiles overlap,
+/// forward's identity transposed: each tile of the input (2×2, or 4×4) adds its window
+/// of outputs (4×4, or 6×6), `B [(A y Aᵀ) ⊙ (G f Gᵀ)] Bᵀ` with `f` the kernel turned by
+/// 180° (the window of input tile `q` starts at output `q + pad − 2`). Windows of neighbouring tiles overlap,
 /// windows two tile rows apart do not: the even tile rows of every image add theirs
 /// first, split over the cores a block of whole rows at a time (a row's tiles in order
 /// on one core), then the odd rows. Each output's sum so runs in an order fixed by the
@@ -638,8 +657,9 @@ pub(super) fn scatter<T: Real, F: Form>(
 }
 
 /// The kernel gradient `[3, 3, in, out]` of the convolution from its input `x` and the
-/// cotangent `ct` of its output: per part of the tiles a partial sum of the 16 products
-/// `Vᵀ · W`, the parts added in order, then carried back to the kernel's 3×3.
+/// cotangent `ct` of its output: per part of the tiles a partial sum of the products
+/// `Vᵀ · W` (one per position of the tiles' array), the parts added in order, then carried
+/// back to the kernel's 3×3; by tiles of edge 4 where [`Tiles::gradient_four`].
 pub(super) fn kernel_grad<T: Real>(
     g: &Tiles,
     x: &[T],
@@ -650,7 +670,7 @@ pub(super) fn kernel_grad<T: Real>(
     if g.edge != 2 {
         return Err(mismatch());
     }
-    match g.four_pays(false) {
+    match g.gradient_four() {
         true => kernel_grad_by::<T, f4::F4>(&Tiles { edge: 4, ..*g }, x, ct, out, scratch),
         false => kernel_grad_by::<T, F2>(g, x, ct, out, scratch),
     }

@@ -87,7 +87,7 @@ impl Way {
     /// Whether this way takes tiles of edge 4.
     fn four(self, tiles: &super::Tiles) -> bool {
         match self {
-            Way::Chosen => tiles.four_pays(tiles.scatters()),
+            Way::Chosen => tiles.choice().0 == 4,
             Way::Forward(e) | Way::Scatter(e) => e == 4,
         }
     }
@@ -211,7 +211,7 @@ fn the_tiles_match_the_kernel_gradient() {
                     "case {i} {geo:?} edge {edge:?} element {j}: {a} vs {b}"
                 );
             }
-            let four = edge.map_or(tiles.four_pays(false), |e| e == 4);
+            let four = edge.map_or(tiles.gradient_four(), |e| e == 4);
             let mut got = vec![f32::NAN; want.len()];
             let (x32, ct32) = (to_f32(&x), to_f32(&ct));
             kernel_grad(edge, &tiles, &x32, &ct32, &mut got).unwrap();
@@ -240,12 +240,18 @@ fn the_scattered_tiles_match_the_convolution() {
         ([2, 7], [(4, 1), (2, 2)]),
     ];
     for (i, (input, pad)) in cases.into_iter().enumerate() {
-        let (geo, p) = case(2, input, (9, 11), pad).unwrap();
+        // features across the vector paths: 16 at a time, then 8, then one
+        let (geo, p) = case(2, input, (27, 25), pad).unwrap();
         let tiles = conv_native::winograd(&geo, &p).unwrap();
-        assert!(tiles.scatters(), "case {i}: {input:?} {pad:?}");
+        assert!(
+            tiles.scatter_tiles() < tiles.forward_tiles(),
+            "case {i}: {input:?} {pad:?}"
+        );
         let x = numbers(geo.batch * input[0] * input[1] * geo.cin, 40 + i as u64);
         let w = numbers(9 * geo.cin * geo.cout, 50 + i as u64);
         let want = reference(&x, &w, &geo, &p);
+        let scale = reference(&abs(&x), &abs(&w), &geo, &p);
+        let (x32, w32) = (to_f32(&x), to_f32(&w));
         for way in [Way::Chosen, Way::Scatter(2), Way::Scatter(4)] {
             let mut got = vec![f64::NAN; want.len()];
             way.run(&geo, &p, &x, &w, &mut got).unwrap();
@@ -253,6 +259,15 @@ fn the_scattered_tiles_match_the_convolution() {
                 assert!(
                     (a - b).abs() <= 1e-12,
                     "case {i} {way:?} element {j}: {a} vs {b}"
+                );
+            }
+            let mut got = vec![f32::NAN; want.len()];
+            way.run(&geo, &p, &x32, &w32, &mut got).unwrap();
+            for (j, &a) in got.iter().enumerate() {
+                assert!(
+                    within(way.four(&tiles), a, want[j], scale[j]),
+                    "case {i} {way:?} f32 element {j}: {a} vs {}",
+                    want[j]
                 );
             }
         }
@@ -264,12 +279,17 @@ fn the_scattered_tiles_match_the_convolution() {
 #[test]
 fn the_scattered_bits_do_not_depend_on_the_batch_or_the_cores() {
     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-    for ((cin, cout), four) in [((128, 128), false), ((32, 64), true)] {
-        let (geo, p) = case(3, [16, 16], (cin, cout), [(2, 2); 2]).unwrap();
+    for (batch, (cin, cout), four) in [(3, (128, 128), false), (8, (32, 64), true)] {
+        let (geo, p) = case(batch, [16, 16], (cin, cout), [(2, 2); 2]).unwrap();
         let tiles = conv_native::winograd(&geo, &p).unwrap();
-        assert!(tiles.scatters() && tiles.pays());
-        assert_eq!(tiles.four_pays(true), four);
-        let x = to_f32(&numbers(3 * 256 * cin, 31));
+        let (edge, scatters) = tiles.choice();
+        assert!(scatters && tiles.pays());
+        assert_eq!(edge == 4, four);
+        // the even rows' phase takes several blocks, so several tasks
+        let taken = super::Tiles { edge, ..tiles };
+        let [ih, iw] = taken.input_grid();
+        assert!(batch * ih.div_ceil(2) > taken.block_of(batch * ih * iw) / iw);
+        let x = to_f32(&numbers(batch * 256 * cin, 31));
         let w = to_f32(&numbers(9 * cin * cout, 32));
         let image = 18 * 18 * cout;
         let run = |geo: &Geometry, x: &[f32]| {
@@ -295,8 +315,9 @@ fn the_scattered_bits_do_not_depend_on_the_batch_or_the_cores() {
         assert_eq!(bits(&serial), bits(&all), "thread-dependent");
         let mut one = geo;
         one.batch = 1;
-        let alone = run(&one, &x[2 * 256 * cin..]);
-        assert_eq!(bits(&alone), bits(&all[2 * image..]), "batch-dependent");
+        let last = batch - 1;
+        let alone = run(&one, &x[last * 256 * cin..]);
+        assert_eq!(bits(&alone), bits(&all[last * image..]), "batch-dependent");
     }
 }
 
@@ -307,7 +328,7 @@ fn large() -> Vec<((Geometry, ConvParams), bool, bool)> {
     [
         (case(9, [13, 13], (32, 32), [(1, 1); 2]), false, false),
         (case(4, [11, 12], (64, 48), [(0, 0); 2]), false, false),
-        (case(5, [9, 9], (40, 33), [(2, 2); 2]), false, true),
+        (case(7, [9, 9], (40, 33), [(2, 2); 2]), false, true),
         // the `cnn` workload's second layer and its input gradient
         (case(6, [13, 13], (32, 64), [(0, 0); 2]), true, true),
         (case(16, [11, 11], (64, 32), [(2, 2); 2]), true, false),
@@ -323,10 +344,19 @@ fn large_convolutions_take_the_tiles_and_match() {
         assert_eq!(conv_native::choose(geo, p), Method::Winograd, "case {i}");
         let tiles = conv_native::winograd(geo, p).unwrap();
         assert!(tiles.count() > tiles.block(), "case {i}: one block only");
-        assert_eq!(tiles.four_pays(tiles.scatters()), *four, "case {i}");
-        assert_eq!(tiles.four_pays(false), *grad_four, "case {i}");
+        let (edge, scatters) = tiles.choice();
+        assert_eq!(edge == 4, *four, "case {i}");
+        assert_eq!(tiles.gradient_four(), *grad_four, "case {i}");
         // the full padding of an input gradient scatters from the input's tiles
-        assert_eq!(tiles.scatters(), p.padding[0] == (2, 2), "case {i}");
+        assert_eq!(scatters, p.padding[0] == (2, 2), "case {i}");
+        // several blocks at the edge taken, and several parts of the kernel gradient
+        let chosen = super::Tiles { edge, ..tiles };
+        assert!(chosen.count() > chosen.block(), "case {i}: one block only");
+        let grad = super::Tiles {
+            edge: if *grad_four { 4 } else { 2 },
+            ..tiles
+        };
+        assert!(grad.count() > grad.block(), "case {i}: one part only");
         let x = to_f32(&numbers(
             geo.batch * geo.in_sp[0] * geo.in_sp[1] * geo.cin,
             5 + i as u64,
@@ -511,7 +541,7 @@ fn time_winograd() {
         }
         let tiles = conv_native::winograd(&geo, &p).unwrap();
         for edge in [2, 4] {
-            let way = match tiles.scatters() {
+            let way = match tiles.choice().1 {
                 true => Way::Scatter(edge),
                 false => Way::Forward(edge),
             };
