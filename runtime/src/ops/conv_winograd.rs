@@ -842,10 +842,18 @@ impl Tiles {
     ) -> [&'a [T]; P] {
         let (b, oy, ox) = self.origin(t);
         let ([h, w], cin, n) = (self.input, self.cin, self.edge + 2);
-        std::array::from_fn(|p| match (self.at(0, oy, p / n), self.at(1, ox, p % n)) {
-            (Some(y), Some(xx)) => &x[((b * h + y) * w + xx) * cin..][..cin],
-            _ => zeros,
-        })
+        // Each row's and column's input once, not once per position.
+        let cols: [Option<usize>; 6] = std::array::from_fn(|k| self.at(1, ox, k));
+        let mut rows = [zeros; P];
+        for r in 0..n {
+            let y = self.at(0, oy, r);
+            for (c, &xx) in cols.iter().take(n).enumerate() {
+                if let (Some(y), Some(xx), Some(row)) = (y, xx, rows.get_mut(r * n + c)) {
+                    *row = &x[((b * h + y) * w + xx) * cin..][..cin];
+                }
+            }
+        }
+        rows
     }
 
     /// The cotangent's `P` pixels (`out` features each; `P` the edge squared) of tile
