@@ -51,6 +51,7 @@ use crate::kernel::gemm::{matmul, Mat};
 use crate::kernel::real::Real;
 use crate::kernel::simd::{level, Level};
 use crate::Result;
+use std::ops::Range;
 
 /// Input and output features a convolution needs at least for this method: the products
 /// are as deep as the input features and as wide as the output features, too small below
@@ -349,89 +350,99 @@ pub(super) trait Form {
     ) -> bool;
 }
 
+/// `impl Form for $form` with tiles of edge `$edge`, by the transforms named
+/// `transform_kernel`, `transform_kernel_grad`, `transform_input`, `transform_cotangent`,
+/// `transform_output` and `transform_scatter` where it is invoked (each form's module
+/// defines its own).
+macro_rules! impl_form {
+    ($form:ident, $edge:literal) => {
+        impl Form for $form {
+            const EDGE: usize = $edge;
+
+            fn kernel<T: Real>(w: &[T], pairs: usize, flip: bool, u: &mut [T]) {
+                transform_kernel(w, pairs, flip, u)
+            }
+
+            fn kernel_grad<T: Real>(m: &[T], pairs: usize, out: &mut [T]) {
+                transform_kernel_grad(m, pairs, out)
+            }
+
+            fn input<T: Real>(
+                g: &Tiles,
+                simd: Level,
+                x: &[T],
+                t: usize,
+                zeros: &[T],
+                dst: &mut [T],
+                stride: usize,
+                at: usize,
+            ) -> bool {
+                transform_input(simd, &g.input_rows(x, t, zeros), dst, stride, at)
+            }
+
+            fn cotangent<T: Real>(
+                g: &Tiles,
+                simd: Level,
+                ct: &[T],
+                t: usize,
+                zeros: &[T],
+                dst: &mut [T],
+                stride: usize,
+                at: usize,
+            ) -> bool {
+                transform_cotangent(simd, &g.cotangent_rows(ct, t, zeros), dst, stride, at)
+            }
+
+            fn spread<T: Real>(
+                g: &Tiles,
+                simd: Level,
+                x: &[T],
+                t: usize,
+                zeros: &[T],
+                dst: &mut [T],
+                stride: usize,
+                at: usize,
+            ) -> bool {
+                transform_cotangent(simd, &g.scatter_rows(x, t, zeros), dst, stride, at)
+            }
+
+            unsafe fn output<T: Real>(
+                g: &Tiles,
+                simd: Level,
+                m: &[T],
+                stride: usize,
+                at: usize,
+                t: usize,
+                out_at: usize,
+                out_len: usize,
+            ) -> bool {
+                // SAFETY: the caller's.
+                let pixels = unsafe { g.output_pixels(t, out_at, out_len) };
+                transform_output(simd, m, stride, at, pixels)
+            }
+
+            unsafe fn scatter<T: Real>(
+                g: &Tiles,
+                simd: Level,
+                m: &[T],
+                stride: usize,
+                at: usize,
+                t: usize,
+                out_at: usize,
+                out_len: usize,
+            ) -> bool {
+                // SAFETY: the caller's.
+                let pixels = unsafe { g.scatter_pixels(t, out_at, out_len) };
+                transform_scatter(simd, m, stride, at, pixels)
+            }
+        }
+    };
+}
+
 /// F(2×2, 3×3): the transforms of this module.
 pub(super) struct F2;
 
-impl Form for F2 {
-    const EDGE: usize = 2;
-
-    fn kernel<T: Real>(w: &[T], pairs: usize, flip: bool, u: &mut [T]) {
-        transform_kernel(w, pairs, flip, u)
-    }
-
-    fn kernel_grad<T: Real>(m: &[T], pairs: usize, out: &mut [T]) {
-        transform_kernel_grad(m, pairs, out)
-    }
-
-    fn cotangent<T: Real>(
-        g: &Tiles,
-        simd: Level,
-        ct: &[T],
-        t: usize,
-        zeros: &[T],
-        dst: &mut [T],
-        stride: usize,
-        at: usize,
-    ) -> bool {
-        transform_cotangent(simd, &g.cotangent_rows(ct, t, zeros), dst, stride, at)
-    }
-
-    fn spread<T: Real>(
-        g: &Tiles,
-        simd: Level,
-        x: &[T],
-        t: usize,
-        zeros: &[T],
-        dst: &mut [T],
-        stride: usize,
-        at: usize,
-    ) -> bool {
-        transform_cotangent(simd, &g.scatter_rows(x, t, zeros), dst, stride, at)
-    }
-
-    unsafe fn scatter<T: Real>(
-        g: &Tiles,
-        simd: Level,
-        m: &[T],
-        stride: usize,
-        at: usize,
-        t: usize,
-        out_at: usize,
-        out_len: usize,
-    ) -> bool {
-        // SAFETY: the caller's.
-        let pixels = unsafe { g.scatter_pixels(t, out_at, out_len) };
-        transform_scatter(simd, m, stride, at, pixels)
-    }
-
-    fn input<T: Real>(
-        g: &Tiles,
-        simd: Level,
-        x: &[T],
-        t: usize,
-        zeros: &[T],
-        dst: &mut [T],
-        stride: usize,
-        at: usize,
-    ) -> bool {
-        transform_input(simd, &g.input_rows(x, t, zeros), dst, stride, at)
-    }
-
-    unsafe fn output<T: Real>(
-        g: &Tiles,
-        simd: Level,
-        m: &[T],
-        stride: usize,
-        at: usize,
-        t: usize,
-        out_at: usize,
-        out_len: usize,
-    ) -> bool {
-        // SAFETY: the caller's.
-        let pixels = unsafe { g.output_pixels(t, out_at, out_len) };
-        transform_output(simd, m, stride, at, pixels)
-    }
-}
+impl_form!(F2, 2);
 
 /// `out = conv(x, w)` by tiles of form `F` (whose edge `g` has): blocks of tiles split
 /// over the cores, each block's inputs transformed, multiplied and transformed back while
@@ -978,80 +989,112 @@ fn vector_features<T: 'static>(simd: Level, features: usize) -> (usize, usize) {
     (n16, n8)
 }
 
-/// `V = Bᵀ d B` of one tile's 4×4 window (`rows`) into `dst[p · stride + at ..]` for each
-/// position `p` of the 4×4 array, with the vectors `simd` allows.
-fn transform_input<T: Real>(
+/// A transform's vector paths from a tile's `P` pixel rows: AVX-512 (16 lanes), AVX2 (8).
+type FromRows<const P: usize> =
+    Option<[unsafe fn(&[*const f32; P], Range<usize>, *mut f32, usize); 2]>;
+/// A transform's vector paths into a tile's `Q` pixels: AVX-512 (16 lanes), AVX2 (8).
+type ToPixels<const Q: usize> =
+    Option<[unsafe fn(*const f32, usize, Range<usize>, &[*mut f32; Q]); 2]>;
+
+/// The vector paths of transform `$f` (the functions of that name in the `wide` and
+/// `narrow` modules in scope), or none off x86-64.
+#[cfg(target_arch = "x86_64")]
+macro_rules! vector_paths {
+    ($f:ident) => {
+        Some([wide::$f, narrow::$f])
+    };
+}
+#[cfg(not(target_arch = "x86_64"))]
+macro_rules! vector_paths {
+    ($f:ident) => {
+        None
+    };
+}
+
+/// One tile's separable transform from its `I×I` pixel rows (`rows`, `P = I²` of them)
+/// into `dst[p · stride + at ..]` for each position `p` of its `O×O` array (`Q = O²`): the
+/// 1-D map `t` down each column of the tile, then along each row; `vector` the same
+/// operations in the same order on f32 lanes, where `simd` allows.
+fn from_rows<T: Real, const P: usize, const Q: usize, const I: usize, const O: usize>(
     simd: Level,
-    rows: &[&[T]; XI],
+    rows: &[&[T]; P],
     dst: &mut [T],
-    stride: usize,
-    at: usize,
+    (stride, at): (usize, usize),
+    t: impl Fn([T; I]) -> [T; O],
+    vector: FromRows<P>,
 ) -> bool {
     let features = rows[0].len();
-    if !rows_fit(dst, XI, stride, at, features) || rows.iter().any(|r| r.len() != features) {
+    if !rows_fit(dst, Q, stride, at, features) || rows.iter().any(|r| r.len() != features) {
         return false;
     }
     let (n16, n8) = vector_features::<T>(simd, features);
-    #[cfg(target_arch = "x86_64")]
-    if n8 > 0 {
+    if let (true, Some([wide, narrow])) = (n8 > 0, vector) {
         let ptrs = rows.map(|r| r.as_ptr() as *const f32);
         let dst = dst[at..].as_mut_ptr() as *mut f32;
         // SAFETY: T is f32 and the CPU has the paths' instructions (`vector_features`);
-        // each row holds `features` elements and `dst` the 16 rows (checked above).
+        // each row holds `features` elements and `dst` the `Q` rows (checked above).
         unsafe {
             if n16 > 0 {
-                wide::input(&ptrs, 0..n16, dst, stride);
+                wide(&ptrs, 0..n16, dst, stride);
             }
-            narrow::input(&ptrs, n16..n8, dst, stride);
+            narrow(&ptrs, n16..n8, dst, stride);
         }
     }
     for c in n8..features {
-        // Bᵀ down each column of the window, then along each row.
-        let cols: [[T; 4]; 4] = std::array::from_fn(|j| {
-            bt([rows[j][c], rows[4 + j][c], rows[8 + j][c], rows[12 + j][c]])
-        });
-        for r in 0..4 {
-            let row = bt([cols[0][r], cols[1][r], cols[2][r], cols[3][r]]);
+        let cols: [[T; O]; I] =
+            std::array::from_fn(|j| t(std::array::from_fn(|r| rows[I * r + j][c])));
+        for r in 0..O {
+            let row = t(std::array::from_fn(|j| cols[j][r]));
             for (k, val) in row.into_iter().enumerate() {
-                dst[(4 * r + k) * stride + at + c] = val;
+                dst[(O * r + k) * stride + at + c] = val;
             }
         }
     }
     true
 }
 
-/// `W = A dy Aᵀ` of one cotangent tile's 2×2 pixels (`rows`) into `dst[p · stride + at
-/// ..]` for each position `p` of the 4×4 array.
-fn transform_cotangent<T: Real>(
+/// One tile's separable transform from its `I×I` products (`m[p · stride + at ..]` for
+/// each position `p`, `P = I²`) into its `O×O` output pixels (`Q = O²`; `None` outside the
+/// output), stored, or added where `add`: as [`from_rows`] the other way round.
+#[allow(clippy::too_many_arguments)]
+fn to_pixels<T: Real, const P: usize, const Q: usize, const I: usize, const O: usize>(
     simd: Level,
-    rows: &[&[T]; 4],
-    dst: &mut [T],
-    stride: usize,
-    at: usize,
+    m: &[T],
+    (stride, at): (usize, usize),
+    mut pixels: [Option<&mut [T]>; Q],
+    add: bool,
+    t: impl Fn([T; I]) -> [T; O],
+    vector: ToPixels<Q>,
 ) -> bool {
-    let features = rows[0].len();
-    if !rows_fit(dst, XI, stride, at, features) || rows.iter().any(|r| r.len() != features) {
+    let Some(features) = window_features(m, P, stride, at, &pixels) else {
         return false;
-    }
+    };
     let (n16, n8) = vector_features::<T>(simd, features);
-    #[cfg(target_arch = "x86_64")]
-    if n8 > 0 {
-        let ptrs = rows.map(|r| r.as_ptr() as *const f32);
-        let dst = dst[at..].as_mut_ptr() as *mut f32;
-        // SAFETY: as in `transform_input`.
+    if let (true, Some([wide, narrow])) = (n8 > 0, vector) {
+        let ptrs = pixels.each_mut().map(|p| {
+            p.as_mut()
+                .map_or(std::ptr::null_mut(), |p| p.as_mut_ptr() as *mut f32)
+        });
+        let m = m[at..].as_ptr() as *const f32;
+        // SAFETY: T is f32 and the CPU has the paths' instructions (`vector_features`);
+        // `m` holds the `P` rows (`window_features`), each pixel `features` elements or
+        // null.
         unsafe {
             if n16 > 0 {
-                wide::cotangent(&ptrs, 0..n16, dst, stride);
+                wide(m, stride, 0..n16, &ptrs);
             }
-            narrow::cotangent(&ptrs, n16..n8, dst, stride);
+            narrow(m, stride, n16..n8, &ptrs);
         }
     }
     for c in n8..features {
-        // A down each column of the tile, then along each row.
-        let cols = [a2(rows[0][c], rows[2][c]), a2(rows[1][c], rows[3][c])];
-        for r in 0..4 {
-            for (k, val) in a2(cols[0][r], cols[1][r]).into_iter().enumerate() {
-                dst[(4 * r + k) * stride + at + c] = val;
+        let cols: [[T; O]; I] =
+            std::array::from_fn(|j| t(std::array::from_fn(|r| m[(I * r + j) * stride + at + c])));
+        for r in 0..O {
+            let row = t(std::array::from_fn(|j| cols[j][r]));
+            for (k, val) in row.into_iter().enumerate() {
+                if let Some(px) = &mut pixels[O * r + k] {
+                    px[c] = if add { px[c] + val } else { val };
+                }
             }
         }
     }
@@ -1074,13 +1117,29 @@ fn window_features<T, const N: usize>(
     (same && fits).then_some(features)
 }
 
-/// The pixels as f32 pointers (null outside the output), for the vector paths.
-#[cfg(target_arch = "x86_64")]
-fn raw_pixels<T, const N: usize>(pixels: &mut [Option<&mut [T]>; N]) -> [*mut f32; N] {
-    pixels.each_mut().map(|p| {
-        p.as_mut()
-            .map_or(std::ptr::null_mut(), |p| p.as_mut_ptr() as *mut f32)
-    })
+/// `V = Bᵀ d B` of one tile's 4×4 window (`rows`) into `dst[p · stride + at ..]` for each
+/// position `p` of the 4×4 array, with the vectors `simd` allows.
+fn transform_input<T: Real>(
+    simd: Level,
+    rows: &[&[T]; XI],
+    dst: &mut [T],
+    stride: usize,
+    at: usize,
+) -> bool {
+    from_rows::<T, XI, XI, 4, 4>(simd, rows, dst, (stride, at), bt, vector_paths!(input))
+}
+
+/// `W = A dy Aᵀ` of one 2×2 tile (`rows`: a cotangent's, or the scatter form's input's)
+/// into `dst[p · stride + at ..]` for each position `p` of the 4×4 array.
+fn transform_cotangent<T: Real>(
+    simd: Level,
+    rows: &[&[T]; 4],
+    dst: &mut [T],
+    stride: usize,
+    at: usize,
+) -> bool {
+    let a = |[y0, y1]: [T; 2]| a2(y0, y1);
+    from_rows::<T, 4, XI, 2, 4>(simd, rows, dst, (stride, at), a, vector_paths!(cotangent))
 }
 
 /// `y = Aᵀ M A` of one tile's 16 products (`m[p · stride + at ..]` for each position `p`)
@@ -1090,42 +1149,10 @@ fn transform_output<T: Real>(
     m: &[T],
     stride: usize,
     at: usize,
-    mut pixels: [Option<&mut [T]>; 4],
+    pixels: [Option<&mut [T]>; 4],
 ) -> bool {
-    let Some(features) = window_features(m, XI, stride, at, &pixels) else {
-        return false;
-    };
-    let (n16, n8) = vector_features::<T>(simd, features);
-    #[cfg(target_arch = "x86_64")]
-    if n8 > 0 {
-        let ptrs = raw_pixels(&mut pixels);
-        let m = m[at..].as_ptr() as *const f32;
-        // SAFETY: T is f32 and the CPU has the paths' instructions (`vector_features`);
-        // `m` holds the 16 rows (`window_features`), each pixel `features` elements or
-        // null.
-        unsafe {
-            if n16 > 0 {
-                wide::output(m, stride, 0..n16, &ptrs);
-            }
-            narrow::output(m, stride, n16..n8, &ptrs);
-        }
-    }
-    for c in n8..features {
-        // Aᵀ down each column, then along each row.
-        let cols: [[T; 2]; 4] = std::array::from_fn(|j| {
-            let v = |r: usize| m[(4 * r + j) * stride + at + c];
-            at2([v(0), v(1), v(2), v(3)])
-        });
-        for r in 0..2 {
-            let row = at2([cols[0][r], cols[1][r], cols[2][r], cols[3][r]]);
-            for (k, val) in row.into_iter().enumerate() {
-                if let Some(px) = &mut pixels[2 * r + k] {
-                    px[c] = val;
-                }
-            }
-        }
-    }
-    true
+    let paths = vector_paths!(output);
+    to_pixels::<T, XI, 4, 4, 2>(simd, m, (stride, at), pixels, false, at2, paths)
 }
 
 /// `z = B M Bᵀ` of one tile's 16 products (`m[p · stride + at ..]` for each position `p`)
@@ -1135,40 +1162,10 @@ fn transform_scatter<T: Real>(
     m: &[T],
     stride: usize,
     at: usize,
-    mut pixels: [Option<&mut [T]>; XI],
+    pixels: [Option<&mut [T]>; XI],
 ) -> bool {
-    let Some(features) = window_features(m, XI, stride, at, &pixels) else {
-        return false;
-    };
-    let (n16, n8) = vector_features::<T>(simd, features);
-    #[cfg(target_arch = "x86_64")]
-    if n8 > 0 {
-        let ptrs = raw_pixels(&mut pixels);
-        let m = m[at..].as_ptr() as *const f32;
-        // SAFETY: as in `transform_output`, with 16 pixels.
-        unsafe {
-            if n16 > 0 {
-                wide::scatter(m, stride, 0..n16, &ptrs);
-            }
-            narrow::scatter(m, stride, n16..n8, &ptrs);
-        }
-    }
-    for c in n8..features {
-        // B down each column, then along each row.
-        let cols: [[T; 4]; 4] = std::array::from_fn(|j| {
-            let v = |r: usize| m[(4 * r + j) * stride + at + c];
-            b4([v(0), v(1), v(2), v(3)])
-        });
-        for r in 0..4 {
-            let row = b4([cols[0][r], cols[1][r], cols[2][r], cols[3][r]]);
-            for (k, val) in row.into_iter().enumerate() {
-                if let Some(px) = &mut pixels[4 * r + k] {
-                    px[c] = px[c] + val;
-                }
-            }
-        }
-    }
-    true
+    let paths = vector_paths!(scatter);
+    to_pixels::<T, XI, XI, 4, 4>(simd, m, (stride, at), pixels, true, b4, paths)
 }
 
 /// The transforms on f32 features a vector at a time, for one instruction set: the

@@ -7,7 +7,7 @@
 //! ¼, ½ and ⅙, so the rounding is some ten times F(2×2)'s (the tests' f32 bound is
 //! 1e-5 of the terms' magnitudes against 1e-6).
 
-use super::{raw_pixels, rows_fit, vector_features, window_features, Form, Level, Real, Tiles};
+use super::{from_rows, to_pixels, Form, Level, Real, Tiles};
 
 /// The window's positions: 6×6.
 const POS: usize = 36;
@@ -15,86 +15,7 @@ const POS: usize = 36;
 /// F(4×4, 3×3).
 pub(in crate::ops) struct F4;
 
-impl Form for F4 {
-    const EDGE: usize = 4;
-
-    fn kernel<T: Real>(w: &[T], pairs: usize, flip: bool, u: &mut [T]) {
-        transform_kernel(w, pairs, flip, u)
-    }
-
-    fn kernel_grad<T: Real>(m: &[T], pairs: usize, out: &mut [T]) {
-        transform_kernel_grad(m, pairs, out)
-    }
-
-    fn cotangent<T: Real>(
-        g: &Tiles,
-        simd: Level,
-        ct: &[T],
-        t: usize,
-        zeros: &[T],
-        dst: &mut [T],
-        stride: usize,
-        at: usize,
-    ) -> bool {
-        transform_cotangent(simd, &g.cotangent_rows(ct, t, zeros), dst, stride, at)
-    }
-
-    fn spread<T: Real>(
-        g: &Tiles,
-        simd: Level,
-        x: &[T],
-        t: usize,
-        zeros: &[T],
-        dst: &mut [T],
-        stride: usize,
-        at: usize,
-    ) -> bool {
-        transform_cotangent(simd, &g.scatter_rows(x, t, zeros), dst, stride, at)
-    }
-
-    unsafe fn scatter<T: Real>(
-        g: &Tiles,
-        simd: Level,
-        m: &[T],
-        stride: usize,
-        at: usize,
-        t: usize,
-        out_at: usize,
-        out_len: usize,
-    ) -> bool {
-        // SAFETY: the caller's.
-        let pixels = unsafe { g.scatter_pixels(t, out_at, out_len) };
-        transform_scatter(simd, m, stride, at, pixels)
-    }
-
-    fn input<T: Real>(
-        g: &Tiles,
-        simd: Level,
-        x: &[T],
-        t: usize,
-        zeros: &[T],
-        dst: &mut [T],
-        stride: usize,
-        at: usize,
-    ) -> bool {
-        transform_input(simd, &g.input_rows(x, t, zeros), dst, stride, at)
-    }
-
-    unsafe fn output<T: Real>(
-        g: &Tiles,
-        simd: Level,
-        m: &[T],
-        stride: usize,
-        at: usize,
-        t: usize,
-        out_at: usize,
-        out_len: usize,
-    ) -> bool {
-        // SAFETY: the caller's.
-        let pixels = unsafe { g.output_pixels(t, out_at, out_len) };
-        transform_output(simd, m, stride, at, pixels)
-    }
-}
+impl_form!(F4, 4);
 
 /// `G g` of a kernel column: `G = [[¼, 0, 0], [−⅙, −⅙, −⅙], [−⅙, ⅙, −⅙], [1/24, 1/12, ⅙],
 /// [1/24, −1/12, ⅙], [0, 0, 1]]`.
@@ -262,35 +183,7 @@ fn transform_cotangent<T: Real>(
     stride: usize,
     at: usize,
 ) -> bool {
-    let features = rows[0].len();
-    if !rows_fit(dst, POS, stride, at, features) || rows.iter().any(|r| r.len() != features) {
-        return false;
-    }
-    let (n16, n8) = vector_features::<T>(simd, features);
-    #[cfg(target_arch = "x86_64")]
-    if n8 > 0 {
-        let ptrs = rows.map(|r| r.as_ptr() as *const f32);
-        let dst = dst[at..].as_mut_ptr() as *mut f32;
-        // SAFETY: as in `transform_input`, with 16 rows.
-        unsafe {
-            if n16 > 0 {
-                wide::cotangent(&ptrs, 0..n16, dst, stride);
-            }
-            narrow::cotangent(&ptrs, n16..n8, dst, stride);
-        }
-    }
-    for c in n8..features {
-        // A down each column of the tile, then along each row.
-        let cols: [[T; 6]; 4] =
-            std::array::from_fn(|j| a6(std::array::from_fn(|r| rows[4 * r + j][c])));
-        for r in 0..6 {
-            let row = a6(std::array::from_fn(|j| cols[j][r]));
-            for (k, val) in row.into_iter().enumerate() {
-                dst[(6 * r + k) * stride + at + c] = val;
-            }
-        }
-    }
-    true
+    from_rows::<T, 16, POS, 4, 6>(simd, rows, dst, (stride, at), a6, vector_paths!(cotangent))
 }
 
 /// `z = B M Bᵀ` of one tile's 36 products (`m[p · stride + at ..]` for each position
@@ -300,38 +193,10 @@ fn transform_scatter<T: Real>(
     m: &[T],
     stride: usize,
     at: usize,
-    mut pixels: [Option<&mut [T]>; POS],
+    pixels: [Option<&mut [T]>; POS],
 ) -> bool {
-    let Some(features) = window_features(m, POS, stride, at, &pixels) else {
-        return false;
-    };
-    let (n16, n8) = vector_features::<T>(simd, features);
-    #[cfg(target_arch = "x86_64")]
-    if n8 > 0 {
-        let ptrs = raw_pixels(&mut pixels);
-        let m = m[at..].as_ptr() as *const f32;
-        // SAFETY: as in `transform_output`, with 36 pixels.
-        unsafe {
-            if n16 > 0 {
-                wide::scatter(m, stride, 0..n16, &ptrs);
-            }
-            narrow::scatter(m, stride, n16..n8, &ptrs);
-        }
-    }
-    for c in n8..features {
-        // B down each column, then along each row.
-        let cols: [[T; 6]; 6] =
-            std::array::from_fn(|j| b6(std::array::from_fn(|r| m[(6 * r + j) * stride + at + c])));
-        for r in 0..6 {
-            let row = b6(std::array::from_fn(|j| cols[j][r]));
-            for (k, val) in row.into_iter().enumerate() {
-                if let Some(px) = &mut pixels[6 * r + k] {
-                    px[c] = px[c] + val;
-                }
-            }
-        }
-    }
-    true
+    let paths = vector_paths!(scatter);
+    to_pixels::<T, POS, POS, 6, 6>(simd, m, (stride, at), pixels, true, b6, paths)
 }
 
 /// `V = Bᵀ d B` of one tile's 6×6 window (`rows`) into `dst[p · stride + at ..]` for each
@@ -343,36 +208,7 @@ fn transform_input<T: Real>(
     stride: usize,
     at: usize,
 ) -> bool {
-    let features = rows[0].len();
-    if !rows_fit(dst, POS, stride, at, features) || rows.iter().any(|r| r.len() != features) {
-        return false;
-    }
-    let (n16, n8) = vector_features::<T>(simd, features);
-    #[cfg(target_arch = "x86_64")]
-    if n8 > 0 {
-        let ptrs = rows.map(|r| r.as_ptr() as *const f32);
-        let dst = dst[at..].as_mut_ptr() as *mut f32;
-        // SAFETY: T is f32 and the CPU has the paths' instructions (`vector_features`);
-        // each row holds `features` elements and `dst` the 36 rows (checked above).
-        unsafe {
-            if n16 > 0 {
-                wide::input(&ptrs, 0..n16, dst, stride);
-            }
-            narrow::input(&ptrs, n16..n8, dst, stride);
-        }
-    }
-    for c in n8..features {
-        // Bᵀ down each column of the window, then along each row.
-        let cols: [[T; 6]; 6] =
-            std::array::from_fn(|j| bt(std::array::from_fn(|r| rows[6 * r + j][c])));
-        for r in 0..6 {
-            let row = bt(std::array::from_fn(|j| cols[j][r]));
-            for (k, val) in row.into_iter().enumerate() {
-                dst[(6 * r + k) * stride + at + c] = val;
-            }
-        }
-    }
-    true
+    from_rows::<T, POS, POS, 6, 6>(simd, rows, dst, (stride, at), bt, vector_paths!(input))
 }
 
 /// `y = Aᵀ M A` of one tile's 36 products (`m[p · stride + at ..]` for each position
@@ -381,41 +217,11 @@ fn transform_output<T: Real>(
     simd: Level,
     m: &[T],
     stride: usize,
-    at_: usize,
-    mut pixels: [Option<&mut [T]>; 16],
+    at: usize,
+    pixels: [Option<&mut [T]>; 16],
 ) -> bool {
-    let Some(features) = window_features(m, POS, stride, at_, &pixels) else {
-        return false;
-    };
-    let (n16, n8) = vector_features::<T>(simd, features);
-    #[cfg(target_arch = "x86_64")]
-    if n8 > 0 {
-        let ptrs = raw_pixels(&mut pixels);
-        let m = m[at_..].as_ptr() as *const f32;
-        // SAFETY: T is f32 and the CPU has the paths' instructions (`vector_features`);
-        // `m` holds the 36 rows (`window_features`), each pixel `features` elements or
-        // null.
-        unsafe {
-            if n16 > 0 {
-                wide::output(m, stride, 0..n16, &ptrs);
-            }
-            narrow::output(m, stride, n16..n8, &ptrs);
-        }
-    }
-    for c in n8..features {
-        // Aᵀ down each column, then along each row.
-        let cols: [[T; 4]; 6] =
-            std::array::from_fn(|j| at(std::array::from_fn(|r| m[(6 * r + j) * stride + at_ + c])));
-        for r in 0..4 {
-            let row = at(std::array::from_fn(|j| cols[j][r]));
-            for (k, val) in row.into_iter().enumerate() {
-                if let Some(px) = &mut pixels[4 * r + k] {
-                    px[c] = val;
-                }
-            }
-        }
-    }
-    true
+    let paths = vector_paths!(output);
+    to_pixels::<T, POS, 16, 6, 4>(simd, m, (stride, at), pixels, false, self::at, paths)
 }
 
 /// The transforms on f32 features a vector at a time, for one instruction set: the
