@@ -74,11 +74,12 @@ const TASKS_PER_CORE: usize = 4;
 const XI: usize = 16;
 /// The share of F(2×2)'s products under which a convolution takes F(4×4)'s, as a fraction:
 /// where F(4×4) makes 0.73 of the products (a 14×14 or 13×13 output), its heavier
-/// transforms cost what the products save; at 0.56 (11×11, 28×28, 32×32) it is faster.
+/// transforms cost about what the products save; at 0.56 (11×11, 28×28, 32×32) it is
+/// clearly faster.
 const FOUR_GAIN: (usize, usize) = (2, 3);
-/// Feature pairs F(4×4) may have at most: its 36 transformed kernels (36 × pairs) outgrow
-/// a core's L2 cache sooner than F(2×2)'s 16, and beyond 64 × 64 its forward was slower
-/// than F(2×2)'s on every shape timed (`time_winograd`).
+/// Feature pairs F(4×4) may have at most: beyond 64 × 64 its forward was no faster than
+/// F(2×2)'s on the shapes timed (`time_winograd`) and its kernel gradient slower (its 36
+/// transformed kernels, or partial sums, per pair fill a core's L2 cache sooner than 16).
 const FOUR_MAX_PAIRS: usize = 64 * 64;
 
 /// One convolution's shapes: batch, input `[h, w]`, features in and out, output `[oh,
@@ -772,42 +773,115 @@ pub(super) fn kernel_grad_by<T: Real, F: Form>(
     Ok(())
 }
 
+/// `G g` of a kernel column: `G = [[1, 0, 0], [½, ½, ½], [½, −½, ½], [0, 0, 1]]`.
+fn g4<T: Real>(a: T, b: T, c: T) -> [T; 4] {
+    let half = T::one() / (T::one() + T::one());
+    [a, (a + b + c) * half, (a - b + c) * half, c]
+}
+
+/// `Gᵀ v` of four values along one axis (the kernel gradient's transform).
+fn gt4<T: Real>(v: [T; 4]) -> [T; 3] {
+    let half = T::one() / (T::one() + T::one());
+    let s = (v[1] + v[2]) * half;
+    [v[0] + s, (v[1] - v[2]) * half, s + v[3]]
+}
+
 /// `U = G g Gᵀ` for every (in, out) pair: `w` is `[3, 3, pairs]`, `u` `[16, pairs]`.
-/// `G = [[1, 0, 0], [½, ½, ½], [½, −½, ½], [0, 0, 1]]`.
 /// With `flip`, of the kernel turned by 180° (`g[2 − kh, 2 − kw]`).
 fn transform_kernel<T: Real>(w: &[T], pairs: usize, flip: bool, u: &mut [T]) {
-    let half = T::one() / (T::one() + T::one());
-    let g = |a: T, b: T, c: T| [a, (a + b + c) * half, (a - b + c) * half, c];
-    for j in 0..pairs {
-        let tap = |kh: usize, kw: usize| match flip {
-            false => w[(kh * 3 + kw) * pairs + j],
-            true => w[((2 - kh) * 3 + 2 - kw) * pairs + j],
-        };
+    kernel_lanes(w, pairs, flip, u, g4)
+}
+
+/// `dg = Gᵀ M G` for every (in, out) pair: `m` is `[16, pairs]`, `out` `[3, 3, pairs]`.
+fn transform_kernel_grad<T: Real>(m: &[T], pairs: usize, out: &mut [T]) {
+    kernel_grad_lanes(m, pairs, out, gt4)
+}
+
+/// Feature pairs the kernel's transforms take at a time: their loops over them run on
+/// contiguous lanes, which the compiler turns into vector instructions.
+const LANES: usize = 16;
+
+/// `U = G g Gᵀ` for every (in, out) pair, `g` being `G` applied to a kernel column: `w` is
+/// `[3, 3, pairs]`, `u` `[N², pairs]`; with `flip`, of the kernel turned by 180° (`g[2 −
+/// kh, 2 − kw]`). The same operations per pair as one pair at a time, so the same bits.
+fn kernel_lanes<T: Real, const N: usize>(
+    w: &[T],
+    pairs: usize,
+    flip: bool,
+    u: &mut [T],
+    g: impl Fn(T, T, T) -> [T; N],
+) {
+    for j0 in (0..pairs).step_by(LANES) {
+        let n = LANES.min(pairs - j0);
+        let mut taps = [[[T::zero(); LANES]; 3]; 3];
+        for (kh, row) in taps.iter_mut().enumerate() {
+            for (kw, lanes) in row.iter_mut().enumerate() {
+                let t = match flip {
+                    false => kh * 3 + kw,
+                    true => (2 - kh) * 3 + 2 - kw,
+                };
+                lanes[..n].copy_from_slice(&w[t * pairs + j0..][..n]);
+            }
+        }
         // G applied down the kernel's columns, then along the rows.
-        let cols: [[T; 4]; 3] = std::array::from_fn(|kw| g(tap(0, kw), tap(1, kw), tap(2, kw)));
-        for a in 0..4 {
-            let row = g(cols[0][a], cols[1][a], cols[2][a]);
-            for (b, &r) in row.iter().enumerate() {
-                u[(a * 4 + b) * pairs + j] = r;
+        let mut cols = [[[T::zero(); LANES]; N]; 3];
+        for (kw, col) in cols.iter_mut().enumerate() {
+            for l in 0..LANES {
+                let c = g(taps[0][kw][l], taps[1][kw][l], taps[2][kw][l]);
+                for (a, &v) in c.iter().enumerate() {
+                    col[a][l] = v;
+                }
+            }
+        }
+        for a in 0..N {
+            let mut row = [[T::zero(); LANES]; N];
+            for l in 0..LANES {
+                let r = g(cols[0][a][l], cols[1][a][l], cols[2][a][l]);
+                for (b, &v) in r.iter().enumerate() {
+                    row[b][l] = v;
+                }
+            }
+            for (b, lanes) in row.iter().enumerate() {
+                u[(a * N + b) * pairs + j0..][..n].copy_from_slice(&lanes[..n]);
             }
         }
     }
 }
 
-/// `dg = Gᵀ M G` for every (in, out) pair: `m` is `[16, pairs]`, `out` `[3, 3, pairs]`.
-fn transform_kernel_grad<T: Real>(m: &[T], pairs: usize, out: &mut [T]) {
-    let half = T::one() / (T::one() + T::one());
-    let gt = |v: [T; 4]| {
-        let s = (v[1] + v[2]) * half;
-        [v[0] + s, (v[1] - v[2]) * half, s + v[3]]
-    };
-    for j in 0..pairs {
-        let rows: [[T; 3]; 4] =
-            std::array::from_fn(|a| gt(std::array::from_fn(|b| m[(a * 4 + b) * pairs + j])));
+/// `dg = Gᵀ M G` for every (in, out) pair, `gt` being `Gᵀ` applied along one axis: `m` is
+/// `[N², pairs]`, `out` `[3, 3, pairs]`; [`LANES`] pairs at a time, as [`kernel_lanes`].
+fn kernel_grad_lanes<T: Real, const N: usize>(
+    m: &[T],
+    pairs: usize,
+    out: &mut [T],
+    gt: impl Fn([T; N]) -> [T; 3],
+) {
+    for j0 in (0..pairs).step_by(LANES) {
+        let n = LANES.min(pairs - j0);
+        // Gᵀ along each row of the array, then down the columns.
+        let mut rows = [[[T::zero(); LANES]; 3]; N];
+        for (a, row) in rows.iter_mut().enumerate() {
+            let mut lanes = [[T::zero(); LANES]; N];
+            for (b, lane) in lanes.iter_mut().enumerate() {
+                lane[..n].copy_from_slice(&m[(a * N + b) * pairs + j0..][..n]);
+            }
+            for l in 0..LANES {
+                let r = gt(std::array::from_fn(|b| lanes[b][l]));
+                for (kw, &v) in r.iter().enumerate() {
+                    row[kw][l] = v;
+                }
+            }
+        }
         for kw in 0..3 {
-            let col = gt(std::array::from_fn(|a| rows[a][kw]));
-            for (kh, &c) in col.iter().enumerate() {
-                out[(kh * 3 + kw) * pairs + j] = c;
+            let mut col = [[T::zero(); LANES]; 3];
+            for l in 0..LANES {
+                let c = gt(std::array::from_fn(|a| rows[a][kw][l]));
+                for (kh, &v) in c.iter().enumerate() {
+                    col[kh][l] = v;
+                }
+            }
+            for (kh, lanes) in col.iter().enumerate() {
+                out[(kh * 3 + kw) * pairs + j0..][..n].copy_from_slice(&lanes[..n]);
             }
         }
     }
@@ -1015,7 +1089,11 @@ macro_rules! vector_paths {
 /// into `dst[p · stride + at ..]` for each position `p` of its `O×O` array (`Q = O²`): the
 /// 1-D map `t` down each column of the tile, then along each row; `vector` the same
 /// operations in the same order on f32 lanes, where `simd` allows.
-fn from_rows<T: Real, const P: usize, const Q: usize, const I: usize, const O: usize>(
+///
+/// # Safety
+/// `vector`'s paths are this transform's: they read the `P` rows and write `Q` rows of
+/// `cs.end` elements, `stride` apart (the lengths checked here).
+unsafe fn from_rows<T: Real, const P: usize, const Q: usize, const I: usize, const O: usize>(
     simd: Level,
     rows: &[&[T]; P],
     dst: &mut [T],
@@ -1023,6 +1101,7 @@ fn from_rows<T: Real, const P: usize, const Q: usize, const I: usize, const O: u
     t: impl Fn([T; I]) -> [T; O],
     vector: FromRows<P>,
 ) -> bool {
+    const { assert!(P == I * I && Q == O * O) };
     let features = rows[0].len();
     if !rows_fit(dst, Q, stride, at, features) || rows.iter().any(|r| r.len() != features) {
         return false;
@@ -1032,7 +1111,8 @@ fn from_rows<T: Real, const P: usize, const Q: usize, const I: usize, const O: u
         let ptrs = rows.map(|r| r.as_ptr() as *const f32);
         let dst = dst[at..].as_mut_ptr() as *mut f32;
         // SAFETY: T is f32 and the CPU has the paths' instructions (`vector_features`);
-        // each row holds `features` elements and `dst` the `Q` rows (checked above).
+        // each row holds `features` elements and `dst` the `Q` rows the paths write
+        // (checked above; the caller's).
         unsafe {
             if n16 > 0 {
                 wide(&ptrs, 0..n16, dst, stride);
@@ -1056,8 +1136,12 @@ fn from_rows<T: Real, const P: usize, const Q: usize, const I: usize, const O: u
 /// One tile's separable transform from its `I×I` products (`m[p · stride + at ..]` for
 /// each position `p`, `P = I²`) into its `O×O` output pixels (`Q = O²`; `None` outside the
 /// output), stored, or added where `add`: as [`from_rows`] the other way round.
+///
+/// # Safety
+/// `vector`'s paths are this transform's: they read `P` rows of `cs.end` elements,
+/// `stride` apart (the length checked here), and write the `Q` pixels.
 #[allow(clippy::too_many_arguments)]
-fn to_pixels<T: Real, const P: usize, const Q: usize, const I: usize, const O: usize>(
+unsafe fn to_pixels<T: Real, const P: usize, const Q: usize, const I: usize, const O: usize>(
     simd: Level,
     m: &[T],
     (stride, at): (usize, usize),
@@ -1066,6 +1150,7 @@ fn to_pixels<T: Real, const P: usize, const Q: usize, const I: usize, const O: u
     t: impl Fn([T; I]) -> [T; O],
     vector: ToPixels<Q>,
 ) -> bool {
+    const { assert!(P == I * I && Q == O * O) };
     let Some(features) = window_features(m, P, stride, at, &pixels) else {
         return false;
     };
@@ -1077,8 +1162,8 @@ fn to_pixels<T: Real, const P: usize, const Q: usize, const I: usize, const O: u
         });
         let m = m[at..].as_ptr() as *const f32;
         // SAFETY: T is f32 and the CPU has the paths' instructions (`vector_features`);
-        // `m` holds the `P` rows (`window_features`), each pixel `features` elements or
-        // null.
+        // `m` holds the `P` rows the paths read (`window_features`; the caller's), each
+        // pixel `features` elements or null.
         unsafe {
             if n16 > 0 {
                 wide(m, stride, 0..n16, &ptrs);
@@ -1126,7 +1211,8 @@ fn transform_input<T: Real>(
     stride: usize,
     at: usize,
 ) -> bool {
-    from_rows::<T, XI, XI, 4, 4>(simd, rows, dst, (stride, at), bt, vector_paths!(input))
+    // SAFETY: the vector paths are this transform's.
+    unsafe { from_rows::<T, XI, XI, 4, 4>(simd, rows, dst, (stride, at), bt, vector_paths!(input)) }
 }
 
 /// `W = A dy Aᵀ` of one 2×2 tile (`rows`: a cotangent's, or the scatter form's input's)
@@ -1139,7 +1225,10 @@ fn transform_cotangent<T: Real>(
     at: usize,
 ) -> bool {
     let a = |[y0, y1]: [T; 2]| a2(y0, y1);
-    from_rows::<T, 4, XI, 2, 4>(simd, rows, dst, (stride, at), a, vector_paths!(cotangent))
+    // SAFETY: the vector paths are this transform's.
+    unsafe {
+        from_rows::<T, 4, XI, 2, 4>(simd, rows, dst, (stride, at), a, vector_paths!(cotangent))
+    }
 }
 
 /// `y = Aᵀ M A` of one tile's 16 products (`m[p · stride + at ..]` for each position `p`)
@@ -1152,7 +1241,8 @@ fn transform_output<T: Real>(
     pixels: [Option<&mut [T]>; 4],
 ) -> bool {
     let paths = vector_paths!(output);
-    to_pixels::<T, XI, 4, 4, 2>(simd, m, (stride, at), pixels, false, at2, paths)
+    // SAFETY: the vector paths are this transform's.
+    unsafe { to_pixels::<T, XI, 4, 4, 2>(simd, m, (stride, at), pixels, false, at2, paths) }
 }
 
 /// `z = B M Bᵀ` of one tile's 16 products (`m[p · stride + at ..]` for each position `p`)
@@ -1165,7 +1255,8 @@ fn transform_scatter<T: Real>(
     pixels: [Option<&mut [T]>; XI],
 ) -> bool {
     let paths = vector_paths!(scatter);
-    to_pixels::<T, XI, XI, 4, 4>(simd, m, (stride, at), pixels, true, b4, paths)
+    // SAFETY: the vector paths are this transform's.
+    unsafe { to_pixels::<T, XI, XI, 4, 4>(simd, m, (stride, at), pixels, true, b4, paths) }
 }
 
 /// The transforms on f32 features a vector at a time, for one instruction set: the

@@ -7,7 +7,7 @@
 //! ¼, ½ and ⅙, so the rounding is some ten times F(2×2)'s (the tests' f32 bound is
 //! 1e-5 of the terms' magnitudes against 1e-6).
 
-use super::{from_rows, to_pixels, Form, Level, Real, Tiles};
+use super::{from_rows, kernel_grad_lanes, kernel_lanes, to_pixels, Form, Level, Real, Tiles};
 
 /// The window's positions: 6×6.
 const POS: usize = 36;
@@ -54,62 +54,15 @@ fn gt6<T: Real>([v0, v1, v2, v3, v4, v5]: [T; 6]) -> [T; 3] {
     ]
 }
 
-/// Pairs the kernel transform takes at a time: its loops over them run on contiguous
-/// lanes, which the compiler turns into vector instructions.
-const LANES: usize = 16;
-
 /// `U = G g Gᵀ` for every (in, out) pair: `w` is `[3, 3, pairs]`, `u` `[36, pairs]`.
 /// With `flip`, of the kernel turned by 180° (`g[2 − kh, 2 − kw]`).
 fn transform_kernel<T: Real>(w: &[T], pairs: usize, flip: bool, u: &mut [T]) {
-    for j0 in (0..pairs).step_by(LANES) {
-        let n = LANES.min(pairs - j0);
-        let mut taps = [[[T::zero(); LANES]; 3]; 3];
-        for (kh, row) in taps.iter_mut().enumerate() {
-            for (kw, lanes) in row.iter_mut().enumerate() {
-                let t = match flip {
-                    false => kh * 3 + kw,
-                    true => (2 - kh) * 3 + 2 - kw,
-                };
-                lanes[..n].copy_from_slice(&w[t * pairs + j0..][..n]);
-            }
-        }
-        // G applied down the kernel's columns, then along the rows.
-        let mut cols = [[[T::zero(); LANES]; 6]; 3];
-        for (kw, col) in cols.iter_mut().enumerate() {
-            for l in 0..LANES {
-                let c = g6(taps[0][kw][l], taps[1][kw][l], taps[2][kw][l]);
-                for (a, &v) in c.iter().enumerate() {
-                    col[a][l] = v;
-                }
-            }
-        }
-        for a in 0..6 {
-            let mut row = [[T::zero(); LANES]; 6];
-            for l in 0..LANES {
-                let r = g6(cols[0][a][l], cols[1][a][l], cols[2][a][l]);
-                for (b, &v) in r.iter().enumerate() {
-                    row[b][l] = v;
-                }
-            }
-            for (b, lanes) in row.iter().enumerate() {
-                u[(a * 6 + b) * pairs + j0..][..n].copy_from_slice(&lanes[..n]);
-            }
-        }
-    }
+    kernel_lanes(w, pairs, flip, u, g6)
 }
 
 /// `dg = Gᵀ M G` for every (in, out) pair: `m` is `[36, pairs]`, `out` `[3, 3, pairs]`.
 fn transform_kernel_grad<T: Real>(m: &[T], pairs: usize, out: &mut [T]) {
-    for j in 0..pairs {
-        let rows: [[T; 3]; 6] =
-            std::array::from_fn(|a| gt6(std::array::from_fn(|b| m[(a * 6 + b) * pairs + j])));
-        for kw in 0..3 {
-            let col = gt6(std::array::from_fn(|a| rows[a][kw]));
-            for (kh, &c) in col.iter().enumerate() {
-                out[(kh * 3 + kw) * pairs + j] = c;
-            }
-        }
-    }
+    kernel_grad_lanes(m, pairs, out, gt6)
 }
 
 /// `Bᵀ d` of six values along one axis of a window: `Bᵀ = [[4, 0, −5, 0, 1, 0], [0, −4,
@@ -183,7 +136,10 @@ fn transform_cotangent<T: Real>(
     stride: usize,
     at: usize,
 ) -> bool {
-    from_rows::<T, 16, POS, 4, 6>(simd, rows, dst, (stride, at), a6, vector_paths!(cotangent))
+    // SAFETY: the vector paths are this transform's.
+    unsafe {
+        from_rows::<T, 16, POS, 4, 6>(simd, rows, dst, (stride, at), a6, vector_paths!(cotangent))
+    }
 }
 
 /// `z = B M Bᵀ` of one tile's 36 products (`m[p · stride + at ..]` for each position
@@ -196,7 +152,8 @@ fn transform_scatter<T: Real>(
     pixels: [Option<&mut [T]>; POS],
 ) -> bool {
     let paths = vector_paths!(scatter);
-    to_pixels::<T, POS, POS, 6, 6>(simd, m, (stride, at), pixels, true, b6, paths)
+    // SAFETY: the vector paths are this transform's.
+    unsafe { to_pixels::<T, POS, POS, 6, 6>(simd, m, (stride, at), pixels, true, b6, paths) }
 }
 
 /// `V = Bᵀ d B` of one tile's 6×6 window (`rows`) into `dst[p · stride + at ..]` for each
@@ -208,7 +165,10 @@ fn transform_input<T: Real>(
     stride: usize,
     at: usize,
 ) -> bool {
-    from_rows::<T, POS, POS, 6, 6>(simd, rows, dst, (stride, at), bt, vector_paths!(input))
+    // SAFETY: the vector paths are this transform's.
+    unsafe {
+        from_rows::<T, POS, POS, 6, 6>(simd, rows, dst, (stride, at), bt, vector_paths!(input))
+    }
 }
 
 /// `y = Aᵀ M A` of one tile's 36 products (`m[p · stride + at ..]` for each position
@@ -221,7 +181,8 @@ fn transform_output<T: Real>(
     pixels: [Option<&mut [T]>; 16],
 ) -> bool {
     let paths = vector_paths!(output);
-    to_pixels::<T, POS, 16, 6, 4>(simd, m, (stride, at), pixels, false, self::at, paths)
+    // SAFETY: the vector paths are this transform's.
+    unsafe { to_pixels::<T, POS, 16, 6, 4>(simd, m, (stride, at), pixels, false, self::at, paths) }
 }
 
 /// The transforms on f32 features a vector at a time, for one instruction set: the
