@@ -77,9 +77,10 @@ const XI: usize = 16;
 /// transforms cost about what the products save; at 0.56 (11×11, 28×28, 32×32) it is
 /// clearly faster.
 const FOUR_GAIN: (usize, usize) = (2, 3);
-/// Feature pairs F(4×4) may have at most: beyond 64 × 64 its forward was no faster than
-/// F(2×2)'s on the shapes timed (`time_winograd`) and its kernel gradient slower (its 36
-/// transformed kernels, or partial sums, per pair fill a core's L2 cache sooner than 16).
+/// Feature pairs F(4×4) may have at most: beyond 64 × 64 its forward was not reliably
+/// faster than F(2×2)'s on the shapes timed (`time_winograd`) and its kernel gradient was
+/// slower (its 36 transformed kernels, or partial sums, per pair fill a core's L2 cache
+/// sooner than 16).
 const FOUR_MAX_PAIRS: usize = 64 * 64;
 
 /// One convolution's shapes: batch, input `[h, w]`, features in and out, output `[oh,
