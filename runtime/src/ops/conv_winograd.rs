@@ -1,6 +1,6 @@
-//! Winograd's minimal filtering F(2×2, 3×3) and F(4×4, 3×3) for the native backend's 3×3, stride-1,
-//! undilated, ungrouped two-dimensional convolutions (NHWC input, HWIO kernel), and the
-//! kernel gradient of such a convolution by the same algebra transposed.
+//! Winograd's minimal filtering F(2×2, 3×3) and F(4×4, 3×3) for the native backend's 3×3,
+//! stride-1, undilated, ungrouped two-dimensional convolutions (NHWC input, HWIO kernel),
+//! and the kernel gradient of such a convolution by the same algebra transposed.
 //!
 //! Through im2col every output pixel costs 9 multiply-adds per input and output feature.
 //! Here the output is cut into tiles of 2×2 pixels; each tile's 4×4 input window `d` and
@@ -31,12 +31,12 @@
 //! few units in the last place of those sums (some ten times that for F(4×4), whose
 //! transforms multiply by up to 8 and by ⅙). (An infinite input becomes NaN in the
 //! transforms, `∞ − ∞`, where im2col gives an infinity; with F(4×4) every output of its
-//! 4×4 tile can become NaN, and kernel-gradient taps that never read it.) Tiles are cut per image and each
-//! tile's sums do not depend on the block it is computed in, nor on the cores (each
-//! task's products stay on its core, never split along their depth), so a prediction
-//! does not depend on the batch it came in; the kernel gradient's tiles are cut into
-//! parts by the shapes alone and the parts' sums added in order, so it does not depend
-//! on the thread count.
+//! 4×4 tile can become NaN, and kernel-gradient taps that never read it.) Tiles are cut
+//! per image and each tile's sums do not depend on the block it is computed in, nor on
+//! the cores (each task's products stay on its core, never split along their depth), so
+//! a prediction does not depend on the batch it came in; the kernel gradient's tiles are
+//! cut into parts by the shapes alone and the parts' sums added in order, so it does not
+//! depend on the thread count.
 //!
 //! Window positions outside the input (padding) read zeros, and tile outputs past the
 //! output's edge are dropped, so any padding, `valid`, `same` or lopsided, takes this path.
@@ -270,7 +270,8 @@ pub(super) fn conv2d<T: Real>(
     }
 }
 
-/// A form of the forward's tiles: their edge, and its transforms.
+/// A form of the tiles: their edge, and its transforms for the forward, the scatter form
+/// and the kernel gradient.
 pub(super) trait Form {
     /// The output tiles' edge.
     const EDGE: usize;
@@ -551,11 +552,11 @@ pub(super) fn forward<T: Real, F: Form>(
 /// `out = conv(x, w)` for a convolution with more output tiles than input tiles, by the
 /// forward's identity transposed: each tile of the input (2×2, or 4×4) adds its window
 /// of outputs (4×4, or 6×6), `B [(A y Aᵀ) ⊙ (G f Gᵀ)] Bᵀ` with `f` the kernel turned by
-/// 180° (the window of input tile `q` starts at output `q + pad − 2`). Windows of neighbouring tiles overlap,
-/// windows two tile rows apart do not: the even tile rows of every image add theirs
-/// first, split over the cores a block of whole rows at a time (a row's tiles in order
-/// on one core), then the odd rows. Each output's sum so runs in an order fixed by the
-/// shapes, whatever the batch and the cores.
+/// 180° (the window of input tile `q` starts at output `q + pad − 2`). Windows of
+/// neighbouring tiles overlap, windows two tile rows apart do not: the even tile rows of
+/// every image add theirs first, split over the cores a block of whole rows at a time (a
+/// row's tiles in order on one core), then the odd rows. Each output's sum so runs in an
+/// order fixed by the shapes, whatever the batch and the cores.
 pub(super) fn scatter<T: Real, F: Form>(
     g: &Tiles,
     x: &[T],

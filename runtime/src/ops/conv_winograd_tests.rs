@@ -467,8 +467,8 @@ fn every_level_gives_the_same_bits() {
 }
 
 /// The `cnn` workload's second convolution, its input gradient and its kernel gradient,
-/// and layers of other shapes, by each method and each edge of tiles, fastest of 20 (`cargo test --release -p strata-runtime --lib
-/// time_winograd -- --ignored --nocapture`).
+/// and layers of other shapes, by each method and each edge of tiles, fastest of 20
+/// (`cargo test --release -p strata-runtime --lib time_winograd -- --ignored --nocapture`).
 #[test]
 #[ignore]
 fn time_winograd() {
