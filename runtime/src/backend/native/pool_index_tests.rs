@@ -94,6 +94,7 @@ fn gradients_from_the_recorded_index_match_selecting_again() {
         ([2, 9, 8, 4], window(3, 2, (1, 1))),   // overlapping, padded
         ([2, 7, 7, 3], window(2, 3, (0, 0))),   // gaps between windows
         ([1, 5, 5, 2], window(5, 1, (0, 0))),   // one window
+        ([2, 19, 19, 17], window(9, 9, (0, 0))), // 81 elements a window, written in parts
         ([128, 26, 26, 32], window(2, 2, (0, 0))), // the first pooling (parallel)
         ([16, 27, 27, 8], window(3, 2, (0, 1))), // overlapping, parallel
     ];

@@ -58,16 +58,33 @@ impl Pool2d {
         simd: Simd,
     ) {
         let p = self;
+        let row = p.w * p.c;
+        if row == 0 {
+            return;
+        }
         let mask = if gate.is_some() { POS } else { u8::MAX };
-        for (r, orow) in (first..).zip(out.chunks_exact_mut((p.w * p.c).max(1))) {
-            let (b, i) = (r / p.h, r % p.h);
+        let rows = out.len() / row;
+        let mut targets = [(0usize, 0u8); TARGETS];
+        let mut r = 0;
+        while r < rows {
+            let (b, i) = ((first + r) / p.h, (first + r) % p.h);
             let (o, di) = ((i + p.ph) / p.sh, (i + p.ph) % p.sh);
             if di >= p.kh || o >= p.oh {
-                orow.fill(T::zero());
+                out[r * row..(r + 1) * row].fill(T::zero());
+                r += 1;
                 continue;
             }
             let (i0, i1) = Pool2d::span(o, p.sh, p.kh, p.ph, p.h);
             debug_assert!(i0 <= i && i < i1);
+            // The band's rows of this row of windows (one image's), written together: a
+            // window's selected values are computed once for all its elements.
+            let g = (i1 - i).min(rows - r);
+            let group = &mut out[r * row..(r + g) * row];
+            let zero_columns = |group: &mut [T], cols: std::ops::Range<usize>| {
+                for line in group.chunks_exact_mut(row) {
+                    line[cols.start * p.c..cols.end * p.c].fill(T::zero());
+                }
+            };
             // Window by window (their columns in order, none shared), the columns between
             // and after them zero: no division per pixel.
             let mut next = 0;
@@ -77,28 +94,58 @@ impl Pool2d {
                     continue;
                 }
                 debug_assert!(next <= j0);
-                orow[next * p.c..j0 * p.c].fill(T::zero());
+                zero_columns(group, next..j0);
                 let so = ((b * p.oh + o) * p.ow + q) * p.c;
                 let (s, ix) = (&src[so..so + p.c], &index[so..so + p.c]);
-                for j in j0..j1 {
-                    // The element's position in its clipped window, row-major (as recorded).
-                    let k = ((i - i0) * (j1 - j0) + (j - j0)) as u8;
-                    let px = &mut orow[j * p.c..(j + 1) * p.c];
-                    let sel = Selected {
-                        s,
-                        ix,
-                        k,
-                        mask,
-                        gate,
-                    };
-                    // SAFETY: `simd` is what the CPU supports.
-                    unsafe { pixel(simd, px, sel) };
+                // Each element's place in `group` and its position in its clipped window,
+                // row-major (as recorded), at most `TARGETS` at a time.
+                let mut n = 0;
+                for (line, ii) in (i..i + g).enumerate() {
+                    for j in j0..j1 {
+                        let k = ((ii - i0) * (j1 - j0) + (j - j0)) as u8;
+                        targets[n] = (line * row + j * p.c, k);
+                        n += 1;
+                        if n == TARGETS {
+                            write_selected(simd, group, &targets, (s, ix), mask, gate);
+                            n = 0;
+                        }
+                    }
+                }
+                if n > 0 {
+                    write_selected(simd, group, &targets[..n], (s, ix), mask, gate);
                 }
                 next = j1;
             }
-            orow[next * p.c..].fill(T::zero());
+            zero_columns(group, next..p.w);
+            r += g;
         }
     }
+}
+
+/// Elements of one window written per call of [`Selected`]'s writers (a 2×2 window's
+/// four, an 8×8 one's in one call).
+const TARGETS: usize = 64;
+
+/// Writes one window's elements `targets` (their offsets in `out`, their positions) from
+/// the window's cotangents `s` and index bytes `ix`.
+#[inline(always)]
+fn write_selected<T: num_traits::Float + 'static>(
+    simd: Simd,
+    out: &mut [T],
+    targets: &[(usize, u8)],
+    (s, ix): (&[T], &[u8]),
+    mask: u8,
+    gate: Option<&ReluGate<T>>,
+) {
+    let sel = Selected {
+        s,
+        ix,
+        targets,
+        mask,
+        gate,
+    };
+    // SAFETY: `simd` is what the CPU supports.
+    unsafe { window(simd, out, sel) };
 }
 
 /// The value of each channel's selected element of one window, `gate.apply(0 + s, bits)`
@@ -110,82 +157,89 @@ pub(super) fn selected_values<T: num_traits::Float + 'static>(
     (s, ix): (&[T], &[u8]),
     gate: &ReluGate<T>,
 ) {
-    // Every position selected: no bit of the index byte compared.
-    let sel = Selected {
-        s,
-        ix,
-        k: 0,
-        mask: 0,
-        gate: Some(gate),
-    };
-    // SAFETY: `simd` is what the CPU supports.
-    unsafe { pixel(simd, out, sel) };
+    // One target, every position selected: no bit of the index byte compared.
+    write_selected(simd, out, &[(0, 0)], (s, ix), 0, Some(gate));
 }
 
-/// What one input pixel's channels are written from: its window's cotangents `s` and
-/// index bytes `ix`, the pixel's position `k` in that window, which bits of an index
-/// byte are the position (`mask`), and the ReLU gate if any.
+/// What one window's elements are written from: its cotangents `s` and index bytes `ix`
+/// (a channel each), the elements' offsets in the output and positions in the window
+/// (`targets`), which bits of an index byte are the position (`mask`), and the ReLU gate
+/// if any.
 #[derive(Clone, Copy)]
 struct Selected<'a, T> {
     s: &'a [T],
     ix: &'a [u8],
-    k: u8,
+    targets: &'a [(usize, u8)],
     mask: u8,
     gate: Option<&'a ReluGate<T>>,
 }
 
-/// One input pixel's channels: `out[c] = (ix[c] & mask) == k ? gated(0 + s[c]) : +0`.
+impl<T> Selected<'_, T> {
+    /// Whether every target's channels lie inside `out` and `ix` holds a byte per channel.
+    fn fits(&self, out: &[T]) -> bool {
+        let c = self.s.len();
+        self.ix.len() == c && self.targets.iter().all(|&(off, _)| off + c <= out.len())
+    }
+}
+
+/// One window's elements, all channels: for each target `(off, k)` and channel `c`,
+/// `out[off + c] = (ix[c] & mask) == k ? gated(0 + s[c]) : +0`.
 ///
 /// # Safety
 /// `simd` must be supported by the CPU.
 #[inline(always)]
-unsafe fn pixel<T: num_traits::Float + 'static>(simd: Simd, out: &mut [T], sel: Selected<'_, T>) {
+unsafe fn window<T: num_traits::Float + 'static>(simd: Simd, out: &mut [T], sel: Selected<'_, T>) {
+    assert!(sel.fits(out));
     #[cfg(target_arch = "x86_64")]
     if simd.avx2() && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
         // SAFETY: T is f32 (checked above): the same memory, the same type; the CPU has
-        // AVX2, and AVX-512F where `simd` says so (the caller's promise).
+        // AVX2, and AVX-512F where `simd` says so (the caller's promise); the targets fit
+        // (asserted).
         unsafe {
             let o = std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, out.len());
             let sel = *(&sel as *const Selected<'_, T> as *const Selected<'_, f32>);
             return if simd == Simd::Avx512 {
-                pixel_avx512(o, sel)
+                window_avx512(o, sel)
             } else {
-                pixel_avx2(o, sel)
+                window_avx2(o, sel, 0)
             };
         }
     }
     let _ = simd;
-    pixel_scalar(out, sel);
+    window_scalar(out, sel, 0);
 }
 
+/// [`window`] from channel `from` on, one channel at a time.
 #[inline(always)]
-fn pixel_scalar<T: num_traits::Float>(out: &mut [T], sel: Selected<'_, T>) {
-    for ((o, &s), &b) in out.iter_mut().zip(sel.s).zip(sel.ix) {
-        let v = T::zero() + s;
+fn window_scalar<T: num_traits::Float>(out: &mut [T], sel: Selected<'_, T>, from: usize) {
+    for c in from..sel.s.len() {
+        let b = sel.ix[c];
+        let v = T::zero() + sel.s[c];
         let v = sel.gate.map_or(v, |g| g.apply(v, b));
-        *o = if b & sel.mask == sel.k { v } else { T::zero() };
+        for &(off, k) in sel.targets {
+            out[off + c] = if b & sel.mask == k { v } else { T::zero() };
+        }
     }
 }
 
-/// [`pixel_avx2`] sixteen channels a vector, the comparisons in mask registers (each
-/// selection one masked move); the channels past the last sixteen as [`pixel_avx2`].
+/// [`window_avx2`] sixteen channels a vector, the comparisons in mask registers (each
+/// selection one masked move); the channels past the last sixteen as [`window_avx2`].
+///
+/// # Safety
+/// The CPU has AVX-512F; `sel.fits(out)`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn pixel_avx512(out: &mut [f32], sel: Selected<'_, f32>) {
+unsafe fn window_avx512(out: &mut [f32], sel: Selected<'_, f32>) {
     use std::arch::x86_64::*;
     let Selected {
         s,
         ix,
-        k,
+        targets,
         mask,
         gate,
     } = sel;
-    let c = out.len();
-    assert!(s.len() == c && ix.len() == c);
-    let (vk, vmask) = (
-        _mm512_set1_epi32(i32::from(k)),
-        _mm512_set1_epi32(i32::from(mask)),
-    );
+    let c = s.len();
+    let vmask = _mm512_set1_epi32(i32::from(mask));
     let (gt, eq) = (_mm512_set1_epi32(0x80), _mm512_set1_epi32(0x40));
     let zero = _mm512_setzero_ps();
     let consts = gate.map(|g| {
@@ -198,10 +252,11 @@ unsafe fn pixel_avx512(out: &mut [f32], sel: Selected<'_, f32>) {
     });
     let mut c0 = 0;
     while c0 + 16 <= c {
-        // SAFETY: sixteen in-bounds elements of each slice from `c0` (and sixteen bytes).
+        // SAFETY: sixteen in-bounds elements of `s` and bytes of `ix` from `c0`, and of
+        // `out` from each target's offset plus `c0` (the caller's `fits`).
         unsafe {
             let b = _mm512_cvtepu8_epi32(_mm_loadu_si128(ix.as_ptr().add(c0) as *const __m128i));
-            let sel = _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, vmask), vk);
+            let bm = _mm512_and_si512(b, vmask);
             let v = _mm512_add_ps(zero, _mm512_loadu_ps(s.as_ptr().add(c0)));
             let v = match consts {
                 None => v,
@@ -218,42 +273,40 @@ unsafe fn pixel_avx512(out: &mut [f32], sel: Selected<'_, f32>) {
                     }
                 }
             };
-            // A lane not selected is `+0`.
-            _mm512_storeu_ps(out.as_mut_ptr().add(c0), _mm512_maskz_mov_ps(sel, v));
+            for &(off, k) in targets {
+                let sel = _mm512_cmpeq_epi32_mask(bm, _mm512_set1_epi32(i32::from(k)));
+                // A lane not selected is `+0`.
+                _mm512_storeu_ps(out.as_mut_ptr().add(off + c0), _mm512_maskz_mov_ps(sel, v));
+            }
         }
         c0 += 16;
     }
     if c0 < c {
-        let rest = Selected {
-            s: &s[c0..],
-            ix: &ix[c0..],
-            ..sel
-        };
-        // SAFETY: the CPU has AVX2 (this function's features).
-        unsafe { pixel_avx2(&mut out[c0..], rest) };
+        // SAFETY: the CPU has AVX2 (this function's features); the caller's `fits`.
+        unsafe { window_avx2(out, sel, c0) };
     }
 }
 
-/// [`pixel_scalar`] for `f32`, eight channels a vector: the position compared as 32-bit
-/// lanes, the gate `a > gt ? one : a == eq ? half : zero` as two blends, the result
-/// masked (a cleared lane is `+0`).
+/// [`window_scalar`] for `f32` from channel `from` on, eight channels a vector: the
+/// position compared as 32-bit lanes, the gate `a > gt ? one : a == eq ? half : zero` as
+/// two blends, the result masked (a cleared lane is `+0`); the channels past the last
+/// eight as [`window_scalar`].
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `sel.fits(out)`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn pixel_avx2(out: &mut [f32], sel: Selected<'_, f32>) {
+unsafe fn window_avx2(out: &mut [f32], sel: Selected<'_, f32>, from: usize) {
     use std::arch::x86_64::*;
     let Selected {
         s,
         ix,
-        k,
+        targets,
         mask,
         gate,
     } = sel;
-    let c = out.len();
-    assert!(s.len() == c && ix.len() == c);
-    let (vk, vmask) = (
-        _mm256_set1_epi32(i32::from(k)),
-        _mm256_set1_epi32(i32::from(mask)),
-    );
+    let c = s.len();
+    let vmask = _mm256_set1_epi32(i32::from(mask));
     let (gt, eq) = (_mm256_set1_epi32(0x80), _mm256_set1_epi32(0x40));
     let zero = _mm256_setzero_ps();
     let consts = gate.map(|g| {
@@ -264,12 +317,13 @@ unsafe fn pixel_avx2(out: &mut [f32], sel: Selected<'_, f32>) {
             g.ct_first,
         )
     });
-    let mut c0 = 0;
+    let mut c0 = from;
     while c0 + 8 <= c {
-        // SAFETY: eight in-bounds elements of each slice from `c0` (and eight bytes).
+        // SAFETY: eight in-bounds elements of `s` and bytes of `ix` from `c0`, and of
+        // `out` from each target's offset plus `c0` (the caller's `fits`).
         unsafe {
             let b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(ix.as_ptr().add(c0) as *const __m128i));
-            let sel = _mm256_cmpeq_epi32(_mm256_and_si256(b, vmask), vk);
+            let bm = _mm256_and_si256(b, vmask);
             let v = _mm256_add_ps(zero, _mm256_loadu_ps(s.as_ptr().add(c0)));
             let v = match consts {
                 None => v,
@@ -286,15 +340,13 @@ unsafe fn pixel_avx2(out: &mut [f32], sel: Selected<'_, f32>) {
                     }
                 }
             };
-            let r = _mm256_and_ps(_mm256_castsi256_ps(sel), v);
-            _mm256_storeu_ps(out.as_mut_ptr().add(c0), r);
+            for &(off, k) in targets {
+                let sel = _mm256_cmpeq_epi32(bm, _mm256_set1_epi32(i32::from(k)));
+                let r = _mm256_and_ps(_mm256_castsi256_ps(sel), v);
+                _mm256_storeu_ps(out.as_mut_ptr().add(off + c0), r);
+            }
         }
         c0 += 8;
     }
-    let rest = Selected {
-        s: &s[c0..],
-        ix: &ix[c0..],
-        ..sel
-    };
-    pixel_scalar(&mut out[c0..], rest);
+    window_scalar(out, sel, c0);
 }
