@@ -305,15 +305,25 @@ impl Pool2d {
     ) {
         let c = self.c;
         let cells = orow.chunks_exact_mut(c).zip(irow.chunks_exact_mut(c));
+        // The first column and width of the window whose offsets `offs` holds: a window
+        // as wide further right reads the image from its own first column with them.
+        let mut filled: Option<(usize, usize)> = None;
         for (q, (acc, ix)) in cells.enumerate() {
             let (j0, j1) = Pool2d::span(q, self.sw, self.kw, self.pw, self.w);
             if i0 == i1 || j0 == j1 {
                 acc.fill(init);
                 continue;
             }
+            let shift = match filled {
+                Some((f0, width)) if width == j1 - j0 => (j0 - f0) * c,
+                _ => {
+                    fill_offsets(offs, (i0, i1, j0, j1), self.w, c, 0);
+                    filled = Some((j0, j1 - j0));
+                    0
+                }
+            };
             let cells = (i1 - i0) * (j1 - j0);
-            fill_offsets(offs, (i0, i1, j0, j1), self.w, c, 0);
-            block(img, &offs[..cells], acc, ix);
+            block(&img[shift..], &offs[..cells], acc, ix);
         }
     }
 
@@ -740,8 +750,13 @@ unsafe fn window_bias_relu_avx512<T: num_traits::Float + 'static, const BIAS_FIR
     }
 }
 
-/// [`record_bias_relu_avx2`] for sixteen `f32` channels: the same comparisons (ordered,
-/// quiet) and the same selections, lane by lane.
+/// [`record_bias_relu_avx2`] for sixteen `f32` channels, lane by lane the same results
+/// with the ReLU taken once after the window instead of per element: `relu(x) = x <=
+/// floor ? floor : x` (NaN kept) commutes with `max_of` (`a >= r ? a : r`), the floor's
+/// bits included, so the pooled value is the ReLU of the pre-ReLU maximum. The selected
+/// element (the first strictly greater one, ordered comparisons) is the same as among the
+/// ReLU's outputs whenever that maximum is above the floor or the first element is NaN;
+/// otherwise every output is the floor and the first element is selected.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn record_bias_relu_avx512<const BIAS_FIRST: bool>(
@@ -763,32 +778,36 @@ unsafe fn record_bias_relu_avx512<const BIAS_FIRST: bool>(
     // SAFETY: sixteen elements (asserted).
     let b = unsafe { _mm512_loadu_ps(bias.as_ptr()) };
     let floor = _mm512_set1_ps(act.floor);
-    let at = |v: __m512| -> (__m512, __m512) {
-        let s = if BIAS_FIRST {
+    let at = |v: __m512| -> __m512 {
+        if BIAS_FIRST {
             _mm512_add_ps(b, v)
         } else {
             _mm512_add_ps(v, b)
-        };
-        // `s <= floor ? floor : s`
-        let le = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(s, floor);
-        (s, _mm512_mask_blend_ps(le, s, floor))
+        }
     };
     // max_of(acc, r): `acc >= r ? acc : r`
     let max_of = |a: __m512, r: __m512| {
         let ge = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(a, r);
         _mm512_mask_blend_ps(ge, r, a)
     };
-    let (s, r) = at(load(offs[0]));
-    let mut a = max_of(_mm512_set1_ps(f32::NEG_INFINITY), r);
-    let (mut br, mut bs, mut bk) = (r, s, _mm512_setzero_si512());
+    let s0 = at(load(offs[0]));
+    let mut a = max_of(_mm512_set1_ps(f32::NEG_INFINITY), s0);
+    let (mut bs, mut bk) = (s0, _mm512_setzero_si512());
     for (k, &off) in offs.iter().enumerate().skip(1) {
-        let (s, r) = at(load(off));
-        a = max_of(a, r);
-        let gt = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(r, br);
-        br = _mm512_mask_blend_ps(gt, br, r);
+        let s = at(load(off));
+        a = max_of(a, s);
+        let gt = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(s, bs);
         bs = _mm512_mask_blend_ps(gt, bs, s);
         bk = _mm512_mask_blend_epi32(gt, bk, _mm512_set1_epi32(k as i32));
     }
+    // The ReLU: `a <= floor ? floor : a`; where the largest is not above the floor, every
+    // ReLU output ties at the floor and the first element is selected.
+    let a = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(a, floor), a, floor);
+    let low = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(bs, floor);
+    let (bs, bk) = (
+        _mm512_mask_blend_ps(low, bs, s0),
+        _mm512_mask_blend_epi32(low, bk, _mm512_setzero_si512()),
+    );
     // SAFETY: sixteen writable elements (asserted).
     unsafe { _mm512_storeu_ps(acc.as_mut_ptr(), a) };
     // The index bytes: position | GT if `a > gt` | EQ if `a == eq`, as the AVX2 kernel.

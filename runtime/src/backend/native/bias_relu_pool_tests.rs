@@ -209,6 +209,10 @@ fn fused_bias_relu_pooling_and_gradients_match_the_unfused_plan() {
         ([1, 5, 5, 2], window(5, 1, (0, 0))),   // one window of 25
         ([16, 27, 27, 8], window(3, 2, (0, 1))), // overlapping, parallel
         ([64, 26, 26, 32], window(2, 2, (0, 0))), // the first pooling (parallel)
+        // Sixteen channels a vector and the rest after them, on other windows.
+        ([2, 9, 8, 21], window(3, 2, (1, 1))), // overlapping, padded
+        ([1, 5, 5, 16], window(5, 1, (0, 0))), // one window of 25
+        ([2, 7, 7, 33], window(2, 3, (0, 0))), // gaps between windows
     ];
     for (cd, w) in &cases {
         for front in [Front::Param, Front::Conv] {
