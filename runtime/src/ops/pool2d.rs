@@ -16,6 +16,8 @@ use crate::kernel::simd::Level as Simd;
 mod conv_band;
 mod disjoint;
 mod pooled_grad;
+#[cfg(target_arch = "x86_64")]
+mod selected_grad;
 
 /// Below this many touched elements a pooling runs on the calling thread.
 const PARALLEL_MIN: usize = 1 << 15;

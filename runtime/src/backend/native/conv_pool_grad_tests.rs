@@ -337,7 +337,13 @@ fn cases() -> Vec<Case> {
         // A strided, dilated, padded convolution; a padded pooling.
         case([2, 17, 15, 1], 3, 7, window(2, 2, [(1, 1), (1, 1)])).conv(2, (1, 2), 2),
         // A cropping (negative) padding.
-        case([2, 12, 12, 1], 3, 9, two).conv(1, (-1, 0), 1),
+        case([2, 12, 12, 1], 3, 9, two.clone()).conv(1, (-1, 0), 1),
+        // One feature, 3×3, whole vectors of sixteen output features (the cotangent made
+        // in registers): odd sizes with two and one vectors, a strided and dilated
+        // convolution under a padded pooling, and gaps between the windows.
+        case([3, 10, 13, 1], 3, 48, two),
+        case([2, 17, 15, 1], 3, 16, window(2, 2, [(1, 1), (1, 1)])).conv(2, (0, 0), 2),
+        case([2, 14, 14, 1], 3, 32, window(2, 3, [(0, 0); 2])),
     ]
 }
 
@@ -425,7 +431,14 @@ fn the_kernel_gradient_is_the_unfused_plans_bits_over_the_same_parts() {
     for c in [
         case([1, 6, 9, 1], 3, 32, two.clone()),
         case([2, 4, 7, 3], 3, 13, two.clone()),
-        case([1, 4, 6, 2], 3, 40, two).conv(1, (1, 1), 1),
+        case([1, 4, 6, 2], 3, 40, two.clone()).conv(1, (1, 1), 1),
+        // The cotangent made in registers: two and one vectors of features and a column
+        // no window covers; gaps and rows no window covers; a strided convolution under a
+        // padded pooling (clipped windows); a dilated one.
+        case([1, 6, 13, 1], 3, 48, two.clone()),
+        case([1, 6, 14, 1], 3, 16, window(2, 3, [(0, 0); 2])),
+        case([1, 9, 12, 1], 3, 16, window(2, 2, [(1, 1), (1, 1)])).conv(2, (0, 0), 1),
+        case([1, 8, 12, 1], 3, 32, two).conv(1, (0, 0), 2),
     ] {
         let g = graph(&c, Extra::Bias, DType::F32);
         let (mut fused, count, text) = compile(&g, true);
@@ -440,6 +453,31 @@ fn the_kernel_gradient_is_the_unfused_plans_bits_over_the_same_parts() {
             assert_eq!(bits(&got[1]), bits(&want[1]), "{c:?} seed {seed}");
             close(&got[2], &want[2], 1e-5, &format!("{c:?} seed {seed} bias"));
         }
+    }
+}
+
+/// An infinity that only pixels no window covers read (a gap between windows, a row
+/// below the last window) multiplies their `+0` cotangent into NaN in the unfused plan's
+/// kernel gradient; the fused one must make the same NaN, not skip those pixels.
+#[test]
+fn infinities_read_only_outside_the_windows_give_the_unfused_plans_nan() {
+    // Conv output 4×12 under 2×2 windows of stride 3: rows 2 and 3 and columns 2, 5, 8
+    // and 11 lie outside every window.
+    let c = case([1, 6, 14, 1], 3, 16, window(2, 3, [(0, 0); 2]));
+    let g = graph(&c, Extra::Bias, DType::F32);
+    let (mut fused, count, text) = compile(&g, true);
+    let (mut plain, _, _) = compile(&g, false);
+    assert_eq!(count, 2, "{c:?}\n{text}");
+    // Image column 2 of row 0 is tap (0, 0)'s input only at output pixel (0, 2), a gap;
+    // image row 5 is kernel row 2's input only for output row 3, below the windows.
+    for at in [2, 5 * 14 + 7] {
+        let mut a = args(&g, 15, true, 0);
+        a[0][at] = f64::INFINITY;
+        let got = crate::kernel::crew::serial(|| run(&mut fused, &g, &a));
+        let want = crate::kernel::crew::serial(|| run(&mut plain, &g, &a));
+        assert!(want[1].iter().any(|v| v.is_nan()), "the case tests nothing");
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got[1]), bits(&want[1]), "infinity at {at}");
     }
 }
 

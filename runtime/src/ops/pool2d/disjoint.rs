@@ -161,6 +161,58 @@ pub(super) fn selected_values<T: num_traits::Float + 'static>(
     write_selected(simd, out, &[(0, 0)], (s, ix), 0, Some(gate));
 }
 
+/// `acc[c] += gate.apply(0 + s[c], ix[c])` for every channel: one window's terms of the
+/// bias gradient added in, as [`selected_values`] computes them (`v` is room for them).
+pub(super) fn add_selected(
+    simd: Simd,
+    acc: &mut [f32],
+    v: &mut [f32],
+    (s, ix): (&[f32], &[u8]),
+    gate: &ReluGate<f32>,
+) {
+    let c = acc.len();
+    assert!(s.len() == c && ix.len() == c && v.len() == c);
+    let mut from = 0;
+    #[cfg(target_arch = "x86_64")]
+    if simd == Simd::Avx512 {
+        // SAFETY: the CPU has AVX-512F (`simd`); the lengths are asserted above.
+        from = unsafe { add_selected_avx512(acc, (s, ix), gate) };
+    }
+    if from < c {
+        selected_values(simd, &mut v[from..], (&s[from..], &ix[from..]), gate);
+        for (a, &v) in acc[from..].iter_mut().zip(&v[from..]) {
+            *a += v;
+        }
+    }
+}
+
+/// [`add_selected`]'s whole vectors of sixteen channels, the sums in registers; returns
+/// how many channels it added.
+///
+/// # Safety
+/// The CPU has AVX-512F; `s` and `ix` hold `acc.len()` elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn add_selected_avx512(
+    acc: &mut [f32],
+    (s, ix): (&[f32], &[u8]),
+    gate: &ReluGate<f32>,
+) -> usize {
+    use std::arch::x86_64::*;
+    let gate = GateAvx512::new(gate);
+    let wide = acc.len() / 16 * 16;
+    for c0 in (0..wide).step_by(16) {
+        // SAFETY: sixteen elements of each from `c0` (the caller's lengths).
+        unsafe {
+            let b = _mm512_cvtepu8_epi32(_mm_loadu_si128(ix.as_ptr().add(c0) as *const __m128i));
+            let v = GateAvx512::value(Some(&gate), _mm512_loadu_ps(s.as_ptr().add(c0)), b);
+            let a = acc.as_mut_ptr().add(c0);
+            _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), v));
+        }
+    }
+    wide
+}
+
 /// What one window's elements are written from: its cotangents `s` and index bytes `ix`
 /// (a channel each), the elements' offsets in the output and positions in the window
 /// (`targets`), which bits of an index byte are the position (`mask`), and the ReLU gate
@@ -240,16 +292,7 @@ unsafe fn window_avx512(out: &mut [f32], sel: Selected<'_, f32>) {
     } = sel;
     let c = s.len();
     let vmask = _mm512_set1_epi32(i32::from(mask));
-    let (gt, eq) = (_mm512_set1_epi32(0x80), _mm512_set1_epi32(0x40));
-    let zero = _mm512_setzero_ps();
-    let consts = gate.map(|g| {
-        (
-            _mm512_set1_ps(g.one),
-            _mm512_set1_ps(g.half),
-            _mm512_set1_ps(g.zero),
-            g.ct_first,
-        )
-    });
+    let gate = gate.map(|g| GateAvx512::new(g));
     let mut c0 = 0;
     while c0 + 16 <= c {
         // SAFETY: sixteen in-bounds elements of `s` and bytes of `ix` from `c0`, and of
@@ -257,22 +300,7 @@ unsafe fn window_avx512(out: &mut [f32], sel: Selected<'_, f32>) {
         unsafe {
             let b = _mm512_cvtepu8_epi32(_mm_loadu_si128(ix.as_ptr().add(c0) as *const __m128i));
             let bm = _mm512_and_si512(b, vmask);
-            let v = _mm512_add_ps(zero, _mm512_loadu_ps(s.as_ptr().add(c0)));
-            let v = match consts {
-                None => v,
-                Some((one, half, gzero, ct_first)) => {
-                    // `a > gt ? one : a == eq ? half : zero`, from the index's two bits.
-                    let is_gt = _mm512_test_epi32_mask(b, gt);
-                    let is_eq = _mm512_test_epi32_mask(b, eq);
-                    let w =
-                        _mm512_mask_blend_ps(is_gt, _mm512_mask_blend_ps(is_eq, gzero, half), one);
-                    if ct_first {
-                        _mm512_mul_ps(v, w)
-                    } else {
-                        _mm512_mul_ps(w, v)
-                    }
-                }
-            };
+            let v = GateAvx512::value(gate.as_ref(), _mm512_loadu_ps(s.as_ptr().add(c0)), b);
             for &(off, k) in targets {
                 let sel = _mm512_cmpeq_epi32_mask(bm, _mm512_set1_epi32(i32::from(k)));
                 // A lane not selected is `+0`.
@@ -284,6 +312,55 @@ unsafe fn window_avx512(out: &mut [f32], sel: Selected<'_, f32>) {
     if c0 < c {
         // SAFETY: the CPU has AVX2 (this function's features); the caller's `fits`.
         unsafe { window_avx2(out, sel, c0) };
+    }
+}
+
+/// A ReLU gate's constants in AVX-512 vectors, for the selected values of sixteen
+/// channels: one definition for the writer above and the kernel gradient that reads the
+/// selections without writing them (`selected_grad`).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(super) struct GateAvx512 {
+    one: std::arch::x86_64::__m512,
+    half: std::arch::x86_64::__m512,
+    zero: std::arch::x86_64::__m512,
+    ct_first: bool,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl GateAvx512 {
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn new(g: &ReluGate<f32>) -> Self {
+        use std::arch::x86_64::*;
+        GateAvx512 {
+            one: _mm512_set1_ps(g.one),
+            half: _mm512_set1_ps(g.half),
+            zero: _mm512_set1_ps(g.zero),
+            ct_first: g.ct_first,
+        }
+    }
+
+    /// `0 + s`, times `a > gt ? one : a == eq ? half : zero` from the index bytes' two
+    /// top bits `b` (widened to 32-bit lanes) where there is a gate: what the writer
+    /// stores for a selected element, lane by lane as [`ReluGate::apply`].
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(super) fn value(
+        gate: Option<&Self>,
+        s: std::arch::x86_64::__m512,
+        b: std::arch::x86_64::__m512i,
+    ) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        let v = _mm512_add_ps(_mm512_setzero_ps(), s);
+        let Some(g) = gate else { return v };
+        let is_gt = _mm512_test_epi32_mask(b, _mm512_set1_epi32(i32::from(super::GT)));
+        let is_eq = _mm512_test_epi32_mask(b, _mm512_set1_epi32(i32::from(super::EQ)));
+        let w = _mm512_mask_blend_ps(is_gt, _mm512_mask_blend_ps(is_eq, g.zero, g.half), g.one);
+        if g.ct_first {
+            _mm512_mul_ps(v, w)
+        } else {
+            _mm512_mul_ps(w, v)
+        }
     }
 }
 

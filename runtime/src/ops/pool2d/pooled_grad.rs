@@ -14,6 +14,10 @@
 //! The bias gradient `db[co] = Σ dY[pixel, co]` adds per pooled output the value of its
 //! selected element (`gate · (0 + g)`, as the scatter writes it).
 //!
+//! Where `selected_grad` takes the convolution (AVX-512, a 3×3 kernel on one feature, no
+//! padding), not even a band of `dY` is written: each pixel's cotangent is made in
+//! registers, with the same bits.
+//!
 //! The sums are deterministic: the rows are cut into parts that depend on the shape
 //! alone, each part summed on its own, the parts then added in order.
 
@@ -71,11 +75,18 @@ impl Pool2d {
         }
         let scratch = &mut scratch[..parts * stride];
         let simd = crate::kernel::simd::level();
+        #[cfg(target_arch = "x86_64")]
+        let selected = p.selected_grad_fits(conv, image);
         let failed = std::sync::atomic::AtomicBool::new(false);
         crew::run_chunks(scratch, parts, stride, &|start, chunk: &mut [f32]| {
             let (acc, dy) = chunk.split_at_mut(len);
             acc.fill(0.0);
             let mut r = crew::part(rows, parts, start / stride);
+            #[cfg(target_arch = "x86_64")]
+            if selected {
+                p.selected_grad_rows(conv, image, (src, index), gate, r, acc);
+                return;
+            }
             while !r.is_empty() {
                 // A band inside one image.
                 let (b, i) = (r.start / p.h, r.start % p.h);
@@ -124,10 +135,7 @@ impl Pool2d {
             for b in crew::part(p.n, parts, start / stride) {
                 p.each_window(b, |so, _| {
                     let window = (&src[so..so + p.c], &index[so..so + p.c]);
-                    super::disjoint::selected_values(simd, v, window, gate);
-                    for (a, &v) in acc.iter_mut().zip(&*v) {
-                        *a += v;
-                    }
+                    super::disjoint::add_selected(simd, acc, v, window, gate);
                 });
             }
         });
