@@ -174,8 +174,9 @@ pub(super) fn add_selected(
     assert!(s.len() == c && ix.len() == c && v.len() == c);
     let mut from = 0;
     #[cfg(target_arch = "x86_64")]
-    if simd == Simd::Avx512 {
-        // SAFETY: the CPU has AVX-512F (`simd`); the lengths are asserted above.
+    // The CPU is asked too: this safe function must not run AVX-512 on a caller's word.
+    if simd == Simd::Avx512 && std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F (detected); the lengths are asserted above.
         from = unsafe { add_selected_avx512(acc, (s, ix), gate) };
     }
     if from < c {

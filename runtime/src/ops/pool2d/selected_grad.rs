@@ -15,13 +15,13 @@ use super::{Pool2d, ReluGate, POS};
 use crate::kernel::conv_direct::Direct2d;
 
 /// Kernel taps (positions × input features) this path accumulates at once.
-const TAPS: usize = 9;
+const TAPS: usize = 3 * 3;
 
 impl Pool2d {
     /// Whether [`Pool2d::selected_grad_rows`] computes `conv`'s kernel gradient from this
-    /// (disjoint) pooling's cotangent: AVX-512, nine taps, whole vectors of output
-    /// features, and every kernel position of every output pixel inside the input (no
-    /// padding), so that no tap is skipped.
+    /// (disjoint) pooling's cotangent: AVX-512, a 3×3 kernel on one input feature (its
+    /// `TAPS`), whole vectors of output features, and every kernel position of every
+    /// output pixel inside the input (no padding), so that no tap is skipped.
     pub(super) fn selected_grad_fits(&self, conv: &Direct2d, x: &[f32]) -> bool {
         let g = conv;
         let inside = |axis: usize| {
@@ -33,7 +33,8 @@ impl Pool2d {
         crate::kernel::simd::level() >= crate::kernel::simd::Level::Avx512
             && g.supported()
             && self.disjoint()
-            && g.kernel[0] * g.kernel[1] * g.cin == TAPS
+            && g.kernel == [3, 3]
+            && g.cin == 1
             && g.cout == self.c
             && self.c.is_multiple_of(16)
             && g.batch == self.n
