@@ -14,6 +14,8 @@ use crate::kernel::crew;
 use crate::kernel::simd::Level as Simd;
 
 mod conv_band;
+#[cfg(target_arch = "x86_64")]
+mod conv_pool_direct;
 mod disjoint;
 mod pooled_grad;
 #[cfg(target_arch = "x86_64")]
@@ -772,13 +774,36 @@ unsafe fn record_bias_relu_avx512<const BIAS_FIRST: bool>(
 ) {
     use std::arch::x86_64::*;
     assert!(bias.len() == 16 && acc.len() == 16 && index.len() == 16 && !offs.is_empty());
-    let load = |off: usize| -> __m512 {
-        let v = &img[off + c0..off + c0 + 16];
+    let load = |k: usize| -> __m512 {
+        let v = &img[offs[k] + c0..offs[k] + c0 + 16];
         // SAFETY: sixteen in-bounds elements.
         unsafe { _mm512_loadu_ps(v.as_ptr()) }
     };
     // SAFETY: sixteen elements (asserted).
     let b = unsafe { _mm512_loadu_ps(bias.as_ptr()) };
+    let (a, bits) = select_bias_relu_avx512::<BIAS_FIRST>(offs.len(), load, b, act);
+    // SAFETY: sixteen writable elements and bytes (asserted).
+    unsafe {
+        _mm512_storeu_ps(acc.as_mut_ptr(), a);
+        _mm_storeu_si128(index.as_mut_ptr() as *mut __m128i, bits);
+    }
+}
+
+/// The core of [`record_bias_relu_avx512`], for a window of `n` (at least one) elements
+/// whose pre-bias values `load(k)` gives in window order: the pooled values and the index
+/// bytes (position | GT if the selected pre-activation `> gt` | EQ if `== eq`, as the AVX2
+/// kernel). One definition for the pooling of a stored tensor and the convolution pooled
+/// in registers (`conv_pool_direct`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) fn select_bias_relu_avx512<const BIAS_FIRST: bool>(
+    n: usize,
+    load: impl Fn(usize) -> std::arch::x86_64::__m512,
+    b: std::arch::x86_64::__m512,
+    act: &BiasRelu<f32>,
+) -> (std::arch::x86_64::__m512, std::arch::x86_64::__m128i) {
+    use std::arch::x86_64::*;
     let floor = _mm512_set1_ps(act.floor);
     let at = |v: __m512| -> __m512 {
         if BIAS_FIRST {
@@ -792,11 +817,11 @@ unsafe fn record_bias_relu_avx512<const BIAS_FIRST: bool>(
         let ge = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(a, r);
         _mm512_mask_blend_ps(ge, r, a)
     };
-    let s0 = at(load(offs[0]));
+    let s0 = at(load(0));
     let mut a = max_of(_mm512_set1_ps(f32::NEG_INFINITY), s0);
     let (mut bs, mut bk) = (s0, _mm512_setzero_si512());
-    for (k, &off) in offs.iter().enumerate().skip(1) {
-        let s = at(load(off));
+    for k in 1..n {
+        let s = at(load(k));
         a = max_of(a, s);
         let gt = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(s, bs);
         bs = _mm512_mask_blend_ps(gt, bs, s);
@@ -810,20 +835,12 @@ unsafe fn record_bias_relu_avx512<const BIAS_FIRST: bool>(
         _mm512_mask_blend_ps(low, bs, s0),
         _mm512_mask_blend_epi32(low, bk, _mm512_setzero_si512()),
     );
-    // SAFETY: sixteen writable elements (asserted).
-    unsafe { _mm512_storeu_ps(acc.as_mut_ptr(), a) };
-    // The index bytes: position | GT if `a > gt` | EQ if `a == eq`, as the AVX2 kernel.
     let above = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(bs, _mm512_set1_ps(act.gt));
     let equal = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(bs, _mm512_set1_ps(act.eq));
     let bits = _mm512_mask_or_epi32(bk, above, bk, _mm512_set1_epi32(i32::from(GT)));
     let bits = _mm512_mask_or_epi32(bits, equal, bits, _mm512_set1_epi32(i32::from(EQ)));
-    // SAFETY: sixteen writable bytes (asserted); each lane's low byte, in order.
-    unsafe {
-        _mm_storeu_si128(
-            index.as_mut_ptr() as *mut __m128i,
-            _mm512_cvtepi32_epi8(bits),
-        )
-    };
+    // Each lane's low byte, in order.
+    (a, _mm512_cvtepi32_epi8(bits))
 }
 
 /// [`window_bias_relu`] with AVX2: for `f32`, each block of eight channels in one vector

@@ -208,6 +208,24 @@ fn a_convolution_pooled_in_bands_matches_the_stored_convolution() {
             conv([16, 28, 28, 1], [3, 3], 32),
             window([2, 2], [2, 2], [(0, 0); 2]),
         ),
+        // Pooled in registers (2×2 windows of stride 2, no padding, whole vectors of
+        // features): an odd number of windows a row, a row and a column no window covers,
+        // two and one vectors of features; a strided and dilated convolution on two
+        // features; a 2×2 kernel on four.
+        (
+            conv([3, 9, 13, 1], [3, 3], 48),
+            window([2, 2], [2, 2], [(0, 0); 2]),
+        ),
+        (
+            conv([2, 17, 15, 2], [3, 3], 16)
+                .strides([2, 1])
+                .dilation([1, 2]),
+            window([2, 2], [2, 2], [(0, 0); 2]),
+        ),
+        (
+            conv([2, 10, 10, 4], [2, 2], 32),
+            window([2, 2], [2, 2], [(0, 0); 2]),
+        ),
     ];
     for (c, w) in &cases {
         check(c, w, true);

@@ -57,6 +57,11 @@ impl Pool2d {
         if out.is_empty() {
             return Ok(());
         }
+        #[cfg(target_arch = "x86_64")]
+        if p.conv_pool_direct_fits(g, x, w) {
+            p.conv_pool_direct(g, (x, w, bias), (out, index), act);
+            return Ok(());
+        }
         let units = p.n * p.oh;
         let tasks = (crew::width() * TASKS_PER_CORE).min(units).max(1);
         // A band holds the rows one output row's windows cover (at most the window's
