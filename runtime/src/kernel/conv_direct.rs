@@ -21,7 +21,7 @@ use crate::{Error, Result};
 pub(crate) const MAX_CIN: usize = 4;
 /// Taps (kernel positions × input features) one output pixel may have: the tap list of a
 /// row of pixels lives on the stack.
-const MAX_TAPS: usize = 64;
+pub(crate) const MAX_TAPS: usize = 64;
 /// Neighbouring output pixels computed together (three pixels × four vectors of features
 /// are twelve accumulators, which with the broadcasts fill AVX2's sixteen registers).
 const PIXELS: usize = 3;

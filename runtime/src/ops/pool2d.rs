@@ -17,6 +17,8 @@ mod conv_band;
 #[cfg(target_arch = "x86_64")]
 mod conv_pool_direct;
 mod disjoint;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod fits_tests;
 mod pooled_grad;
 #[cfg(target_arch = "x86_64")]
 mod selected_grad;
@@ -804,6 +806,7 @@ pub(super) fn select_bias_relu_avx512<const BIAS_FIRST: bool>(
     act: &BiasRelu<f32>,
 ) -> (std::arch::x86_64::__m512, std::arch::x86_64::__m128i) {
     use std::arch::x86_64::*;
+    debug_assert!(n > 0, "a window of no elements selects nothing");
     let floor = _mm512_set1_ps(act.floor);
     let at = |v: __m512| -> __m512 {
         if BIAS_FIRST {

@@ -28,6 +28,8 @@ struct Conv {
     k: [usize; 2],
     cout: usize,
     params: ConvParams,
+    /// The bias added as `bias + y` instead of `y + bias`.
+    bias_first: bool,
 }
 
 fn conv(input: [usize; 4], k: [usize; 2], cout: usize) -> Conv {
@@ -36,10 +38,15 @@ fn conv(input: [usize; 4], k: [usize; 2], cout: usize) -> Conv {
         k,
         cout,
         params: ConvParams::simple(2),
+        bias_first: false,
     }
 }
 
 impl Conv {
+    fn bias_first(mut self) -> Conv {
+        self.bias_first = true;
+        self
+    }
     fn strides(mut self, s: [usize; 2]) -> Conv {
         self.params.strides = s.to_vec();
         self
@@ -64,7 +71,12 @@ fn graph(c: &Conv, w: &Window, training: bool, expose: bool, dtype: DType) -> Gr
     let k = g.parameter(TensorType::new(dtype, [c.k[0], c.k[1], c.input[3], c.cout]));
     let y = g.convolution(x, k, c.params.clone()).unwrap();
     let bias = g.parameter(TensorType::new(dtype, [c.cout]));
-    let a = g.add(y, bias).unwrap();
+    let a = if c.bias_first {
+        g.add(bias, y)
+    } else {
+        g.add(y, bias)
+    }
+    .unwrap();
     let z = g.zeros_like(a).unwrap();
     let r = g.max(a, z).unwrap();
     let p = g.reduce_window(ReduceOp::Max, r, w.clone()).unwrap();
@@ -224,6 +236,11 @@ fn a_convolution_pooled_in_bands_matches_the_stored_convolution() {
         ),
         (
             conv([2, 10, 10, 4], [2, 2], 32),
+            window([2, 2], [2, 2], [(0, 0); 2]),
+        ),
+        // The bias added first.
+        (
+            conv([3, 9, 13, 1], [3, 3], 48).bias_first(),
             window([2, 2], [2, 2], [(0, 0); 2]),
         ),
     ];

@@ -8,7 +8,8 @@
 //! convolution's output never goes to memory. The band's rows are those `conv2d` writes,
 //! bit for bit (`conv_direct::conv2d_rows`), and the band is pooled by the same window
 //! code as [`Pool2d::reduce_index_bias_relu`] in the same order, so output and index are
-//! that pooling's of the convolution's output.
+//! that pooling's of the convolution's output. Where `conv_pool_direct` takes the layer
+//! (2×2 windows of a padding-free convolution, AVX-512), not even a band is stored.
 
 use super::{bias_relu_window, BiasRelu, Pool2d};
 use crate::kernel::conv_direct::{self, Direct2d};
@@ -17,7 +18,7 @@ use crate::{Error, Result};
 
 /// Tasks per core, as the direct convolution's: a core slowed by another process leaves
 /// its later rows to the others.
-const TASKS_PER_CORE: usize = 4;
+pub(super) const TASKS_PER_CORE: usize = 4;
 
 impl Pool2d {
     /// Whether no two output rows' windows share an input row (row stride at least the

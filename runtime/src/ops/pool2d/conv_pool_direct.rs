@@ -12,14 +12,10 @@
 //! multiply-add each), and the pooling is `select_bias_relu_avx512`, the stored pooling's
 //! own: output and index are the band path's bits.
 
+use super::conv_band::TASKS_PER_CORE;
 use super::{select_bias_relu_avx512, BiasRelu, Pool2d};
-use crate::kernel::conv_direct::Direct2d;
+use crate::kernel::conv_direct::{Direct2d, MAX_TAPS};
 use crate::kernel::crew;
-
-/// Tasks per core, as the band path's.
-const TASKS_PER_CORE: usize = 4;
-/// A kernel's taps (positions × input features) at most, as the direct kernel's.
-const MAX_TAPS: usize = 64;
 
 impl Pool2d {
     /// Whether [`Pool2d::conv_pool_direct`] computes this pooling of `g`'s output: AVX-512,
