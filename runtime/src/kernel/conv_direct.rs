@@ -60,6 +60,19 @@ impl Direct2d {
             && avx2()
     }
 
+    /// Whether there is no padding and every kernel position of every output pixel lies
+    /// inside the input, so that no tap is ever skipped: what the kernels that compute
+    /// whole pooling windows in registers (`ops::pool2d`) rely on.
+    pub(crate) fn taps_inside(&self) -> bool {
+        (0..2).all(|axis| {
+            let (o, k) = (self.output[axis], self.kernel[axis]);
+            self.pad[axis] == 0
+                && o > 0
+                && k > 0
+                && (o - 1) * self.strides[axis] + (k - 1) * self.dilation[axis] < self.input[axis]
+        })
+    }
+
     /// The output columns `lo..hi` whose kernel lies wholly inside the input's row (one
     /// run: both bounds on a column are monotonic in it).
     fn inner_columns(&self) -> (usize, usize) {

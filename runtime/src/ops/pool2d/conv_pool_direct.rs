@@ -22,12 +22,6 @@ impl Pool2d {
     /// 2×2 windows of stride 2 without padding, whole vectors of features, and a
     /// convolution without padding whose every tap lies inside the input.
     pub(super) fn conv_pool_direct_fits(&self, g: &Direct2d, x: &[f32], w: &[f32]) -> bool {
-        let inside = |axis: usize| {
-            g.pad[axis] == 0
-                && g.output[axis] > 0
-                && (g.output[axis] - 1) * g.strides[axis] + (g.kernel[axis] - 1) * g.dilation[axis]
-                    < g.input[axis]
-        };
         let taps = g.kernel[0] * g.kernel[1] * g.cin;
         crate::kernel::simd::level() >= crate::kernel::simd::Level::Avx512
             && g.supported()
@@ -40,8 +34,7 @@ impl Pool2d {
             && g.cout == self.c
             && g.batch == self.n
             && g.output == [self.h, self.w]
-            && inside(0)
-            && inside(1)
+            && g.taps_inside()
             && x.len() >= g.batch * g.input[0] * g.input[1] * g.cin
             && w.len() >= taps * g.cout
     }

@@ -24,12 +24,6 @@ impl Pool2d {
     /// output pixel inside the input (no padding), so that no tap is skipped.
     pub(super) fn selected_grad_fits(&self, conv: &Direct2d, x: &[f32]) -> bool {
         let g = conv;
-        let inside = |axis: usize| {
-            g.pad[axis] == 0
-                && g.output[axis] > 0
-                && (g.output[axis] - 1) * g.strides[axis] + (g.kernel[axis] - 1) * g.dilation[axis]
-                    < g.input[axis]
-        };
         crate::kernel::simd::level() >= crate::kernel::simd::Level::Avx512
             && g.supported()
             && self.disjoint()
@@ -39,8 +33,7 @@ impl Pool2d {
             && self.c.is_multiple_of(16)
             && g.batch == self.n
             && g.output == [self.h, self.w]
-            && inside(0)
-            && inside(1)
+            && g.taps_inside()
             && x.len() >= g.batch * g.input[0] * g.input[1] * g.cin
     }
 
