@@ -67,16 +67,18 @@ impl Pool2d {
             out.fill(0.0);
             return Ok(());
         }
+        #[cfg(target_arch = "x86_64")]
+        let selected = p.selected_grad_fits(conv, image);
+        #[cfg(not(target_arch = "x86_64"))]
+        let selected = false;
         let band = (BAND / row).max(1);
-        // Per part: its sums, then its band of `dY`.
-        let stride = len + band * row;
+        // Per part: its sums, then its band of `dY` (none where no band is written).
+        let stride = len + if selected { 0 } else { band * row };
         if scratch.len() < parts * stride {
             scratch.resize(parts * stride, 0.0);
         }
         let scratch = &mut scratch[..parts * stride];
         let simd = crate::kernel::simd::level();
-        #[cfg(target_arch = "x86_64")]
-        let selected = p.selected_grad_fits(conv, image);
         let failed = std::sync::atomic::AtomicBool::new(false);
         crew::run_chunks(scratch, parts, stride, &|start, chunk: &mut [f32]| {
             let (acc, dy) = chunk.split_at_mut(len);
