@@ -88,7 +88,7 @@ const FOUR_MAX_PAIRS: usize = 64 * 64;
 /// the tiles' edge (2, or 4 for F(4×4, 3×3), `f4`; `conv_native::winograd` makes 2, and
 /// the choices among the methods and edges are made from there).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Tiles {
+pub(crate) struct Tiles {
     pub batch: usize,
     pub input: [usize; 2],
     pub cin: usize,
@@ -228,9 +228,13 @@ impl Tiles {
     }
 
     fn fits<T>(&self, x: &[T], y: &[T]) -> bool {
-        let [h, w] = self.input;
         let [oh, ow] = self.output;
-        x.len() >= self.batch * h * w * self.cin && y.len() >= self.batch * oh * ow * self.cout
+        self.fits_input(x) && y.len() >= self.batch * oh * ow * self.cout
+    }
+
+    fn fits_input<T>(&self, x: &[T]) -> bool {
+        let [h, w] = self.input;
+        x.len() >= self.batch * h * w * self.cin
     }
 }
 
@@ -267,6 +271,33 @@ pub(super) fn conv2d<T: Real>(
         (4, false) => forward::<T, f4::F4>(&four, x, w, out, scratch),
         (_, true) => scatter::<T, F2>(g, x, w, out, scratch),
         (_, false) => forward::<T, F2>(g, x, w, out, scratch),
+    }
+}
+
+/// The tiles' edge where [`conv2d_emitting`] computes `g`'s convolution (`g` of edge 2, as
+/// `conv_native::winograd` makes it): where [`conv2d`] takes the forward form, not the
+/// scatter form.
+pub(super) fn emitting_edge(g: &Tiles) -> Option<usize> {
+    match (g.edge, g.choice()) {
+        (2, (edge, false)) => Some(edge),
+        _ => None,
+    }
+}
+
+/// `conv(x, w)` as [`conv2d`] computes it where [`emitting_edge`] is some, each tile's
+/// output handed to `emit` rather than stored (see [`forward_emitting`]; the tiles are of
+/// that edge).
+pub(super) fn conv2d_emitting<T: Real>(
+    g: &Tiles,
+    x: &[T],
+    w: &[T],
+    scratch: &mut Vec<T>,
+    emit: &(dyn Fn(&[T], (usize, usize, usize)) -> bool + Sync),
+) -> Result<()> {
+    match emitting_edge(g) {
+        Some(4) => forward_emitting::<T, f4::F4>(&Tiles { edge: 4, ..*g }, x, w, scratch, emit),
+        Some(_) => forward_emitting::<T, F2>(g, x, w, scratch, emit),
+        None => Err(mismatch()),
     }
 }
 
@@ -351,6 +382,16 @@ pub(super) trait Form {
         out_at: usize,
         out_len: usize,
     ) -> bool;
+    /// `y = Aᵀ M A` of tile `t`'s products into `tile`, its pixels row-major (`EDGE` a
+    /// row, `out` features each; those past the output's edge are left as they are); false
+    /// when they do not fit.
+    fn output_tile<T: Real>(
+        g: &Tiles,
+        simd: Level,
+        m: Products<'_, T>,
+        t: usize,
+        tile: &mut [T],
+    ) -> bool;
 }
 
 /// `impl Form for $form` with tiles of edge `$edge`, by the transforms named
@@ -424,6 +465,19 @@ macro_rules! impl_form {
                 transform_output(simd, m, stride, at, pixels)
             }
 
+            fn output_tile<T: Real>(
+                g: &Tiles,
+                simd: Level,
+                (m, stride, at): Products<'_, T>,
+                t: usize,
+                tile: &mut [T],
+            ) -> bool {
+                match g.tile_pixels(t, tile) {
+                    Some(pixels) => transform_output(simd, m, stride, at, pixels),
+                    None => false,
+                }
+            }
+
             unsafe fn scatter<T: Real>(
                 g: &Tiles,
                 simd: Level,
@@ -457,8 +511,52 @@ pub(super) fn forward<T: Real, F: Form>(
     out: &mut [T],
     scratch: &mut Vec<T>,
 ) -> Result<()> {
+    if !g.fits(x, out) {
+        return Err(mismatch());
+    }
+    let (out_at, out_len) = (out.as_mut_ptr() as usize, out.len());
+    forward_tiles::<T, F>(g, x, w, scratch, 0, &|simd, (m, stride, at), t, _| {
+        // SAFETY: the output (`fits`, checked above) stays borrowed until this returns;
+        // each tile writes its own pixels, and `forward_tiles` emits each tile once.
+        unsafe { F::output(g, simd, m, stride, at, t, out_at, out_len) }
+    })
+}
+
+/// The forward of `g` by tiles of form `F` (see [`forward`]) where each tile's output
+/// goes to `emit` rather than to memory: `emit(pixels, image, top, left)` gets the tile's
+/// pixels (row-major, `F::EDGE` a row, `cout` features each; those past the output's edge
+/// hold whatever they held), the image they are in and their first row and column, and
+/// returns false where it cannot take them. `emit` runs on every core at once, never twice
+/// for a tile.
+pub(super) fn forward_emitting<T: Real, F: Form>(
+    g: &Tiles,
+    x: &[T],
+    w: &[T],
+    scratch: &mut Vec<T>,
+    emit: &(dyn Fn(&[T], (usize, usize, usize)) -> bool + Sync),
+) -> Result<()> {
+    let tile = F::EDGE * F::EDGE * g.cout;
+    forward_tiles::<T, F>(g, x, w, scratch, tile, &|simd, m, t, pixels| {
+        F::output_tile(g, simd, m, t, pixels) && emit(pixels, g.origin(t))
+    })
+}
+
+/// A tile's products as `Form::output` reads them: `m[p · stride + at ..]` for each
+/// position `p`.
+type Products<'a, T> = (&'a [T], usize, usize);
+
+/// The driver of [`forward`] and [`forward_emitting`]: per task a slot of `extra`
+/// elements beside its transforms, and `emit(simd, products, t, extra)` per tile `t`.
+fn forward_tiles<T: Real, F: Form>(
+    g: &Tiles,
+    x: &[T],
+    w: &[T],
+    scratch: &mut Vec<T>,
+    extra: usize,
+    emit: &(dyn Fn(Level, Products<'_, T>, usize, &mut [T]) -> bool + Sync),
+) -> Result<()> {
     let (cin, cout) = (g.cin, g.cout);
-    if !g.fits(x, out) || w.len() < 9 * cin * cout || g.edge != F::EDGE {
+    if !g.fits_input(x) || w.len() < 9 * cin * cout || g.edge != F::EDGE {
         return Err(mismatch());
     }
     let (tiles, block, positions) = (g.count(), g.block(), g.positions());
@@ -467,19 +565,15 @@ pub(super) fn forward<T: Real, F: Form>(
     }
     let blocks = tiles.div_ceil(block);
     let tasks = (crew::width() * TASKS_PER_CORE).min(blocks).max(1);
-    // The transformed kernel, then per task: its transformed inputs, products and a row
-    // of zeros for the padding.
+    // The transformed kernel, then per task: its transformed inputs, products, a row of
+    // zeros for the padding and the `extra` elements.
     let kernel = positions * cin * cout;
-    let slot = positions * block * (cin + cout) + cin;
+    let slot = positions * block * (cin + cout) + cin + extra;
     grow(scratch, kernel + tasks * slot);
     let (u, slots) = scratch.split_at_mut(kernel);
     F::kernel(w, cin * cout, false, u);
     let u = &*u;
-    let (slots_at, out_at, out_len) = (
-        slots.as_mut_ptr() as usize,
-        out.as_mut_ptr() as usize,
-        out.len(),
-    );
+    let slots_at = slots.as_mut_ptr() as usize;
     // Read here: a test's cap on the instructions holds on this thread only.
     let simd = level();
     let failed = std::sync::atomic::AtomicBool::new(false);
@@ -490,7 +584,8 @@ pub(super) fn forward<T: Real, F: Form>(
             let slot =
                 unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
             let (v, rest) = slot.split_at_mut(positions * block * cin);
-            let (m, zeros) = rest.split_at_mut(positions * block * cout);
+            let (m, rest) = rest.split_at_mut(positions * block * cout);
+            let (zeros, extra) = rest.split_at_mut(cin);
             zeros.fill(T::zero());
             for b in crew::part(blocks, tasks, t) {
                 let first = b * block;
@@ -519,26 +614,10 @@ pub(super) fn forward<T: Real, F: Form>(
                         return;
                     }
                 }
-                for i in 0..n {
-                    // SAFETY: the output (`fits`, checked above) stays borrowed until `run`
-                    // returns; each tile writes its own pixels, and this block's tiles are
-                    // this task's alone.
-                    let done = unsafe {
-                        F::output(
-                            g,
-                            simd,
-                            m,
-                            block * cout,
-                            i * cout,
-                            first + i,
-                            out_at,
-                            out_len,
-                        )
-                    };
-                    if !done {
-                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                        return;
-                    }
+                // This block's tiles are this task's alone: each is emitted once.
+                if !(0..n).all(|i| emit(simd, (m, block * cout, i * cout), first + i, extra)) {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
                 }
             }
         })
@@ -1012,6 +1091,28 @@ impl Tiles {
                 std::slice::from_raw_parts_mut((out_at as *mut T).add(at), cout)
             })
         })
+    }
+
+    /// Tile `t`'s `Q` output pixels (`Q` the edge squared) that lie inside the output, as
+    /// rows of `tile` (row-major, `out` features each); `None` unless `tile` holds exactly
+    /// `Q` of them.
+    fn tile_pixels<'a, T, const Q: usize>(
+        &self,
+        t: usize,
+        tile: &'a mut [T],
+    ) -> Option<[Option<&'a mut [T]>; Q]> {
+        let (_, oy, ox) = self.origin(t);
+        let ([oh, ow], cout, e) = (self.output, self.cout, self.edge);
+        if cout == 0 || e * e != Q || tile.len() != Q * cout {
+            return None;
+        }
+        let mut rows = tile.chunks_exact_mut(cout);
+        Some(std::array::from_fn(|p| {
+            let row = rows.next();
+            (oy + p / e < oh && ox + p % e < ow)
+                .then_some(row)
+                .flatten()
+        }))
     }
 
     /// Tile `t`'s `Q` output pixels (`out` features each; `Q` the edge squared) that lie

@@ -7,7 +7,9 @@
 //! ¼, ½ and ⅙, so the rounding is some ten times F(2×2)'s (the tests' f32 bound is
 //! 1e-5 of the terms' magnitudes against 1e-6).
 
-use super::{from_rows, kernel_grad_lanes, kernel_lanes, to_pixels, Form, Level, Real, Tiles};
+use super::{
+    from_rows, kernel_grad_lanes, kernel_lanes, to_pixels, Form, Level, Products, Real, Tiles,
+};
 
 /// The window's positions: 6×6.
 const POS: usize = 36;

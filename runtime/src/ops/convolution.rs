@@ -218,15 +218,36 @@ pub(crate) fn native(
     }
 }
 
-/// The direct kernel's geometry (`kernel::conv_direct`) when `native` computes the `f32`
-/// convolution of `lhs` by `rhs` to `out` with it: the native planner then may fuse the
-/// convolution into the pooling that alone reads it, computing rows as `native` would.
-pub(crate) fn direct_forward(
+/// How `native` computes an `f32` convolution that the native planner may fuse into the
+/// pooling that alone reads it: that pooling then computes the convolution's output
+/// itself, by the same kernel, a part at a time, and never stores it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PooledConv {
+    /// Rows at a time by the direct kernel (`kernel::conv_direct`).
+    Direct(crate::kernel::conv_direct::Direct2d),
+    /// Tiles at a time by Winograd's forward form (`conv_winograd::conv2d_emitting`).
+    Winograd(super::conv_winograd::Tiles),
+}
+
+impl PooledConv {
+    /// The convolution's output shape, NHWC.
+    pub(crate) fn output(&self) -> [usize; 4] {
+        match self {
+            PooledConv::Direct(d) => [d.batch, d.output[0], d.output[1], d.cout],
+            PooledConv::Winograd(t) => [t.batch, t.output[0], t.output[1], t.cout],
+        }
+    }
+}
+
+/// How `native` computes the `f32` convolution of `lhs` by `rhs` to `out`, where a pooling
+/// may compute it part by part ([`PooledConv`]): by the direct kernel, or by Winograd's
+/// tiles in the forward form. The fused kernels compute the parts as `native` would.
+pub(crate) fn pooled_forward(
     lhs: &TensorType,
     rhs: &TensorType,
     p: &ConvParams,
     out: &TensorType,
-) -> Option<crate::kernel::conv_direct::Direct2d> {
+) -> Option<PooledConv> {
     let (xd, wd, od) = (lhs.dims(), rhs.dims(), out.dims());
     let f32s = [lhs, rhs, out].iter().all(|t| t.dtype == DType::F32);
     if !f32s || xd.len() != 4 || wd.len() != 4 || od.len() != 4 || p.strides.len() != 2 {
@@ -240,10 +261,14 @@ pub(crate) fn direct_forward(
         (xd[3], wd[2], wd[3]),
         p.feature_groups,
     );
-    if conv_native::choose(&geo, p) != conv_native::Method::Direct {
-        return None;
-    }
-    conv_native::direct(&geo, p).filter(|d| d.batch == od[0] && d.cout == od[3])
+    let conv = match conv_native::choose(&geo, p) {
+        conv_native::Method::Direct => conv_native::direct(&geo, p).map(PooledConv::Direct),
+        conv_native::Method::Winograd => conv_native::winograd(&geo, p)
+            .filter(|t| super::conv_winograd::emitting_edge(t).is_some())
+            .map(PooledConv::Winograd),
+        _ => None,
+    }?;
+    (conv.output() == [od[0], od[1], od[2], od[3]]).then_some(conv)
 }
 
 /// The forward parameters of a convolution whose kernel gradient `vjp` expresses as the

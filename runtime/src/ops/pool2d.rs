@@ -16,6 +16,7 @@ use crate::kernel::simd::Level as Simd;
 mod conv_band;
 #[cfg(target_arch = "x86_64")]
 mod conv_pool_direct;
+mod conv_tiles;
 mod disjoint;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod fits_tests;

@@ -1,6 +1,7 @@
 //! `reduce_window` (pooling) and `select_and_scatter_add` (its max/min gradient): shape
 //! rules, gradients, native kernels.
 
+use super::convolution::PooledConv;
 use super::pool2d::{self, Pool2d};
 use super::In;
 use crate::ir::{Graph, ReduceOp, TensorType, Value, Window, MAX_RANK};
@@ -500,7 +501,7 @@ pub(crate) fn native_recording_bias_relu(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn native_recording_conv_bias_relu(
     [x, kernel, bias]: [In<'_>; 3],
-    conv: &crate::kernel::conv_direct::Direct2d,
+    conv: &PooledConv,
     w: &Window,
     f: &BiasReluPool,
     out_ty: &TensorType,
@@ -508,26 +509,39 @@ pub(crate) fn native_recording_conv_bias_relu(
     index: &mut [u8],
     scratch: &mut Vec<f32>,
 ) -> Result<()> {
-    let operand = [conv.batch, conv.output[0], conv.output[1], conv.cout];
-    let p = Pool2d::of(&operand, out_ty.dims(), w)
+    let p = Pool2d::of(&conv.output(), out_ty.dims(), w)
         .filter(|p| p.bias_relu_indexable() && index.len() == out_ty.numel())
         .ok_or_else(|| Error::shape("reduce_window", "not a fusable 2-D max pooling"))?;
     match (x.data, kernel.data, bias.data, out) {
         (Data::F32(x), Data::F32(k), Data::F32(b), DataMut::F32(o)) => {
             let bad = || Error::shape("reduce_window", "constants out of the type's range");
             let (act, _) = f.act::<f32>().ok_or_else(bad)?;
-            p.conv_reduce_index_bias_relu(conv, (x, k, b), (o, index), &act, scratch)
+            let operands = (x, k, b);
+            match conv {
+                PooledConv::Direct(d) => {
+                    p.conv_reduce_index_bias_relu(d, operands, (o, index), &act, scratch)
+                }
+                PooledConv::Winograd(t) => {
+                    p.tiles_reduce_index_bias_relu(t, operands, (o, index), &act, scratch)
+                }
+            }
         }
         (a, _, _, _) => Err(super::unsupported("reduce_window", a.dtype())),
     }
 }
 
-/// Whether the planner may fuse the direct convolution whose output `x` is into the
-/// bias and ReLU max pooling of `x` by `w` (to `out`): windows that share no rows, so
-/// the fused kernel computes each convolution row once.
-pub(crate) fn conv_bias_relu_fusable(x: &TensorType, out: &TensorType, w: &Window) -> bool {
-    Pool2d::of(x.dims(), out.dims(), w)
-        .is_some_and(|p| p.bias_relu_indexable() && p.rows_disjoint())
+/// Whether the planner may fuse the convolution `conv` into the bias and ReLU max pooling
+/// of its output by `w` (to `out`): for the direct kernel, windows that share no rows, so
+/// the fused kernel computes each convolution row once; for Winograd's tiles, windows
+/// that each lie inside one tile.
+pub(crate) fn conv_bias_relu_fusable(conv: &PooledConv, out: &TensorType, w: &Window) -> bool {
+    Pool2d::of(&conv.output(), out.dims(), w).is_some_and(|p| {
+        p.bias_relu_indexable()
+            && match conv {
+                PooledConv::Direct(_) => p.rows_disjoint(),
+                PooledConv::Winograd(t) => p.tiles_fit(t),
+            }
+    })
 }
 
 /// The gradient with respect to `x` (of type `operand`) of `native_recording_bias_relu`'s

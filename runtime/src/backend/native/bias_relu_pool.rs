@@ -16,7 +16,7 @@
 use crate::ir::{
     BinaryOp, Comparison, FusionClass, Node, Op, ReduceOp, Source, TensorType, Value, Window,
 };
-use crate::kernel::conv_direct::Direct2d;
+use crate::ops::convolution::PooledConv;
 use crate::ops::reduce_window::{bias_relu_fusable, BiasReluPool};
 
 /// A node the rewrite gave a fused kernel.
@@ -25,15 +25,15 @@ pub(crate) enum Fused {
     /// The pooling, rewritten to pool `x` (the add's other operand); it also reads `bias`
     /// (the broadcast's operand, one value per channel).
     Pool { bias: Value, f: BiasReluPool },
-    /// A `Pool` whose `x` is a direct convolution of `image` by `kernel` that the
-    /// pooling's kernel computes itself, band by band (see `conv_pool`): `x` is not
-    /// computed, the node reads `image`, `kernel` and `bias`.
+    /// A `Pool` whose `x` is a convolution of `image` by `kernel` that the pooling's
+    /// kernel computes itself, a part at a time (see `conv_pool`): `x` is not computed,
+    /// the node reads `image`, `kernel` and `bias`.
     ConvPool {
         image: Value,
         kernel: Value,
         bias: Value,
         f: BiasReluPool,
-        conv: Direct2d,
+        conv: PooledConv,
     },
     /// The gated gradient (the product), rewritten to `select_and_scatter_add` over `x`,
     /// which reads the index its pooling (node `pool`) records.

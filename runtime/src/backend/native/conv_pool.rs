@@ -1,24 +1,25 @@
 //! A convolution computed inside the bias and ReLU max pooling that alone reads it.
 //!
-//! After `bias_relu_pool`, a network's first `Conv2D(relu)` → `MaxPooling2D` is a
-//! convolution (on the direct kernel: few input features) whose output only the fused
-//! pooling reads: the convolution writes the network's largest activation and the pooling
-//! reads it straight back, two memory-bound passes. The planner gives such a pooling the
-//! convolution's operands instead (`Fused::ConvPool`), and its kernel computes the
-//! convolution a band of rows at a time in cache and pools each band at once
-//! (`ops::reduce_window::native_recording_conv_bias_relu`); the convolution's node is
-//! left dead. The rows are the direct kernel's, bit for bit, pooled by the same code, so
-//! like the other fusions this is an identity of the ops, whatever produced them.
+//! After `bias_relu_pool`, a network's `Conv2D(relu)` → `MaxPooling2D` is a convolution
+//! whose output only the fused pooling reads: the convolution writes one of the network's
+//! largest activations and the pooling reads it straight back, two memory-bound passes.
+//! The planner gives such a pooling the convolution's operands instead
+//! (`Fused::ConvPool`), and its kernel computes the convolution a part at a time in cache
+//! and pools each part at once (`ops::reduce_window::native_recording_conv_bias_relu`):
+//! a band of rows by the direct kernel (a first layer: few input features), or a tile by
+//! Winograd's forward form (many features, windows inside the tiles). The convolution's
+//! node is left dead. The parts are the kernel's own, bit for bit, pooled by the same
+//! code, so like the other fusions this is an identity of the ops, whatever produced them.
 //!
 //! The fused gradient reads only the cotangent and the recorded index (`Fused::reads`),
 //! so a training step's convolution output has no other reader either.
 
 use super::bias_relu_pool::Fused;
 use crate::ir::{Node, Op, Value};
-use crate::ops::convolution::direct_forward;
+use crate::ops::convolution::pooled_forward;
 use crate::ops::reduce_window::conv_bias_relu_fusable;
 
-/// Turns each fused pooling of a direct convolution's output that nothing else reads
+/// Turns each fused pooling of a convolution's output that nothing else reads
 /// (nor is it a graph output) into one that computes the convolution itself.
 pub(crate) fn rewrite(nodes: &[Node], outputs: &[Value], fused: &mut [Option<Fused>]) {
     #[cfg(test)]
@@ -56,13 +57,13 @@ pub(crate) fn rewrite(nodes: &[Node], outputs: &[Value], fused: &mut [Option<Fus
         let Op::Convolution { lhs, rhs, params } = &nodes[xi].op else {
             continue;
         };
-        if !conv_bias_relu_fusable(&nodes[xi].ty, &nodes[p].ty, window) {
-            continue;
-        }
         let ty = |v: &Value| &nodes[v.index()].ty;
-        let Some(conv) = direct_forward(ty(lhs), ty(rhs), params, ty(x)) else {
+        let Some(conv) = pooled_forward(ty(lhs), ty(rhs), params, ty(x)) else {
             continue;
         };
+        if !conv_bias_relu_fusable(&conv, &nodes[p].ty, window) {
+            continue;
+        }
         fused[p] = Some(Fused::ConvPool {
             image: *lhs,
             kernel: *rhs,

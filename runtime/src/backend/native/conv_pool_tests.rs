@@ -1,5 +1,5 @@
-//! The planner's fusion of a direct convolution into the bias and ReLU max pooling that
-//! alone reads it (`conv_pool`): every output, forward and gradient, bit-identical to the
+//! The planner's fusion of a convolution (direct, or Winograd's tiles) into the bias and
+//! ReLU max pooling that alone reads it (`conv_pool`): every output, forward and gradient, bit-identical to the
 //! plan without it (the convolution stored, then pooled by the fused bias and ReLU
 //! pooling) and to the wholly unfused plan; taken where it applies, left where it does
 //! not.
@@ -155,12 +155,21 @@ fn same_outputs(g: &Graph, plans: &mut [Planned; 3], what: &str) {
     }
 }
 
-/// `g` (of `c` pooled by `w`) fused as expected, and every plan's outputs equal.
+/// `g` (of `c` pooled by `w`) fused where the direct kernel computes the convolution,
+/// and every plan's outputs equal.
 fn check(c: &Conv, w: &Window, training: bool) {
+    let thin = crate::kernel::conv_direct::thin(c.input[3], c.k[0] * c.k[1]);
+    check_fused(c, w, training, thin);
+}
+
+/// `g` (of `c` pooled by `w`) fused if `fused`, and every plan's outputs equal.
+fn check_fused(c: &Conv, w: &Window, training: bool, fused: bool) {
     let g = graph(c, w, training, false, DType::F32);
     let mut p = plans(&g);
     let what = format!("{c:?} {w:?} training {training}");
-    if crate::kernel::conv_direct::thin(c.input[3], c.k[0] * c.k[1]) {
+    if !fused {
+        assert_eq!(p[0].conv_pools, 0, "{what}\n{}", p[0].text);
+    } else {
         assert_eq!(p[0].conv_pools, 1, "{what}\n{}", p[0].text);
         assert!(
             p[0].text
@@ -248,6 +257,50 @@ fn a_convolution_pooled_in_bands_matches_the_stored_convolution() {
         check(c, w, true);
         check(c, w, false);
     }
+}
+
+#[test]
+fn a_convolution_pooled_in_winograd_tiles_matches_the_stored_convolution() {
+    let pool = |k: usize| window([k, k], [k, k], [(0, 0); 2]);
+    let cases = [
+        // The `cnn` workload's second layer (4×4 tiles, parallel): a row and a column no
+        // window covers, and tiles past the output's edge.
+        (conv([16, 13, 13, 32], [3, 3], 64), pool(2)),
+        // `same` padding on odd sizes; features past the vectors.
+        (
+            conv([2, 11, 9, 36], [3, 3], 40).padding([(1, 1), (1, 1)]),
+            pool(2),
+        ),
+        // Windows as large as the tiles.
+        (conv([2, 14, 14, 32], [3, 3], 48), pool(4)),
+        // Too many feature pairs for 4×4 tiles: 2×2 ones, a window each.
+        (conv([2, 12, 11, 32], [3, 3], 160), pool(2)),
+        // The bias added first.
+        (conv([3, 13, 13, 32], [3, 3], 32).bias_first(), pool(2)),
+    ];
+    for (c, w) in &cases {
+        check_fused(c, w, true, true);
+        check_fused(c, w, false, true);
+    }
+}
+
+#[test]
+fn windows_across_the_tiles_leave_the_winograd_convolution_stored() {
+    let c = conv([2, 13, 13, 32], [3, 3], 64);
+    let cases = [
+        // Overlapping windows; windows the tiles' edge is no multiple of; a padded
+        // pooling; windows apart from each other.
+        window([3, 3], [2, 2], [(0, 0); 2]),
+        window([3, 3], [3, 3], [(0, 0); 2]),
+        window([2, 2], [2, 2], [(1, 0), (1, 0)]),
+        window([2, 2], [3, 3], [(0, 0); 2]),
+    ];
+    for w in &cases {
+        check_fused(&c, w, true, false);
+    }
+    // The input gradient's form (more output tiles than input tiles) scatters the tiles.
+    let full = conv([2, 9, 9, 32], [3, 3], 32).padding([(2, 2), (2, 2)]);
+    check_fused(&full, &window([2, 2], [2, 2], [(0, 0); 2]), true, false);
 }
 
 #[test]
