@@ -38,6 +38,10 @@
 //! cut into parts by the shapes alone and the parts' sums added in order, so it does not
 //! depend on the thread count.
 //!
+//! The forward form can also hand each tile's output pixels, still in cache, to a
+//! consumer instead of storing them (`conv2d_emitting`): the max pooling after a
+//! `Conv2D(relu)` pools the windows inside each tile there (`pool2d::conv_tiles`).
+//!
 //! Window positions outside the input (padding) read zeros, and tile outputs past the
 //! output's edge are dropped, so any padding, `valid`, `same` or lopsided, takes this path.
 //! A convolution with more output tiles than input tiles (the input gradient of a `valid`
@@ -292,7 +296,7 @@ pub(super) fn conv2d_emitting<T: Real>(
     x: &[T],
     w: &[T],
     scratch: &mut Vec<T>,
-    emit: &(dyn Fn(&[T], (usize, usize, usize)) -> bool + Sync),
+    emit: &EmitTile<'_, T>,
 ) -> Result<()> {
     match emitting_edge(g) {
         Some(4) => forward_emitting::<T, f4::F4>(&Tiles { edge: 4, ..*g }, x, w, scratch, emit),
@@ -528,12 +532,12 @@ pub(super) fn forward<T: Real, F: Form>(
 /// hold whatever they held), the image they are in and their first row and column, and
 /// returns false where it cannot take them. `emit` runs on every core at once, never twice
 /// for a tile.
-pub(super) fn forward_emitting<T: Real, F: Form>(
+fn forward_emitting<T: Real, F: Form>(
     g: &Tiles,
     x: &[T],
     w: &[T],
     scratch: &mut Vec<T>,
-    emit: &(dyn Fn(&[T], (usize, usize, usize)) -> bool + Sync),
+    emit: &EmitTile<'_, T>,
 ) -> Result<()> {
     let tile = F::EDGE * F::EDGE * g.cout;
     forward_tiles::<T, F>(g, x, w, scratch, tile, &|simd, m, t, pixels| {
@@ -545,6 +549,14 @@ pub(super) fn forward_emitting<T: Real, F: Form>(
 /// position `p`.
 type Products<'a, T> = (&'a [T], usize, usize);
 
+/// A consumer of the forward's output tiles ([`forward_emitting`]): a tile's pixels and
+/// its image, top row and left column in, false out where it cannot take them.
+pub(super) type EmitTile<'a, T> = dyn Fn(&[T], (usize, usize, usize)) -> bool + Sync + 'a;
+
+/// [`forward_tiles`]' step per tile: the instructions, the tile's products, the tile and
+/// the task's `extra` elements in, false out where it failed.
+type TileStep<'a, T> = dyn Fn(Level, Products<'_, T>, usize, &mut [T]) -> bool + Sync + 'a;
+
 /// The driver of [`forward`] and [`forward_emitting`]: per task a slot of `extra`
 /// elements beside its transforms, and `emit(simd, products, t, extra)` per tile `t`.
 fn forward_tiles<T: Real, F: Form>(
@@ -553,7 +565,7 @@ fn forward_tiles<T: Real, F: Form>(
     w: &[T],
     scratch: &mut Vec<T>,
     extra: usize,
-    emit: &(dyn Fn(Level, Products<'_, T>, usize, &mut [T]) -> bool + Sync),
+    emit: &TileStep<'_, T>,
 ) -> Result<()> {
     let (cin, cout) = (g.cin, g.cout);
     if !g.fits_input(x) || w.len() < 9 * cin * cout || g.edge != F::EDGE {

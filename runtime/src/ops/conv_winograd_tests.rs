@@ -466,6 +466,79 @@ fn every_level_gives_the_same_bits() {
     }
 }
 
+/// The forward by each edge of tiles, stored (`forward`) and emitted tile by tile
+/// (`forward_emitting`, the tiles' pixels inside the output put back in place): every
+/// tile emitted once, the same bits, at every level, in f32 and f64.
+#[test]
+fn emitted_tiles_are_the_stored_forward() {
+    fn check<T: Real + Send + Sync>(geo: &Geometry, p: &ConvParams, key: fn(T) -> u64) {
+        let x: Vec<T> = numbers(geo.batch * geo.in_sp[0] * geo.in_sp[1] * geo.cin, 21)
+            .iter()
+            .map(|&v| T::from(v).unwrap())
+            .collect();
+        let w: Vec<T> = numbers(9 * geo.cin * geo.cout, 22)
+            .iter()
+            .map(|&v| T::from(v).unwrap())
+            .collect();
+        let two = conv_native::winograd(geo, p).expect("3×3, stride 1");
+        let ([oh, ow], cout) = (two.output, two.cout);
+        let len = geo.batch * oh * ow * cout;
+        for edge in [2, 4] {
+            let tiles = super::Tiles { edge, ..two };
+            crate::kernel::simd::for_each_level(|level| {
+                let mut want = vec![T::nan(); len];
+                let mut scratch = vec![T::nan(); 5];
+                match edge {
+                    2 => super::forward::<T, F2>(&tiles, &x, &w, &mut want, &mut scratch),
+                    _ => super::forward::<T, F4>(&tiles, &x, &w, &mut want, &mut scratch),
+                }
+                .unwrap();
+                let got = std::sync::Mutex::new((vec![T::nan(); len], Vec::new()));
+                let emit = |pixels: &[T], (b, oy, ox): (usize, usize, usize)| {
+                    let mut got = got.lock().unwrap();
+                    got.1.push((b, oy, ox));
+                    for (i, px) in pixels.chunks_exact(cout).enumerate() {
+                        let (y, xx) = (oy + i / edge, ox + i % edge);
+                        if y < oh && xx < ow {
+                            let at = ((b * oh + y) * ow + xx) * cout;
+                            got.0[at..at + cout].copy_from_slice(px);
+                        }
+                    }
+                    true
+                };
+                let mut scratch = vec![T::nan(); 5];
+                match edge {
+                    2 => super::forward_emitting::<T, F2>(&tiles, &x, &w, &mut scratch, &emit),
+                    _ => super::forward_emitting::<T, F4>(&tiles, &x, &w, &mut scratch, &emit),
+                }
+                .unwrap();
+                let (got, mut origins) = got.into_inner().unwrap();
+                let count = origins.len();
+                origins.sort_unstable();
+                origins.dedup();
+                assert_eq!((count, origins.len()), (tiles.count(), tiles.count()));
+                let (got, want): (Vec<u64>, Vec<u64>) = (
+                    got.into_iter().map(key).collect(),
+                    want.into_iter().map(key).collect(),
+                );
+                assert!(got == want, "{level:?} edge {edge} {geo:?}: other bits");
+            });
+        }
+    }
+    for (geo, p) in [
+        // Odd sizes, tiles past the edge, features past the vectors.
+        case(3, [13, 11], (33, 37), [(0, 0); 2]),
+        // Lopsided padding; many tiles, over every core.
+        case(5, [12, 9], (16, 24), [(1, 0), (2, 1)]),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        check::<f32>(&geo, &p, |v| u64::from(v.to_bits()));
+        check::<f64>(&geo, &p, f64::to_bits);
+    }
+}
+
 /// The `cnn` workload's second convolution, its input gradient and its kernel gradient,
 /// and layers of other shapes, by each method and each edge of tiles, fastest of 20
 /// (`cargo test --release -p strata-runtime --lib time_winograd -- --ignored --nocapture`).

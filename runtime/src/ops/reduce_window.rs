@@ -494,10 +494,11 @@ pub(crate) fn native_recording_bias_relu(
     Ok(())
 }
 
-/// `native_recording_bias_relu` of the direct convolution `conv` of `x` by `kernel` (the
-/// pooling's operand), that convolution computed band by band inside the pooling and its
-/// output never stored (`Pool2d::conv_reduce_index_bias_relu`). `f32` only, as the direct
-/// kernel; `scratch` holds the bands.
+/// `native_recording_bias_relu` of the convolution `conv` of `x` by `kernel` (the
+/// pooling's operand), that convolution computed a part at a time inside the pooling and
+/// its output never stored: band by band by the direct kernel
+/// (`Pool2d::conv_reduce_index_bias_relu`), or tile by tile by Winograd's
+/// (`Pool2d::tiles_reduce_index_bias_relu`). `f32` only; `scratch` holds the parts.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn native_recording_conv_bias_relu(
     [x, kernel, bias]: [In<'_>; 3],

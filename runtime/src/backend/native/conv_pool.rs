@@ -15,13 +15,20 @@
 //! so a training step's convolution output has no other reader either.
 
 use super::bias_relu_pool::Fused;
-use crate::ir::{Node, Op, Value};
+use crate::ir::{ConvParams, Node, Op, Value};
 use crate::ops::convolution::pooled_forward;
 use crate::ops::reduce_window::conv_bias_relu_fusable;
 
 /// Turns each fused pooling of a convolution's output that nothing else reads
-/// (nor is it a graph output) into one that computes the convolution itself.
-pub(crate) fn rewrite(nodes: &[Node], outputs: &[Value], fused: &mut [Option<Fused>]) {
+/// (nor is it a graph output) into one that computes the convolution itself. A
+/// convolution node that `conv_grad` made a kernel gradient (`kernel_grads`) is not the
+/// convolution of its operands and stays as it is.
+pub(crate) fn rewrite(
+    nodes: &[Node],
+    outputs: &[Value],
+    kernel_grads: &[Option<ConvParams>],
+    fused: &mut [Option<Fused>],
+) {
     #[cfg(test)]
     if super::testing::conv_pool_disabled() {
         return;
@@ -51,7 +58,7 @@ pub(crate) fn rewrite(nodes: &[Node], outputs: &[Value], fused: &mut [Option<Fus
             continue;
         };
         let xi = x.index();
-        if is_output[xi] || readers[xi] != 1 {
+        if is_output[xi] || readers[xi] != 1 || kernel_grads.get(xi).is_none_or(|k| k.is_some()) {
             continue;
         }
         let Op::Convolution { lhs, rhs, params } = &nodes[xi].op else {

@@ -1,8 +1,8 @@
-//! The planner's fusion of a convolution (direct, or Winograd's tiles) into the bias and
-//! ReLU max pooling that alone reads it (`conv_pool`): every output, forward and gradient, bit-identical to the
-//! plan without it (the convolution stored, then pooled by the fused bias and ReLU
-//! pooling) and to the wholly unfused plan; taken where it applies, left where it does
-//! not.
+//! The planner's fusion of a convolution (direct, or Winograd's tiles) into the bias
+//! and ReLU max pooling that alone reads it (`conv_pool`): every output, forward and
+//! gradient, bit-identical to the plan without it (the convolution stored, then pooled by
+//! the fused bias and ReLU pooling) and to the wholly unfused plan; taken where it
+//! applies, left where it does not.
 
 use super::bias_relu_pool::Fused;
 use super::bias_relu_pool_tests::run;
@@ -261,27 +261,43 @@ fn a_convolution_pooled_in_bands_matches_the_stored_convolution() {
 
 #[test]
 fn a_convolution_pooled_in_winograd_tiles_matches_the_stored_convolution() {
-    let pool = |k: usize| window([k, k], [k, k], [(0, 0); 2]);
+    let pool = |k: [usize; 2]| window(k, k, [(0, 0); 2]);
     let cases = [
         // The `cnn` workload's second layer (4×4 tiles, parallel): a row and a column no
         // window covers, and tiles past the output's edge.
-        (conv([16, 13, 13, 32], [3, 3], 64), pool(2)),
-        // `same` padding on odd sizes; features past the vectors.
+        (conv([16, 13, 13, 32], [3, 3], 64), pool([2, 2])),
+        // `same` padding on 4×4 tiles; features past the vectors (36: 32 and 4).
+        (
+            conv([2, 11, 11, 32], [3, 3], 36).padding([(1, 1), (1, 1)]),
+            pool([2, 2]),
+        ),
+        // `same` padding on odd sizes, where 4×4 tiles do not pay: 2×2 ones.
         (
             conv([2, 11, 9, 36], [3, 3], 40).padding([(1, 1), (1, 1)]),
-            pool(2),
+            pool([2, 2]),
         ),
-        // Windows as large as the tiles.
-        (conv([2, 14, 14, 32], [3, 3], 48), pool(4)),
-        // Too many feature pairs for 4×4 tiles: 2×2 ones, a window each.
-        (conv([2, 12, 11, 32], [3, 3], 160), pool(2)),
+        // Windows as large as the tiles, all inside the output, or with rows and columns
+        // none covers.
+        (conv([2, 14, 14, 32], [3, 3], 48), pool([4, 4])),
+        (conv([2, 13, 13, 32], [3, 3], 48), pool([4, 4])),
+        // Windows longer than they are high, on 4×4 tiles and on 2×2 ones (too many
+        // feature pairs for 4×4 tiles).
+        (conv([2, 13, 13, 32], [3, 3], 48), pool([2, 4])),
+        (conv([2, 12, 11, 32], [3, 3], 160), pool([1, 2])),
+        (conv([2, 12, 11, 32], [3, 3], 160), pool([2, 2])),
         // The bias added first.
-        (conv([3, 13, 13, 32], [3, 3], 32).bias_first(), pool(2)),
+        (conv([3, 13, 13, 32], [3, 3], 32).bias_first(), pool([2, 2])),
     ];
     for (c, w) in &cases {
         check_fused(c, w, true, true);
         check_fused(c, w, false, true);
     }
+    // The transforms and the pooling on every instruction set.
+    crate::kernel::simd::for_each_level(|_| {
+        for (c, w) in &cases[1..3] {
+            check_fused(c, w, true, true);
+        }
+    });
 }
 
 #[test]
@@ -298,6 +314,31 @@ fn windows_across_the_tiles_leave_the_winograd_convolution_stored() {
     for w in &cases {
         check_fused(&c, w, true, false);
     }
+    // Windows of 4×4 over 2×2 tiles (too many feature pairs for 4×4 ones).
+    let two = conv([2, 12, 11, 32], [3, 3], 160);
+    check_fused(&two, &window([4, 4], [4, 4], [(0, 0); 2]), true, false);
+    // An f64 convolution.
+    let g = graph(
+        &c,
+        &window([2, 2], [2, 2], [(0, 0); 2]),
+        true,
+        false,
+        DType::F64,
+    );
+    let mut p = plans(&g);
+    assert_eq!(p[0].conv_pools, 0, "{}", p[0].text);
+    same_outputs(&g, &mut p, "f64 Winograd");
+    // The convolution's output read elsewhere (here: returned).
+    let g = graph(
+        &c,
+        &window([2, 2], [2, 2], [(0, 0); 2]),
+        true,
+        true,
+        DType::F32,
+    );
+    let mut p = plans(&g);
+    assert_eq!(p[0].conv_pools, 0, "{}", p[0].text);
+    same_outputs(&g, &mut p, "returned Winograd convolution");
     // The input gradient's form (more output tiles than input tiles) scatters the tiles.
     let full = conv([2, 9, 9, 32], [3, 3], 32).padding([(2, 2), (2, 2)]);
     check_fused(&full, &window([2, 2], [2, 2], [(0, 0); 2]), true, false);
@@ -330,4 +371,25 @@ fn what_the_band_pooling_does_not_take_stays_a_stored_convolution() {
     let mut p = plans(&g);
     assert_eq!(p[0].conv_pools, 0, "{}", p[0].text);
     same_outputs(&g, &mut p, "returned convolution");
+}
+
+#[test]
+fn a_pooled_kernel_gradient_is_not_taken_for_a_convolution() {
+    // The kernel gradient's node is a convolution of the image by the cotangent that
+    // computes something else (`conv_grad`); pooling it must pool what it computes.
+    let mut g = Graph::new("pooled_kernel_gradient");
+    let x = g.parameter(TensorType::new(DType::F32, [3, 5, 5, 1]));
+    let k = g.parameter(TensorType::new(DType::F32, [3, 3, 1, 8]));
+    let ct = g.parameter(TensorType::new(DType::F32, [3, 3, 3, 8]));
+    let (_, dk) = crate::ops::convolution::vjp(&mut g, x, k, &ConvParams::simple(2), ct).unwrap();
+    let bias = g.parameter(TensorType::new(DType::F32, [8]));
+    let a = g.add(dk, bias).unwrap();
+    let z = g.zeros_like(a).unwrap();
+    let r = g.max(a, z).unwrap();
+    let p = g.reduce_window(ReduceOp::Max, r, window([2, 1], [2, 1], [(0, 0); 2]));
+    let p = p.unwrap();
+    g.set_outputs(vec![p]).unwrap();
+    let mut plans = plans(&g);
+    assert_eq!(plans[0].conv_pools, 0, "{}", plans[0].text);
+    same_outputs(&g, &mut plans, "pooled kernel gradient");
 }

@@ -295,7 +295,7 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     // Likewise the activations and gates a fused pooling and its gradient absorb.
     let mut fused_pools = super::bias_relu_pool::rewrite(&mut nodes, &graph_outputs);
     // And the convolutions computed inside their fused poolings.
-    super::conv_pool::rewrite(&nodes, &graph_outputs, &mut fused_pools);
+    super::conv_pool::rewrite(&nodes, &graph_outputs, &kernel_grads, &mut fused_pools);
     // And the gated cotangents whose kernel and bias gradients come from the pooled one.
     super::conv_pool_grad::rewrite(&nodes, &graph_outputs, &kernel_grads, &mut fused_pools);
     // And the products summed where they are computed.
