@@ -232,8 +232,12 @@ impl Tiles {
     }
 
     fn fits<T>(&self, x: &[T], y: &[T]) -> bool {
+        self.fits_input(x) && self.fits_output(y)
+    }
+
+    fn fits_output<T>(&self, y: &[T]) -> bool {
         let [oh, ow] = self.output;
-        self.fits_input(x) && y.len() >= self.batch * oh * ow * self.cout
+        y.len() >= self.batch * oh * ow * self.cout
     }
 
     fn fits_input<T>(&self, x: &[T]) -> bool {
@@ -301,6 +305,56 @@ pub(super) fn conv2d_emitting<T: Real>(
     match emitting_edge(g) {
         Some(4) => forward_emitting::<T, f4::F4>(&Tiles { edge: 4, ..*g }, x, w, scratch, emit),
         Some(_) => forward_emitting::<T, F2>(g, x, w, scratch, emit),
+        None => Err(mismatch()),
+    }
+}
+
+/// The tiles' edge where [`conv2d_filled`] computes `g`'s convolution (`g` of edge 2):
+/// where [`conv2d`] takes the scatter form, whose tiles are the input's, from its first
+/// pixel on.
+pub(super) fn filled_edge(g: &Tiles) -> Option<usize> {
+    match (g.edge, g.choice()) {
+        (2, (edge, true)) => Some(edge),
+        _ => None,
+    }
+}
+
+/// `out = conv(x, w)` as [`conv2d`] computes it where [`filled_edge`] is some, each tile
+/// of the input `x` (of that edge) filled by `fill` where it is read instead of stored.
+pub(super) fn conv2d_filled<T: Real>(
+    g: &Tiles,
+    fill: &FillTile<'_, T>,
+    w: &[T],
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let x = Tiled::Filled(fill);
+    match filled_edge(g) {
+        Some(4) => scatter_from::<T, f4::F4>(&Tiles { edge: 4, ..*g }, x, w, out, scratch),
+        Some(_) => scatter_from::<T, F2>(g, x, w, out, scratch),
+        None => Err(mismatch()),
+    }
+}
+
+/// The tiles' edge [`kernel_grad`] takes for `g` (of edge 2); its tiles are the output's,
+/// from its first pixel on.
+pub(super) fn gradient_edge(g: &Tiles) -> Option<usize> {
+    (g.edge == 2).then(|| if g.gradient_four() { 4 } else { 2 })
+}
+
+/// [`kernel_grad`] with each tile of the cotangent (of the edge [`gradient_edge`] says)
+/// filled by `fill` where it is read instead of stored.
+pub(super) fn kernel_grad_filled<T: Real>(
+    g: &Tiles,
+    x: &[T],
+    fill: &FillTile<'_, T>,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
+    let ct = Tiled::Filled(fill);
+    match gradient_edge(g) {
+        Some(4) => kernel_grad_from::<T, f4::F4>(&Tiles { edge: 4, ..*g }, x, ct, out, scratch),
+        Some(_) => kernel_grad_from::<T, F2>(g, x, ct, out, scratch),
         None => Err(mismatch()),
     }
 }
@@ -386,6 +440,15 @@ pub(super) trait Form {
         out_at: usize,
         out_len: usize,
     ) -> bool;
+    /// `A y Aᵀ` of a tile's pixels (`tile`: row-major, `EDGE` a row, `features` each) into
+    /// `dst[p · stride + at ..]` for each position `p`, as [`Form::cotangent`] and
+    /// [`Form::spread`] transform theirs; false when they do not fit.
+    fn tile_cotangent<T: Real>(
+        simd: Level,
+        tile: &[T],
+        features: usize,
+        dst: (&mut [T], usize, usize),
+    ) -> bool;
     /// `y = Aᵀ M A` of tile `t`'s products into `tile`, its pixels row-major (`EDGE` a
     /// row, `out` features each; those past the output's edge are left as they are); false
     /// when they do not fit.
@@ -469,6 +532,18 @@ macro_rules! impl_form {
                 transform_output(simd, m, stride, at, pixels)
             }
 
+            fn tile_cotangent<T: Real>(
+                simd: Level,
+                tile: &[T],
+                features: usize,
+                (dst, stride, at): (&mut [T], usize, usize),
+            ) -> bool {
+                match tile_rows(tile, features) {
+                    Some(rows) => transform_cotangent(simd, &rows, dst, stride, at),
+                    None => false,
+                }
+            }
+
             fn output_tile<T: Real>(
                 g: &Tiles,
                 simd: Level,
@@ -548,6 +623,26 @@ fn forward_emitting<T: Real, F: Form>(
 /// A tile's products as `Form::output` reads them: `m[p · stride + at ..]` for each
 /// position `p`.
 type Products<'a, T> = (&'a [T], usize, usize);
+
+/// Fills a tile of a cotangent (or of the scatter form's input) where a driver reads it:
+/// the tile's pixels (row-major, the edge a row, their features each, zeros past the
+/// array's edge) into the buffer, for the tile of image `b` whose first pixel is row `y`,
+/// column `x` (`(b, y, x)`); false where it cannot.
+pub(super) type FillTile<'a, T> = dyn Fn(&mut [T], (usize, usize, usize)) -> bool + Sync + 'a;
+
+/// An array the drivers read tile by tile: stored, or each tile filled where it is read.
+#[derive(Clone, Copy)]
+enum Tiled<'a, T> {
+    Stored(&'a [T]),
+    Filled(&'a FillTile<'a, T>),
+}
+
+/// The `P` pixel rows (`features` each) of a tile held row-major in `tile`; `None`
+/// unless it holds exactly `P` of them.
+fn tile_rows<T, const P: usize>(tile: &[T], features: usize) -> Option<[&[T]; P]> {
+    (tile.len() == P * features)
+        .then(|| std::array::from_fn(|p| &tile[p * features..(p + 1) * features]))
+}
 
 /// A consumer of the forward's output tiles ([`forward_emitting`]): a tile's pixels and
 /// its image, top row and left column in, false out where it cannot take them.
@@ -655,10 +750,30 @@ pub(super) fn scatter<T: Real, F: Form>(
     out: &mut [T],
     scratch: &mut Vec<T>,
 ) -> Result<()> {
+    scatter_from::<T, F>(g, Tiled::Stored(x), w, out, scratch)
+}
+
+/// [`scatter`] of the input `x`, stored or each tile filled where it is read.
+fn scatter_from<T: Real, F: Form>(
+    g: &Tiles,
+    x: Tiled<'_, T>,
+    w: &[T],
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
     let (cin, cout, positions) = (g.cin, g.cout, g.positions());
-    if !g.fits(x, out) || w.len() < 9 * cin * cout || g.edge != F::EDGE {
+    let fits = match x {
+        Tiled::Stored(x) => g.fits(x, out),
+        Tiled::Filled(_) => g.fits_output(out),
+    };
+    if !fits || w.len() < 9 * cin * cout || g.edge != F::EDGE {
         return Err(mismatch());
     }
+    // A filled tile's room per task.
+    let filled = match x {
+        Tiled::Stored(_) => 0,
+        Tiled::Filled(_) => F::EDGE * F::EDGE * cin,
+    };
     let [ih, iw] = g.input_grid();
     let image_out = g.output[0] * g.output[1] * cout;
     let out = &mut out[..g.batch * image_out];
@@ -677,7 +792,7 @@ pub(super) fn scatter<T: Real, F: Form>(
         .min((g.batch * phase_rows(0)).div_ceil(rows_per_block))
         .max(1);
     let kernel = positions * cin * cout;
-    let slot = positions * block * (cin + cout) + cin;
+    let slot = positions * block * (cin + cout) + cin + filled;
     grow(scratch, kernel + tasks * slot);
     let (u, slots) = scratch.split_at_mut(kernel);
     F::kernel(w, cin * cout, true, u);
@@ -706,15 +821,23 @@ pub(super) fn scatter<T: Real, F: Form>(
                     std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot)
                 };
                 let (v, rest) = slot.split_at_mut(positions * block * cin);
-                let (m, zeros) = rest.split_at_mut(positions * block * cout);
+                let (m, rest) = rest.split_at_mut(positions * block * cout);
+                let (zeros, pixels) = rest.split_at_mut(cin);
                 zeros.fill(T::zero());
                 for blk in crew::part(blocks, tasks.min(blocks).max(1), t) {
                     let k0 = blk * rows_per_block;
                     let k1 = (k0 + rows_per_block).min(g.batch * per_image);
                     let n = (k1 - k0) * iw;
                     let at = |i: usize| tile(k0 + i / iw, i % iw);
-                    let fit = (0..n)
-                        .all(|i| F::spread(g, simd, x, at(i), zeros, v, block * cin, i * cin));
+                    let fit = (0..n).all(|i| match x {
+                        Tiled::Stored(x) => {
+                            F::spread(g, simd, x, at(i), zeros, v, block * cin, i * cin)
+                        }
+                        Tiled::Filled(fill) => {
+                            fill(pixels, g.scatter_origin(at(i)))
+                                && F::tile_cotangent(simd, pixels, cin, (v, block * cin, i * cin))
+                        }
+                    });
                     if !fit {
                         failed.store(true, std::sync::atomic::Ordering::Relaxed);
                         return;
@@ -789,9 +912,24 @@ pub(super) fn kernel_grad_by<T: Real, F: Form>(
     out: &mut [T],
     scratch: &mut Vec<T>,
 ) -> Result<()> {
+    kernel_grad_from::<T, F>(g, x, Tiled::Stored(ct), out, scratch)
+}
+
+/// [`kernel_grad_by`] of the cotangent `ct`, stored or each tile filled where it is read.
+fn kernel_grad_from<T: Real, F: Form>(
+    g: &Tiles,
+    x: &[T],
+    ct: Tiled<'_, T>,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
     let (cin, cout, positions) = (g.cin, g.cout, g.positions());
     let sums = positions * cin * cout;
-    if g.edge != F::EDGE || !g.fits(x, ct) || out.len() < 9 * cin * cout {
+    let (fits, filled) = match ct {
+        Tiled::Stored(ct) => (g.fits(x, ct), 0),
+        Tiled::Filled(_) => (g.fits_input(x), F::EDGE * F::EDGE * cout),
+    };
+    if g.edge != F::EDGE || !fits || out.len() < 9 * cin * cout {
         return Err(mismatch());
     }
     if sums == 0 {
@@ -800,8 +938,9 @@ pub(super) fn kernel_grad_by<T: Real, F: Form>(
     let (tiles, block) = (g.count(), g.block());
     let blocks = tiles.div_ceil(block);
     let parts = blocks.clamp(1, MAX_PARTS);
-    // Per part: its partial sums, transformed inputs and cotangents, a row of zeros.
-    let slot = sums + positions * block * (cin + cout) + cin.max(cout);
+    // Per part: its partial sums, transformed inputs and cotangents, a row of zeros and
+    // room for a filled tile.
+    let slot = sums + positions * block * (cin + cout) + cin.max(cout) + filled;
     grow(scratch, parts * slot);
     let slots_at = scratch.as_mut_ptr() as usize;
     // Read here: a test's cap on the instructions holds on this thread only.
@@ -814,7 +953,8 @@ pub(super) fn kernel_grad_by<T: Real, F: Form>(
                 unsafe { std::slice::from_raw_parts_mut((slots_at as *mut T).add(t * slot), slot) };
             let (acc, rest) = slot.split_at_mut(sums);
             let (v, rest) = rest.split_at_mut(positions * block * cin);
-            let (wt, zeros) = rest.split_at_mut(positions * block * cout);
+            let (wt, rest) = rest.split_at_mut(positions * block * cout);
+            let (zeros, pixels) = rest.split_at_mut(cin.max(cout));
             zeros.fill(T::zero());
             acc.fill(T::zero());
             for b in crew::part(blocks, parts, t) {
@@ -823,7 +963,20 @@ pub(super) fn kernel_grad_by<T: Real, F: Form>(
                 let fit = (0..n).all(|i| {
                     let (t, zi, zo) = (first + i, &zeros[..cin], &zeros[..cout]);
                     F::input(g, simd, x, t, zi, v, block * cin, i * cin)
-                        && F::cotangent(g, simd, ct, t, zo, wt, block * cout, i * cout)
+                        && match ct {
+                            Tiled::Stored(ct) => {
+                                F::cotangent(g, simd, ct, t, zo, wt, block * cout, i * cout)
+                            }
+                            Tiled::Filled(fill) => {
+                                fill(pixels, g.origin(t))
+                                    && F::tile_cotangent(
+                                        simd,
+                                        pixels,
+                                        cout,
+                                        (wt, block * cout, i * cout),
+                                    )
+                            }
+                        }
                 });
                 if !fit {
                     failed.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1062,10 +1215,8 @@ impl Tiles {
         t: usize,
         zeros: &'a [T],
     ) -> [&'a [T]; P] {
-        let ([ih, iw], e) = (self.input_grid(), self.edge);
-        let (b, r) = (t / (ih * iw), t % (ih * iw));
-        let (iy, ix) = (e * (r / iw), e * (r % iw));
-        let ([h, w], cin) = (self.input, self.cin);
+        let (b, iy, ix) = self.scatter_origin(t);
+        let ([h, w], cin, e) = (self.input, self.cin, self.edge);
         std::array::from_fn(|p| {
             let (y, xx) = (iy + p / e, ix + p % e);
             if y < h && xx < w {
@@ -1074,6 +1225,13 @@ impl Tiles {
                 zeros
             }
         })
+    }
+
+    /// The image and the first input pixel of the scatter form's tile `t`.
+    fn scatter_origin(&self, t: usize) -> (usize, usize, usize) {
+        let ([ih, iw], e) = (self.input_grid(), self.edge);
+        let (b, r) = (t / (ih * iw), t % (ih * iw));
+        (b, e * (r / iw), e * (r % iw))
     }
 
     /// The `P` output pixels (`out` features each) of the scatter form's tile `t`'s
@@ -1087,9 +1245,8 @@ impl Tiles {
         out_at: usize,
         out_len: usize,
     ) -> [Option<&'a mut [T]>; P] {
-        let ([ih, iw], e) = (self.input_grid(), self.edge);
-        let (b, r) = (t / (ih * iw), t % (ih * iw));
-        let (iy, ix, n) = (e * (r / iw), e * (r % iw), e + 2);
+        let (b, iy, ix) = self.scatter_origin(t);
+        let n = self.edge + 2;
         let ([oh, ow], cout) = (self.output, self.cout);
         std::array::from_fn(|p| {
             let y = (iy + p / n) as i64 + self.pad[0] - 2;

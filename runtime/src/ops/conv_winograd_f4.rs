@@ -8,7 +8,8 @@
 //! 1e-5 of the terms' magnitudes against 1e-6).
 
 use super::{
-    from_rows, kernel_grad_lanes, kernel_lanes, to_pixels, Form, Level, Products, Real, Tiles,
+    from_rows, kernel_grad_lanes, kernel_lanes, tile_rows, to_pixels, Form, Level, Products, Real,
+    Tiles,
 };
 
 /// The window's positions: 6×6.

@@ -271,6 +271,72 @@ pub(crate) fn pooled_forward(
     (conv.output() == [od[0], od[1], od[2], od[3]]).then_some(conv)
 }
 
+/// Winograd's tiles when `native` computes the `f32` convolution of `lhs` by `rhs` to
+/// `out` by their scatter form (`conv_winograd::conv2d_filled`: tiles of the input from
+/// its first pixel on), where the native planner may have a pooling's gradient fill the
+/// input's tiles instead of storing it.
+pub(crate) fn winograd_scatter(
+    lhs: &TensorType,
+    rhs: &TensorType,
+    p: &ConvParams,
+    out: &TensorType,
+) -> Option<super::conv_winograd::Tiles> {
+    let (xd, wd, od) = (lhs.dims(), rhs.dims(), out.dims());
+    let f32s = [lhs, rhs, out].iter().all(|t| t.dtype == DType::F32);
+    if !f32s || xd.len() != 4 || wd.len() != 4 || od.len() != 4 || p.strides.len() != 2 {
+        return None;
+    }
+    let geo = conv_native::Geometry::new(
+        xd[0],
+        &xd[1..=2],
+        &wd[..2],
+        &od[1..=2],
+        (xd[3], wd[2], wd[3]),
+        p.feature_groups,
+    );
+    if conv_native::choose(&geo, p) != conv_native::Method::Winograd {
+        return None;
+    }
+    conv_native::winograd(&geo, p).filter(|t| {
+        super::conv_winograd::filled_edge(t).is_some()
+            && [t.batch, t.output[0], t.output[1], t.cout] == [od[0], od[1], od[2], od[3]]
+    })
+}
+
+/// Winograd's tiles when `native` computes the `f32` kernel gradient `dw` of the
+/// convolution `forward` of an image of type `image` (its output of type `y`) by them
+/// (`conv_native::kernel_grad`'s choice), where the native planner may have a pooling's
+/// gradient fill the cotangent's tiles instead of storing it.
+pub(crate) fn winograd_kernel_grad(
+    forward: &ConvParams,
+    image: &TensorType,
+    y: &TensorType,
+    dw: &TensorType,
+) -> Option<super::conv_winograd::Tiles> {
+    let (xd, cd, od) = (image.dims(), y.dims(), dw.dims());
+    let f32s = [image, y, dw].iter().all(|t| t.dtype == DType::F32);
+    let shaped = xd.len() == 4 && cd.len() == 4 && od.len() == 4 && forward.strides.len() == 2;
+    if !f32s || !shaped || cd[0] != xd[0] || od[2] != xd[3] || od[3] != cd[3] {
+        return None;
+    }
+    // As `native_kernel_grad` makes it: the gradient's spatial dims are the kernel's.
+    let geo = conv_native::Geometry::new(
+        xd[0],
+        &xd[1..=2],
+        &od[..2],
+        &cd[1..=2],
+        (xd[3], xd[3], cd[3]),
+        1,
+    );
+    if forward.feature_groups != 1
+        || cd[0] * cd[1] * cd[2] == 0
+        || conv_native::direct(&geo, forward).is_some()
+    {
+        return None;
+    }
+    conv_native::winograd(&geo, forward).filter(|t| t.gradient_pays())
+}
+
 /// The forward parameters of a convolution whose kernel gradient `vjp` expresses as the
 /// convolution `kg` of the transposed input and cotangent (see `vjp`): the native planner
 /// computes that gradient from the untransposed operands (`native_kernel_grad`).

@@ -23,6 +23,7 @@ mod fits_tests;
 mod pooled_grad;
 #[cfg(target_arch = "x86_64")]
 mod selected_grad;
+mod tile_grad;
 
 /// Below this many touched elements a pooling runs on the calling thread.
 const PARALLEL_MIN: usize = 1 << 15;

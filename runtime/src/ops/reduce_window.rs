@@ -1,7 +1,8 @@
 //! `reduce_window` (pooling) and `select_and_scatter_add` (its max/min gradient): shape
 //! rules, gradients, native kernels.
 
-use super::convolution::PooledConv;
+use super::conv_winograd::Tiles;
+use super::convolution::{winograd_kernel_grad, winograd_scatter, PooledConv};
 use super::pool2d::{self, Pool2d};
 use super::In;
 use crate::ir::{Graph, ReduceOp, TensorType, Value, Window, MAX_RANK};
@@ -627,17 +628,58 @@ fn band_pool(operand: &TensorType, pooled: &TensorType, w: &Window) -> Option<Po
     Pool2d::of(operand.dims(), pooled.dims(), w).filter(|p| p.bias_relu_indexable() && p.disjoint())
 }
 
-/// Whether the planner may compute the kernel gradient `dw` of the convolution `forward`
-/// of `image` (output `y`, pooled by `w` to `pooled` by a fused bias and ReLU max
-/// pooling) from the pooled cotangent: an `f32` convolution the direct kernel gradient
-/// computes, a pooling whose windows never overlap.
-pub(crate) fn pooled_kernel_grad_fusable(
+/// How the fused kernels compute a kernel gradient from a pooled cotangent: by the
+/// direct kernel gradient on bands of `dY`, or by Winograd's tiles of it.
+enum PooledGrad {
+    Direct(Direct2d),
+    Tiles(Tiles),
+}
+
+/// The pooling and how the kernel gradient `dw` of the convolution `forward` of `image`
+/// (output `y`, pooled by `w` to `pooled` by a fused bias and ReLU max pooling) is
+/// computed from the pooled cotangent, as `native` computes it from the stored one: an
+/// `f32` convolution the direct kernel gradient computes, and a pooling whose windows
+/// never overlap; or one Winograd's tiles compute, each window inside one tile.
+fn pooled_kernel_grad_way(
     forward: &crate::ir::ConvParams,
     image: &TensorType,
     (y, w, pooled): (&TensorType, &Window, &TensorType),
     dw: &TensorType,
+) -> Option<(Pool2d, PooledGrad)> {
+    let p = band_pool(y, pooled, w)?;
+    if let Some(d) = direct_taps(forward, image, y, dw) {
+        return Some((p, PooledGrad::Direct(d)));
+    }
+    let t = winograd_kernel_grad(forward, image, y, dw).filter(|t| p.tiles_kernel_grad_fit(t))?;
+    Some((p, PooledGrad::Tiles(t)))
+}
+
+/// Whether the planner may compute the kernel gradient `dw` of the convolution `forward`
+/// of `image` (output `y`, pooled by `w` to `pooled` by a fused bias and ReLU max
+/// pooling) from the pooled cotangent (see `pooled_kernel_grad_way`).
+pub(crate) fn pooled_kernel_grad_fusable(
+    forward: &crate::ir::ConvParams,
+    image: &TensorType,
+    pooling: (&TensorType, &Window, &TensorType),
+    dw: &TensorType,
 ) -> bool {
-    direct_taps(forward, image, y, dw).is_some() && band_pool(y, pooled, w).is_some()
+    pooled_kernel_grad_way(forward, image, pooling, dw).is_some()
+}
+
+/// Whether the planner may compute the convolution of `y`'s cotangent (`y` pooled by
+/// `w` to `pooled` by a fused bias and ReLU max pooling) by `kernel` to `out` (the input
+/// gradient of the convolution whose output `y` is) from the pooled cotangent: an `f32`
+/// convolution Winograd's scatter form computes, each window inside one of its tiles.
+pub(crate) fn pooled_input_grad_fusable(
+    (y, w, pooled): (&TensorType, &Window, &TensorType),
+    kernel: &TensorType,
+    params: &crate::ir::ConvParams,
+    out: &TensorType,
+) -> bool {
+    let t = winograd_scatter(y, kernel, params, out);
+    band_pool(y, pooled, w)
+        .zip(t)
+        .is_some_and(|(p, t)| p.tiles_input_grad_fit(&t))
 }
 
 /// The kernel gradient (of type `out_ty`) of the convolution `forward` of `image` whose
@@ -656,19 +698,57 @@ pub(crate) fn native_pooled_kernel_grad(
     scratch: &mut Vec<f32>,
 ) -> Result<()> {
     let op = "convolution";
-    let p = band_pool(operand, source.ty, w)
-        .filter(|_| index.len() == source.ty.numel())
-        .ok_or_else(|| Error::shape(op, "not a fusable 2-D pooling"))?;
-    let conv = direct_taps(forward, image.ty, operand, out_ty)
-        .filter(|_| image.ty.numel() == image.data.len() && out_ty.numel() == out.as_data().len())
+    let sized = index.len() == source.ty.numel()
+        && image.ty.numel() == image.data.len()
+        && out_ty.numel() == out.as_data().len();
+    let (p, way) = pooled_kernel_grad_way(forward, image.ty, (operand, w, source.ty), out_ty)
+        .filter(|_| sized)
         .ok_or_else(|| Error::shape(op, "not a pooled convolution's kernel gradient"))?;
     let bad = || Error::shape(op, "constants out of the type's range");
     match (image.data, source.data, out) {
         (Data::F32(x), Data::F32(s), DataMut::F32(o)) => {
             let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
-            p.pooled_kernel_grad(&conv, x, (s, index), &gate, o, scratch)
+            match way {
+                PooledGrad::Direct(d) => p.pooled_kernel_grad(&d, x, (s, index), &gate, o, scratch),
+                PooledGrad::Tiles(t) => p.tiles_kernel_grad(&t, x, (s, index), &gate, o, scratch),
+            }
         }
         (x, _, _) => Err(super::unsupported(op, x.dtype())),
+    }
+}
+
+/// The convolution (of type `out_ty`, parameters `params`) by `kernel` of the cotangent of
+/// the operand (of type `operand`) that `native_recording_bias_relu`'s pooling by `w`
+/// (`f`) pooled, from that pooling's cotangent `source` and `index`, that cotangent never
+/// stored (`Pool2d::tiles_input_grad`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn native_pooled_input_grad(
+    kernel: In<'_>,
+    source: In<'_>,
+    (operand, w, f): (&TensorType, &Window, &BiasReluPool),
+    params: &crate::ir::ConvParams,
+    index: &[u8],
+    out_ty: &TensorType,
+    out: DataMut<'_>,
+    scratch: &mut Vec<f32>,
+) -> Result<()> {
+    let op = "convolution";
+    let sized = index.len() == source.ty.numel()
+        && kernel.ty.numel() == kernel.data.len()
+        && out_ty.numel() == out.as_data().len();
+    let p = band_pool(operand, source.ty, w);
+    let t = winograd_scatter(operand, kernel.ty, params, out_ty);
+    let (p, t) = p
+        .zip(t)
+        .filter(|(p, t)| sized && p.tiles_input_grad_fit(t))
+        .ok_or_else(|| Error::shape(op, "not a pooled convolution's input gradient"))?;
+    let bad = || Error::shape(op, "constants out of the type's range");
+    match (kernel.data, source.data, out) {
+        (Data::F32(k), Data::F32(s), DataMut::F32(o)) => {
+            let (_, gate) = f.act::<f32>().ok_or_else(bad)?;
+            p.tiles_input_grad(&t, k, (s, index), &gate, o, scratch)
+        }
+        (k, _, _) => Err(super::unsupported(op, k.dtype())),
     }
 }
 

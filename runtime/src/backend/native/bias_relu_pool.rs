@@ -48,6 +48,16 @@ pub(crate) enum Fused {
         source: Value,
         f: BiasReluPool,
     },
+    /// A convolution of `dY` (by a kernel: the input gradient of the convolution whose
+    /// output's cotangent `dY` is) beside a `PooledKernelGrad`, likewise: each tile of
+    /// `dY` filled from `source` and the record where it is read (see `conv_pool_grad`);
+    /// reads the kernel and `source`.
+    PooledInputGrad {
+        pool: usize,
+        gradient: usize,
+        source: Value,
+        f: BiasReluPool,
+    },
     /// The bias gradient (`dY` summed over all but its channels) beside a
     /// `PooledKernelGrad`, likewise; reads `source`.
     PooledBiasGrad {
@@ -83,9 +93,15 @@ impl Fused {
             (Fused::PooledKernelGrad { source, .. }, Op::Convolution { lhs, .. }) => {
                 vec![*lhs, *source]
             }
-            (Fused::PooledKernelGrad { source, .. } | Fused::PooledBiasGrad { source, .. }, _) => {
-                vec![*source]
+            (Fused::PooledInputGrad { source, .. }, Op::Convolution { rhs, .. }) => {
+                vec![*rhs, *source]
             }
+            (
+                Fused::PooledKernelGrad { source, .. }
+                | Fused::PooledInputGrad { source, .. }
+                | Fused::PooledBiasGrad { source, .. },
+                _,
+            ) => vec![*source],
         }
     }
 
@@ -94,6 +110,7 @@ impl Fused {
         match self {
             Fused::Gradient { pool, .. }
             | Fused::PooledKernelGrad { pool, .. }
+            | Fused::PooledInputGrad { pool, .. }
             | Fused::PooledBiasGrad { pool, .. } => Some(*pool),
             Fused::Pool { .. } | Fused::ConvPool { .. } => None,
         }

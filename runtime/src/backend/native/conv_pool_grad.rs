@@ -20,7 +20,7 @@
 
 use super::bias_relu_pool::Fused;
 use crate::ir::{ConvParams, Node, Op, ReduceOp, Value};
-use crate::ops::reduce_window::pooled_kernel_grad_fusable;
+use crate::ops::reduce_window::{pooled_input_grad_fusable, pooled_kernel_grad_fusable};
 
 /// Gives the kernel gradient (and the bias gradient, if there is one) of each fused
 /// pooling gradient that they alone read (and that is no graph output) that gradient's
@@ -59,15 +59,24 @@ pub(crate) fn rewrite(
         let Op::SelectAndScatterAdd { source, .. } = nodes[g].op else {
             continue;
         };
-        let Some((kernel, bias)) = gradients(nodes, kernel_grads, fused, &readers[g], g) else {
+        let Some(found) = gradients(nodes, kernel_grads, fused, &readers[g], g) else {
             continue;
         };
-        fused[kernel] = Some(Fused::PooledKernelGrad {
+        fused[found.kernel] = Some(Fused::PooledKernelGrad {
             pool,
             gradient: g,
             source,
             f: f.clone(),
         });
+        if let Some(i) = found.input {
+            fused[i] = Some(Fused::PooledInputGrad {
+                pool,
+                gradient: g,
+                source,
+                f: f.clone(),
+            });
+        }
+        let bias = found.bias;
         if let Some(b) = bias {
             fused[b] = Some(Fused::PooledBiasGrad {
                 pool,
@@ -79,18 +88,26 @@ pub(crate) fn rewrite(
     }
 }
 
+/// The readers of a fused gradient that compute from its pooled cotangent instead.
+struct Readers {
+    kernel: usize,
+    input: Option<usize>,
+    bias: Option<usize>,
+}
+
 /// The readers of the fused gradient `g`, when they are one kernel gradient of the
 /// convolution whose output `g` is the cotangent of (in `conv_grad`'s form, of a
-/// geometry the fused kernel takes: the direct kernel gradient's, a pooling whose windows
-/// never overlap) and at most one bias gradient: those two nodes.
+/// geometry the fused kernels take: see `pooled_kernel_grad_fusable`), at most one
+/// convolution of `g` (the input gradient, by Winograd's scatter form: see
+/// `pooled_input_grad_fusable`) and at most one bias gradient: those nodes.
 fn gradients(
     nodes: &[Node],
     kernel_grads: &[Option<ConvParams>],
     fused: &[Option<Fused>],
     readers: &[usize],
     g: usize,
-) -> Option<(usize, Option<usize>)> {
-    let (mut kernel, mut bias) = (None, None);
+) -> Option<Readers> {
+    let (mut kernel, mut input, mut bias) = (None, None, None);
     let y = &nodes[g].ty;
     let Op::SelectAndScatterAdd { source, window, .. } = &nodes[g].op else {
         return None;
@@ -111,6 +128,18 @@ fn gradients(
                 }
                 kernel = Some(r);
             }
+            Op::Convolution { lhs, rhs, params }
+                if input.is_none()
+                    && lhs.index() == g
+                    && rhs.index() != g
+                    && kernel_grads[r].is_none() =>
+            {
+                let k = &nodes[rhs.index()].ty;
+                if !pooled_input_grad_fusable(pooling, k, params, &nodes[r].ty) {
+                    return None;
+                }
+                input = Some(r);
+            }
             Op::Reduce {
                 op: ReduceOp::Sum,
                 x,
@@ -126,5 +155,9 @@ fn gradients(
             _ => return None,
         }
     }
-    Some((kernel?, bias))
+    Some(Readers {
+        kernel: kernel?,
+        input,
+        bias,
+    })
 }

@@ -111,7 +111,9 @@ fn compile(g: &Graph, fused: bool) -> (NativeExecutable, usize, String) {
         .filter(|f| {
             matches!(
                 f,
-                Fused::PooledKernelGrad { .. } | Fused::PooledBiasGrad { .. }
+                Fused::PooledKernelGrad { .. }
+                    | Fused::PooledInputGrad { .. }
+                    | Fused::PooledBiasGrad { .. }
             )
         })
         .count();
@@ -508,6 +510,74 @@ fn a_cotangent_read_elsewhere_is_still_computed() {
         for (x, y) in got.iter().zip(&want) {
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(x), bits(y), "{c:?} {extra:?}");
+        }
+    }
+}
+
+/// A later layer whose convolution Winograd's tiles compute (many features): its kernel
+/// and input gradients fill the tiles of the cotangent from the pooled one where they
+/// read them, the unfused plan's bits (the same parts, the same transforms), on every
+/// instruction set; the bias gradient within rounding.
+#[test]
+fn winograd_gradients_from_the_pooled_cotangent_are_the_unfused_plans_bits() {
+    let pool = |k: usize| window(k, k, [(0, 0); 2]);
+    let cases = [
+        // The `cnn` workload's second layer, on fewer images: 4×4 tiles for both
+        // gradients, a row and a column no window covers.
+        case([4, 13, 13, 32], 3, 64, pool(2)),
+        // Windows as large as the tiles, features past the vectors (36: 32 and 4).
+        case([2, 14, 14, 32], 3, 36, pool(4)),
+        // Too many feature pairs for 4×4 tiles: 2×2 ones.
+        case([2, 12, 11, 32], 3, 160, pool(2)),
+    ];
+    let check = |c: &Case, extra: Extra, want_count: usize| {
+        let g = graph(c, extra, DType::F32);
+        let (mut fused, count, text) = compile(&g, true);
+        let (mut plain, _, _) = compile(&g, false);
+        assert_eq!(count, want_count, "{c:?} {extra:?}\n{text}");
+        assert!(!text.contains("select_and_scatter_add"), "{text}");
+        for (seed, exact, nan_every) in [(16, true, 0), (17, false, 0), (18, true, 7)] {
+            let a = args(&g, seed, exact, nan_every);
+            let (got, want) = (run(&mut fused, &g, &a), run(&mut plain, &g, &a));
+            let what = format!("{c:?} {extra:?} seed {seed}");
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for k in 0..got.len() {
+                if k == 2 {
+                    close(&got[k], &want[k], 1e-5, &format!("{what} bias"));
+                } else {
+                    assert_eq!(bits(&got[k]), bits(&want[k]), "{what} output {k}");
+                }
+            }
+        }
+    };
+    for c in &cases {
+        check(c, Extra::Input, 3);
+        check(c, Extra::Bias, 2);
+    }
+    crate::kernel::simd::for_each_level(|_| check(&cases[1], Extra::Input, 3));
+}
+
+/// Where the input gradient does not run on the tiles of the cotangent (a `same`
+/// convolution's: the forward form, over padded windows), or windows cross the tiles,
+/// the cotangent is stored for it and the kernel gradient reads it too.
+#[test]
+fn winograd_gradients_across_the_tiles_read_the_stored_cotangent() {
+    let two = window(2, 2, [(0, 0); 2]);
+    for c in [
+        case([2, 12, 12, 32], 3, 48, two.clone()).conv(1, (1, 1), 1),
+        case([2, 13, 13, 32], 3, 48, window(3, 3, [(0, 0); 2])),
+        case([2, 13, 13, 32], 3, 48, window(2, 2, [(1, 0), (1, 0)])),
+    ] {
+        let g = graph(&c, Extra::Input, DType::F32);
+        let (mut fused, count, text) = compile(&g, true);
+        assert_eq!(count, 0, "{c:?}\n{text}");
+        assert!(text.contains("select_and_scatter_add"), "{text}");
+        let (mut plain, _, _) = compile(&g, false);
+        let a = args(&g, 19, false, 0);
+        let (got, want) = (run(&mut fused, &g, &a), run(&mut plain, &g, &a));
+        for (x, y) in got.iter().zip(&want) {
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(x), bits(y), "{c:?}");
         }
     }
 }

@@ -838,6 +838,22 @@ fn run_pool_indexed(
                 }),
             },
             (
+                Op::Convolution { params, .. },
+                PoolIndex::Use(i),
+                Some(Fused::PooledInputGrad { gradient, f, .. }),
+            ) => gradient_of(*gradient).and_then(|(operand, window)| {
+                reduce_window::native_pooled_input_grad(
+                    input(0),
+                    input(1),
+                    (operand, window, f),
+                    params,
+                    &indices[i],
+                    &node.ty,
+                    out_view,
+                    scratch,
+                )
+            }),
+            (
                 Op::Reduce { .. },
                 PoolIndex::Use(i),
                 Some(Fused::PooledBiasGrad { gradient, f, .. }),

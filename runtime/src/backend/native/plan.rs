@@ -1086,8 +1086,11 @@ impl Plan {
                         Some(Fused::Pool { .. }) => " (bias+relu fused)",
                         Some(Fused::ConvPool { .. }) => " (bias+relu fused) (convolution fused)",
                         Some(Fused::Gradient { .. }) => " (relu gradient fused)",
-                        Some(Fused::PooledKernelGrad { .. }) => " (from the pooled cotangent)",
-                        Some(Fused::PooledBiasGrad { .. }) => " (from the pooled cotangent)",
+                        Some(
+                            Fused::PooledKernelGrad { .. }
+                            | Fused::PooledInputGrad { .. }
+                            | Fused::PooledBiasGrad { .. },
+                        ) => " (from the pooled cotangent)",
                     };
                     out += &format!(
                         "  kernel %{node} {}{paired}{fused} -> {}\n",

@@ -77,7 +77,9 @@ pub(crate) fn record(graph: &str, plan: &Plan) {
         pooled_grads: count(|f| {
             matches!(
                 f,
-                Fused::PooledKernelGrad { .. } | Fused::PooledBiasGrad { .. }
+                Fused::PooledKernelGrad { .. }
+                    | Fused::PooledInputGrad { .. }
+                    | Fused::PooledBiasGrad { .. }
             )
         }),
         sums_of_products: plan.sums_of_products.iter().flatten().count(),

@@ -19,7 +19,7 @@ impl Pool2d {
     /// Whether every window lies inside the operand and inside one output tile of edge
     /// `edge`: windows as far apart as they are large, no padding, and the edge a multiple
     /// of the window's along both axes.
-    fn tiles_hold_windows(&self, edge: usize) -> bool {
+    pub(super) fn tiles_hold_windows(&self, edge: usize) -> bool {
         let (kh, kw) = (self.kh, self.kw);
         kh > 0
             && kw > 0

@@ -129,7 +129,7 @@ const TARGETS: usize = 64;
 /// Writes one window's elements `targets` (their offsets in `out`, their positions) from
 /// the window's cotangents `s` and index bytes `ix`.
 #[inline(always)]
-fn write_selected<T: num_traits::Float + 'static>(
+pub(super) fn write_selected<T: num_traits::Float + 'static>(
     simd: Simd,
     out: &mut [T],
     targets: &[(usize, u8)],
