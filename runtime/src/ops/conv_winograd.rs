@@ -40,7 +40,11 @@
 //!
 //! The forward form can also hand each tile's output pixels, still in cache, to a
 //! consumer instead of storing them (`conv2d_emitting`): the max pooling after a
-//! `Conv2D(relu)` pools the windows inside each tile there (`pool2d::conv_tiles`).
+//! `Conv2D(relu)` pools the windows inside each tile there (`pool2d::conv_tiles`). The
+//! other way round, the kernel gradient and the scatter form can read each tile of their
+//! cotangent (input) from a filler instead of an array (`kernel_grad_filled`,
+//! `conv2d_filled`): that pooling's gradient fills them from the pooled cotangent
+//! (`pool2d::tile_grad`), so the cotangent is never stored.
 //!
 //! Window positions outside the input (padding) read zeros, and tile outputs past the
 //! output's edge are dropped, so any padding, `valid`, `same` or lopsided, takes this path.

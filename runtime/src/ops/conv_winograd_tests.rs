@@ -539,6 +539,83 @@ fn emitted_tiles_are_the_stored_forward() {
     }
 }
 
+/// The kernel gradient and the scatter form reading their cotangent's (input's) tiles
+/// as a filler hands them over (here: copied from the stored array, zeros past its
+/// edge) against reading the stored array: the same bits, at every level, in f32 and
+/// f64, over several blocks and parts.
+#[test]
+fn filled_tiles_are_the_stored_cotangent() {
+    /// A filler of `a` (`[batch, h, w, features]`) by tiles of `edge`.
+    fn filler<T: Real>(
+        a: &[T],
+        [h, w, features]: [usize; 3],
+        edge: usize,
+    ) -> impl Fn(&mut [T], (usize, usize, usize)) -> bool + Sync + '_ {
+        move |tile: &mut [T], (b, y0, x0): (usize, usize, usize)| {
+            if tile.len() != edge * edge * features {
+                return false;
+            }
+            for (p, px) in tile.chunks_exact_mut(features).enumerate() {
+                let (y, x) = (y0 + p / edge, x0 + p % edge);
+                match y < h && x < w {
+                    true => px.copy_from_slice(&a[((b * h + y) * w + x) * features..][..features]),
+                    false => px.fill(T::zero()),
+                }
+            }
+            true
+        }
+    }
+    fn check<T: Real + Send + Sync>(geo: &Geometry, p: &ConvParams, key: fn(T) -> u64) {
+        let data = |len: usize, seed: u64| -> Vec<T> {
+            numbers(len, seed)
+                .iter()
+                .map(|&v| T::from(v).unwrap())
+                .collect()
+        };
+        let (nin, nout) = (geo.in_sp[0] * geo.in_sp[1], geo.out_sp[0] * geo.out_sp[1]);
+        let x = data(geo.batch * nin * geo.cin, 31);
+        let w = data(9 * geo.cin * geo.cout, 32);
+        let ct = data(geo.batch * nout * geo.cout, 33);
+        let tiles = conv_native::winograd(geo, p).expect("3×3, stride 1");
+        let keys = |v: Vec<T>| v.into_iter().map(key).collect::<Vec<_>>();
+        crate::kernel::simd::for_each_level(|level| {
+            let what = format!("{level:?} {geo:?}");
+            if let Some(edge) = super::gradient_edge(&tiles) {
+                let (mut want, mut got) = (vec![T::nan(); w.len()], vec![T::nan(); w.len()]);
+                super::kernel_grad(&tiles, &x, &ct, &mut want, &mut vec![T::nan(); 5]).unwrap();
+                let [oh, ow] = tiles.output;
+                let fill = filler(&ct, [oh, ow, geo.cout], edge);
+                let s = &mut vec![T::nan(); 5];
+                super::kernel_grad_filled(&tiles, &x, &fill, &mut got, s).unwrap();
+                assert!(keys(got) == keys(want), "kernel gradient {what}");
+            }
+            if let Some(edge) = super::filled_edge(&tiles) {
+                let len = geo.batch * nout * geo.cout;
+                let (mut want, mut got) = (vec![T::nan(); len], vec![T::nan(); len]);
+                super::conv2d(&tiles, &x, &w, &mut want, &mut vec![T::nan(); 5]).unwrap();
+                let fill = filler(&x, [geo.in_sp[0], geo.in_sp[1], geo.cin], edge);
+                super::conv2d_filled(&tiles, &fill, &w, &mut got, &mut vec![T::nan(); 5]).unwrap();
+                assert!(keys(got) == keys(want), "scatter form {what}");
+            }
+        });
+    }
+    let cases = [
+        // The `cnn` workload's second layer's gradients (4×4 tiles, several blocks and
+        // tasks): its input gradient's convolution (full padding, the scatter form) and
+        // its kernel gradient.
+        case(16, [11, 11], (64, 32), [(2, 2); 2]),
+        case(16, [13, 13], (32, 64), [(0, 0); 2]),
+        // 2×2 tiles (too many feature pairs for 4×4), odd sizes, features past the
+        // vectors.
+        case(3, [10, 9], (160, 33), [(2, 2); 2]),
+        case(3, [12, 11], (33, 160), [(0, 0); 2]),
+    ];
+    for (geo, p) in cases.into_iter().flatten() {
+        check::<f32>(&geo, &p, |v| u64::from(v.to_bits()));
+        check::<f64>(&geo, &p, f64::to_bits);
+    }
+}
+
 /// The `cnn` workload's second convolution, its input gradient and its kernel gradient,
 /// and layers of other shapes, by each method and each edge of tiles, fastest of 20
 /// (`cargo test --release -p strata-runtime --lib time_winograd -- --ignored --nocapture`).

@@ -580,7 +580,8 @@ pub(crate) fn native_select_and_scatter_bias_relu(
     Ok(())
 }
 
-// ---- a convolution's kernel and bias gradients from its pooled cotangent (native planner)
+// ---- a convolution's kernel, input and bias gradients from its pooled cotangent (native
+// planner)
 
 /// The convolution's geometry as the direct kernel gradient takes it: `forward` of an
 /// image of type `image` giving `y` (the pooling's operand), the kernel gradient `dw`, all
@@ -622,8 +623,8 @@ fn direct_taps(
 }
 
 /// The pooling `w` of `operand` to `pooled` when the fused kernels rebuild the
-/// cotangent of its operand row by row: a fused bias and ReLU max pooling whose windows
-/// never overlap.
+/// cotangent of its operand a part at a time (bands of rows, or tiles): a fused bias and
+/// ReLU max pooling whose windows never overlap.
 fn band_pool(operand: &TensorType, pooled: &TensorType, w: &Window) -> Option<Pool2d> {
     Pool2d::of(operand.dims(), pooled.dims(), w).filter(|p| p.bias_relu_indexable() && p.disjoint())
 }

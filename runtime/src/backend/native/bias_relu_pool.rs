@@ -39,9 +39,9 @@ pub(crate) enum Fused {
     /// which reads the index its pooling (node `pool`) records.
     Gradient { pool: usize, f: BiasReluPool },
     /// A convolution's kernel gradient (`conv_grad`'s form: the image and the cotangent
-    /// `dY`) where `dY` is a fused `Gradient` that nothing else needs: computed from that
-    /// gradient's pooled cotangent `source` and its pooling's record (see
-    /// `conv_pool_grad`); reads the image and `source`.
+    /// `dY`) where `dY` is a fused `Gradient` that only it and the other pooled
+    /// gradients below read: computed from that gradient's pooled cotangent `source` and
+    /// its pooling's record (see `conv_pool_grad`); reads the image and `source`.
     PooledKernelGrad {
         pool: usize,
         gradient: usize,
@@ -71,7 +71,9 @@ pub(crate) enum Fused {
 impl Fused {
     /// The values the node's kernel reads, its op being `op`: a fused pooling's operand
     /// (or the convolution's operands) and bias; a fused gradient's cotangent alone (the
-    /// pooling's record stands for the operand, of which only the type is used).
+    /// pooling's record stands for the operand, of which only the type is used); a
+    /// gradient from the pooled cotangent, that cotangent and the convolution's other
+    /// operand (the image, or the kernel).
     pub(crate) fn reads(&self, op: &Op) -> Vec<Value> {
         match (self, op) {
             (Fused::Pool { bias, .. }, _) => {

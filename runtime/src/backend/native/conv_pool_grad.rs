@@ -1,28 +1,35 @@
-//! A first convolution's kernel and bias gradients from its pooling's cotangent.
+//! A convolution's kernel, input and bias gradients from its pooling's cotangent.
 //!
 //! After `bias_relu_pool`, the gradient of `Conv2D(relu)` → `MaxPooling2D` is a fused
-//! gradient that writes the convolution output's cotangent `dY` (the network's largest
-//! tensor) from the pooled cotangent `g` and the pooling's record; the kernel gradient
-//! (`conv_grad`'s form) and the bias gradient (`dY` summed over batch, rows and columns)
-//! read it straight back. In a network's first layer nothing else reads `dY` (the image
-//! needs no gradient), and `dY` is zero but at one element per pooled output. The planner
-//! then gives the kernel and bias gradients `g` and the record instead
-//! (`Fused::PooledKernelGrad`, `Fused::PooledBiasGrad`): the kernel gradient rebuilds
-//! `dY` a band of rows at a time in cache and runs the direct kernel gradient on each
-//! band, the bias gradient adds the gated pooled cotangent
-//! (`ops::reduce_window::native_pooled_kernel_grad`); `dY` is never written in full and
-//! its node is left dead.
+//! gradient that writes the convolution output's cotangent `dY` (as large as the
+//! convolution's output) from the pooled cotangent `g` and the pooling's record; the
+//! kernel gradient (`conv_grad`'s form), the bias gradient (`dY` summed over batch, rows
+//! and columns) and, in a later layer, the input gradient (a convolution of `dY`) read it
+//! straight back, though `dY` is zero but at one element per pooled output. Where all of
+//! its readers can, the planner gives them `g` and the record instead
+//! (`Fused::PooledKernelGrad`, `Fused::PooledInputGrad`, `Fused::PooledBiasGrad`), `dY`
+//! is never written in full and its node is left dead:
+//!
+//! - a first layer's (few input features, the direct kernel; the image needs no
+//!   gradient): the kernel gradient rebuilds `dY` a band of rows at a time in cache and
+//!   runs the direct kernel gradient on each band
+//!   (`ops::reduce_window::native_pooled_kernel_grad`);
+//! - a later layer's on Winograd's tiles (many features; windows inside the tiles, an
+//!   input gradient by the scatter form): the kernel gradient and the input gradient fill
+//!   each tile of `dY` where they read it (`ops::pool2d::tile_grad`);
+//! - the bias gradient adds the gated pooled cotangent.
 //!
 //! The results are deterministic (the same on any number of threads). The kernel
 //! gradient is the unfused plan's bits where the two cut the batch's rows into the same
-//! parts (the unfused one's parts follow the cores); the bias gradient's sum runs in
-//! another order, within rounding of the unfused plan's.
+//! parts (the direct kernel's unfused parts follow the cores; Winograd's follow the
+//! shapes, so there always), the input gradient is its bits; the bias gradient's sum runs
+//! in another order, within rounding of the unfused plan's.
 
 use super::bias_relu_pool::Fused;
 use crate::ir::{ConvParams, Node, Op, ReduceOp, Value};
 use crate::ops::reduce_window::{pooled_input_grad_fusable, pooled_kernel_grad_fusable};
 
-/// Gives the kernel gradient (and the bias gradient, if there is one) of each fused
+/// Gives the kernel gradient (and the input and bias gradients, if there are) of each fused
 /// pooling gradient that they alone read (and that is no graph output) that gradient's
 /// pooled cotangent and record to compute from.
 pub(crate) fn rewrite(

@@ -1,9 +1,10 @@
-//! The planner's kernel and bias gradients from a pooled convolution's pooled cotangent
-//! (`conv_pool_grad`): taken where the convolution output's cotangent has no other reader,
-//! left where it has or where the fused kernels do not apply; the pooling's output the
-//! same bits as without it, the gradients within rounding of the plan without it and of a
-//! direct f64 reference, the kernel gradient the same bits as without it over the same
-//! parts, the same bits on one thread as on the crew.
+//! The planner's kernel, input and bias gradients from a pooled convolution's pooled
+//! cotangent (`conv_pool_grad`): taken where the convolution output's cotangent has no
+//! other reader, left where it has or where the fused kernels do not apply; the pooling's
+//! output the same bits as without it, the gradients within rounding of the plan without
+//! it and of a direct f64 reference, the kernel gradient the same bits as without it over
+//! the same parts (on Winograd's tiles, always, and the input gradient too), the same bits
+//! on one thread as on the crew.
 
 use super::bias_relu_pool::Fused;
 use super::executor::NativeExecutable;
@@ -522,9 +523,9 @@ fn a_cotangent_read_elsewhere_is_still_computed() {
 fn winograd_gradients_from_the_pooled_cotangent_are_the_unfused_plans_bits() {
     let pool = |k: usize| window(k, k, [(0, 0); 2]);
     let cases = [
-        // The `cnn` workload's second layer, on fewer images: 4×4 tiles for both
-        // gradients, a row and a column no window covers.
-        case([4, 13, 13, 32], 3, 64, pool(2)),
+        // The `cnn` workload's second layer: 4×4 tiles for both gradients, a row and a
+        // column no window covers, several blocks and tasks.
+        case([16, 13, 13, 32], 3, 64, pool(2)),
         // Windows as large as the tiles, features past the vectors (36: 32 and 4).
         case([2, 14, 14, 32], 3, 36, pool(4)),
         // Too many feature pairs for 4×4 tiles: 2×2 ones.
@@ -555,6 +556,10 @@ fn winograd_gradients_from_the_pooled_cotangent_are_the_unfused_plans_bits() {
         check(c, Extra::Bias, 2);
     }
     crate::kernel::simd::for_each_level(|_| check(&cases[1], Extra::Input, 3));
+    // A `same` convolution without its input gradient (the kernel gradient's padded
+    // input transform, the cotangent's tiles filled).
+    let same = case([2, 12, 12, 32], 3, 48, pool(2)).conv(1, (1, 1), 1);
+    check(&same, Extra::Bias, 2);
 }
 
 /// Where the input gradient does not run on the tiles of the cotangent (a `same`
@@ -563,21 +568,43 @@ fn winograd_gradients_from_the_pooled_cotangent_are_the_unfused_plans_bits() {
 #[test]
 fn winograd_gradients_across_the_tiles_read_the_stored_cotangent() {
     let two = window(2, 2, [(0, 0); 2]);
-    for c in [
-        case([2, 12, 12, 32], 3, 48, two.clone()).conv(1, (1, 1), 1),
-        case([2, 13, 13, 32], 3, 48, window(3, 3, [(0, 0); 2])),
-        case([2, 13, 13, 32], 3, 48, window(2, 2, [(1, 0), (1, 0)])),
+    let layer = case([2, 13, 13, 32], 3, 48, two.clone());
+    for (c, extra, dtype) in [
+        (
+            case([2, 12, 12, 32], 3, 48, two.clone()).conv(1, (1, 1), 1),
+            Extra::Input,
+            DType::F32,
+        ),
+        (
+            case([2, 13, 13, 32], 3, 48, window(3, 3, [(0, 0); 2])),
+            Extra::Input,
+            DType::F32,
+        ),
+        (
+            case([2, 13, 13, 32], 3, 48, window(2, 2, [(1, 0), (1, 0)])),
+            Extra::Input,
+            DType::F32,
+        ),
+        // Gaps between the windows.
+        (
+            case([2, 13, 13, 32], 3, 48, window(2, 3, [(0, 0); 2])),
+            Extra::Input,
+            DType::F32,
+        ),
+        // The cotangent returned; f64.
+        (layer.clone(), Extra::Cotangent, DType::F32),
+        (layer, Extra::Input, DType::F64),
     ] {
-        let g = graph(&c, Extra::Input, DType::F32);
+        let g = graph(&c, extra, dtype);
         let (mut fused, count, text) = compile(&g, true);
-        assert_eq!(count, 0, "{c:?}\n{text}");
+        assert_eq!(count, 0, "{c:?} {extra:?} {dtype}\n{text}");
         assert!(text.contains("select_and_scatter_add"), "{text}");
         let (mut plain, _, _) = compile(&g, false);
         let a = args(&g, 19, false, 0);
         let (got, want) = (run(&mut fused, &g, &a), run(&mut plain, &g, &a));
         for (x, y) in got.iter().zip(&want) {
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(x), bits(y), "{c:?}");
+            assert_eq!(bits(x), bits(y), "{c:?} {extra:?} {dtype}");
         }
     }
 }

@@ -296,7 +296,8 @@ pub(crate) fn plan(g: &Graph, options: &CompileOptions) -> Plan {
     let mut fused_pools = super::bias_relu_pool::rewrite(&mut nodes, &graph_outputs);
     // And the convolutions computed inside their fused poolings.
     super::conv_pool::rewrite(&nodes, &graph_outputs, &kernel_grads, &mut fused_pools);
-    // And the gated cotangents whose kernel and bias gradients come from the pooled one.
+    // And the gated cotangents whose kernel, input and bias gradients come from the pooled
+    // one.
     super::conv_pool_grad::rewrite(&nodes, &graph_outputs, &kernel_grads, &mut fused_pools);
     // And the products summed where they are computed.
     let sums_of_products =
@@ -941,9 +942,9 @@ fn window_of_unit<'a>(
 /// are in this one plan, which runs every step in order, so the record is always written
 /// first in the same execution; a gradient with no such pooling keeps its own kernel.
 /// A fused pooling (`bias_relu_pool`) pairs only with its own fused gradient (or the
-/// kernel and bias gradients computed from its cotangent instead, `conv_pool_grad`), and
-/// records its index even without one (its kernel is the one that applies the bias and
-/// ReLU). Returns the index buffers' lengths.
+/// kernel, input and bias gradients computed from its cotangent instead,
+/// `conv_pool_grad`), and records its index even without one (its kernel is the one that
+/// applies the bias and ReLU). Returns the index buffers' lengths.
 fn pair_pools(
     nodes: &[Node],
     root: &[usize],

@@ -43,7 +43,8 @@ pub(crate) struct PlanSummary {
     pub bias_relu_pools: usize,
     /// Of those, poolings that compute their convolution (see `conv_pool`).
     pub conv_pools: usize,
-    /// Kernel and bias gradients computed from a pooled cotangent (see `conv_pool_grad`).
+    /// Kernel, input and bias gradients computed from a pooled cotangent (see
+    /// `conv_pool_grad`).
     pub pooled_grads: usize,
     /// Sums of products computed without the product (see `sum_of_products`).
     pub sums_of_products: usize,
@@ -180,7 +181,7 @@ thread_local! {
     static NO_CONV_POOL_GRAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Whether the planner leaves the kernel and bias gradients of a pooled convolution
+/// Whether the planner leaves the kernel, input and bias gradients of a pooled convolution
 /// reading the convolution output's cotangent on this thread (see
 /// [`without_conv_pool_grad`]).
 pub(crate) fn conv_pool_grad_disabled() -> bool {

@@ -57,7 +57,7 @@ impl Pool2d {
     ) -> Result<()> {
         let edge = gradient_edge(g)
             .filter(|_| self.tiles_kernel_grad_fit(g) && self.cotangent_fits(src, index))
-            .ok_or_else(|| mismatch())?;
+            .ok_or_else(mismatch)?;
         let fill = self.tile_filler(edge, (src, index), gate);
         kernel_grad_filled(g, image, &fill, out, scratch)
     }
@@ -77,7 +77,7 @@ impl Pool2d {
     ) -> Result<()> {
         let edge = filled_edge(g)
             .filter(|_| self.tiles_input_grad_fit(g) && self.cotangent_fits(src, index))
-            .ok_or_else(|| mismatch())?;
+            .ok_or_else(mismatch)?;
         let fill = self.tile_filler(edge, (src, index), gate);
         conv2d_filled(g, &fill, kernel, out, scratch)
     }
@@ -99,16 +99,18 @@ impl Pool2d {
     ) -> impl Fn(&mut [f32], (usize, usize, usize)) -> bool + Sync + 'a {
         let p = *self;
         let simd = crate::kernel::simd::level();
-        // A window's elements from its first: their places in a tile, their positions.
+        // A window's elements from its first: their places in a tile, their positions
+        // (a window of more than the index's positions fills nothing).
         let mut elements = [(0usize, 0u8); 64];
-        for i in 0..p.kh {
+        let cells = p.kh * p.kw;
+        let fits = cells <= elements.len();
+        for i in (0..p.kh).filter(|_| fits) {
             for j in 0..p.kw {
                 elements[i * p.kw + j] = ((i * edge + j) * p.c, (i * p.kw + j) as u8);
             }
         }
         move |tile: &mut [f32], (b, y0, x0): (usize, usize, usize)| {
-            let cells = p.kh * p.kw;
-            if tile.len() != edge * edge * p.c || cells > elements.len() {
+            if !fits || tile.len() != edge * edge * p.c {
                 return false;
             }
             tile.fill(0.0);
@@ -135,8 +137,8 @@ impl Pool2d {
 }
 
 fn mismatch() -> Error {
-    Error::shape(
-        "convolution",
-        "a pooled convolution gradient's operands do not match their geometry",
-    )
+    Error::Backend {
+        backend: "native",
+        message: "internal: a pooled convolution gradient's operands do not match".into(),
+    }
 }
