@@ -239,15 +239,14 @@ impl PooledConv {
     }
 }
 
-/// How `native` computes the `f32` convolution of `lhs` by `rhs` to `out`, where a pooling
-/// may compute it part by part ([`PooledConv`]): by the direct kernel, or by Winograd's
-/// tiles in the forward form. The fused kernels compute the parts as `native` would.
-pub(crate) fn pooled_forward(
+/// The geometry of the two-dimensional `f32` convolution of `lhs` (NHWC) by `rhs` (HWIO)
+/// to `out`, the method `native` computes it by, and `out`'s shape.
+fn f32_method_2d(
     lhs: &TensorType,
     rhs: &TensorType,
     p: &ConvParams,
     out: &TensorType,
-) -> Option<PooledConv> {
+) -> Option<(conv_native::Geometry, conv_native::Method, [usize; 4])> {
     let (xd, wd, od) = (lhs.dims(), rhs.dims(), out.dims());
     let f32s = [lhs, rhs, out].iter().all(|t| t.dtype == DType::F32);
     if !f32s || xd.len() != 4 || wd.len() != 4 || od.len() != 4 || p.strides.len() != 2 {
@@ -261,14 +260,28 @@ pub(crate) fn pooled_forward(
         (xd[3], wd[2], wd[3]),
         p.feature_groups,
     );
-    let conv = match conv_native::choose(&geo, p) {
+    let method = conv_native::choose(&geo, p);
+    Some((geo, method, [od[0], od[1], od[2], od[3]]))
+}
+
+/// How `native` computes the `f32` convolution of `lhs` by `rhs` to `out`, where a pooling
+/// may compute it part by part ([`PooledConv`]): by the direct kernel, or by Winograd's
+/// tiles in the forward form. The fused kernels compute the parts as `native` would.
+pub(crate) fn pooled_forward(
+    lhs: &TensorType,
+    rhs: &TensorType,
+    p: &ConvParams,
+    out: &TensorType,
+) -> Option<PooledConv> {
+    let (geo, method, od) = f32_method_2d(lhs, rhs, p, out)?;
+    let conv = match method {
         conv_native::Method::Direct => conv_native::direct(&geo, p).map(PooledConv::Direct),
         conv_native::Method::Winograd => conv_native::winograd(&geo, p)
             .filter(|t| super::conv_winograd::emitting_edge(t).is_some())
             .map(PooledConv::Winograd),
         _ => None,
     }?;
-    (conv.output() == [od[0], od[1], od[2], od[3]]).then_some(conv)
+    (conv.output() == od).then_some(conv)
 }
 
 /// Winograd's tiles when `native` computes the `f32` convolution of `lhs` by `rhs` to
@@ -281,26 +294,13 @@ pub(crate) fn winograd_scatter(
     p: &ConvParams,
     out: &TensorType,
 ) -> Option<super::conv_winograd::Tiles> {
-    let (xd, wd, od) = (lhs.dims(), rhs.dims(), out.dims());
-    let f32s = [lhs, rhs, out].iter().all(|t| t.dtype == DType::F32);
-    if !f32s || xd.len() != 4 || wd.len() != 4 || od.len() != 4 || p.strides.len() != 2 {
+    let (geo, method, od) = f32_method_2d(lhs, rhs, p, out)?;
+    if method != conv_native::Method::Winograd {
         return None;
     }
-    let geo = conv_native::Geometry::new(
-        xd[0],
-        &xd[1..=2],
-        &wd[..2],
-        &od[1..=2],
-        (xd[3], wd[2], wd[3]),
-        p.feature_groups,
-    );
-    if conv_native::choose(&geo, p) != conv_native::Method::Winograd {
-        return None;
-    }
-    conv_native::winograd(&geo, p).filter(|t| {
-        super::conv_winograd::filled_edge(t).is_some()
-            && [t.batch, t.output[0], t.output[1], t.cout] == [od[0], od[1], od[2], od[3]]
-    })
+    let tiles = conv_native::winograd(&geo, p)?;
+    let scatters = super::conv_winograd::filled_edge(&tiles).is_some();
+    (scatters && PooledConv::Winograd(tiles).output() == od).then_some(tiles)
 }
 
 /// Winograd's tiles when `native` computes the `f32` kernel gradient `dw` of the
