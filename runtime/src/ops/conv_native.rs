@@ -205,6 +205,34 @@ pub(super) fn winograd(geo: &Geometry, p: &ConvParams) -> Option<Tiles> {
     })
 }
 
+/// The Winograd tiles of the kernel gradient of a convolution of this geometry, where
+/// [`kernel_grad`] takes them (the direct kernel, where it applies, first).
+pub(super) fn winograd_gradient(geo: &Geometry, p: &ConvParams) -> Option<Tiles> {
+    winograd(geo, p).filter(|t| t.gradient_pays())
+}
+
+/// The forward's geometry of the one-group convolution whose kernel gradient `od` comes
+/// from its input `xd` and its output's cotangent `cd` (the gradient's spatial dims are
+/// the kernel's); none where they do not match.
+pub(super) fn kernel_grad_geometry(xd: &[usize], cd: &[usize], od: &[usize]) -> Option<Geometry> {
+    let n = xd.len().checked_sub(2)?;
+    let fits = cd.len() == n + 2
+        && od.len() == n + 2
+        && cd[0] == xd[0]
+        && od[n] == xd[n + 1]
+        && od[n + 1] == cd[n + 1];
+    fits.then(|| {
+        Geometry::new(
+            xd[0],
+            &xd[1..=n],
+            &od[..n],
+            &cd[1..=n],
+            (xd[n + 1], xd[n + 1], cd[n + 1]),
+            1,
+        )
+    })
+}
+
 /// `out = conv(x, w)` by `method` (any method computes any convolution; `choose` picks).
 pub(super) fn run<T: Real>(
     method: Method,
@@ -533,7 +561,7 @@ pub(super) fn kernel_grad<T: Real>(
             return conv_direct::kernel_grad2d(&d, x, ct, out, scratch);
         }
     }
-    if let Some(t) = winograd(geo, p).filter(|t| t.gradient_pays()) {
+    if let Some(t) = winograd_gradient(geo, p) {
         return conv_winograd::kernel_grad(&t, x, ct, out, scratch);
     }
     kernel_grad_blocks(x, ct, geo, p, out, scratch)

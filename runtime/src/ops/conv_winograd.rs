@@ -355,7 +355,18 @@ pub(super) fn kernel_grad_filled<T: Real>(
     out: &mut [T],
     scratch: &mut Vec<T>,
 ) -> Result<()> {
-    let ct = Tiled::Filled(fill);
+    kernel_grad_tiled(g, x, Tiled::Filled(fill), out, scratch)
+}
+
+/// [`kernel_grad`] of the cotangent `ct`, stored or filled, by the tiles' edge
+/// [`gradient_edge`] says.
+fn kernel_grad_tiled<T: Real>(
+    g: &Tiles,
+    x: &[T],
+    ct: Tiled<'_, T>,
+    out: &mut [T],
+    scratch: &mut Vec<T>,
+) -> Result<()> {
     match gradient_edge(g) {
         Some(4) => kernel_grad_from::<T, f4::F4>(&Tiles { edge: 4, ..*g }, x, ct, out, scratch),
         Some(_) => kernel_grad_from::<T, F2>(g, x, ct, out, scratch),
@@ -899,16 +910,12 @@ pub(super) fn kernel_grad<T: Real>(
     out: &mut [T],
     scratch: &mut Vec<T>,
 ) -> Result<()> {
-    if g.edge != 2 {
-        return Err(mismatch());
-    }
-    match g.gradient_four() {
-        true => kernel_grad_by::<T, f4::F4>(&Tiles { edge: 4, ..*g }, x, ct, out, scratch),
-        false => kernel_grad_by::<T, F2>(g, x, ct, out, scratch),
-    }
+    kernel_grad_tiled(g, x, Tiled::Stored(ct), out, scratch)
 }
 
-/// The kernel gradient by tiles of form `F` (whose edge `g` has).
+/// The kernel gradient by tiles of form `F` (whose edge `g` has), whatever edge
+/// [`gradient_edge`] would take (the tests compare the edges).
+#[cfg(test)]
 pub(super) fn kernel_grad_by<T: Real, F: Form>(
     g: &Tiles,
     x: &[T],

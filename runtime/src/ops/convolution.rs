@@ -231,7 +231,7 @@ pub(crate) enum PooledConv {
 
 impl PooledConv {
     /// The convolution's output shape, NHWC.
-    pub(crate) fn output(&self) -> [usize; 4] {
+    pub(super) fn output(&self) -> [usize; 4] {
         match self {
             PooledConv::Direct(d) => [d.batch, d.output[0], d.output[1], d.cout],
             PooledConv::Winograd(t) => [t.batch, t.output[0], t.output[1], t.cout],
@@ -288,7 +288,7 @@ pub(crate) fn pooled_forward(
 /// `out` by their scatter form (`conv_winograd::conv2d_filled`: tiles of the input from
 /// its first pixel on), where the native planner may have a pooling's gradient fill the
 /// input's tiles instead of storing it.
-pub(crate) fn winograd_scatter(
+pub(super) fn winograd_scatter(
     lhs: &TensorType,
     rhs: &TensorType,
     p: &ConvParams,
@@ -307,34 +307,23 @@ pub(crate) fn winograd_scatter(
 /// convolution `forward` of an image of type `image` (its output of type `y`) by them
 /// (`conv_native::kernel_grad`'s choice), where the native planner may have a pooling's
 /// gradient fill the cotangent's tiles instead of storing it.
-pub(crate) fn winograd_kernel_grad(
+pub(super) fn winograd_kernel_grad(
     forward: &ConvParams,
     image: &TensorType,
     y: &TensorType,
     dw: &TensorType,
 ) -> Option<super::conv_winograd::Tiles> {
-    let (xd, cd, od) = (image.dims(), y.dims(), dw.dims());
+    let (xd, cd) = (image.dims(), y.dims());
     let f32s = [image, y, dw].iter().all(|t| t.dtype == DType::F32);
-    let shaped = xd.len() == 4 && cd.len() == 4 && od.len() == 4 && forward.strides.len() == 2;
-    if !f32s || !shaped || cd[0] != xd[0] || od[2] != xd[3] || od[3] != cd[3] {
+    if !f32s || xd.len() != 4 || forward.strides.len() != 2 || forward.feature_groups != 1 {
         return None;
     }
-    // As `native_kernel_grad` makes it: the gradient's spatial dims are the kernel's.
-    let geo = conv_native::Geometry::new(
-        xd[0],
-        &xd[1..=2],
-        &od[..2],
-        &cd[1..=2],
-        (xd[3], xd[3], cd[3]),
-        1,
-    );
-    if forward.feature_groups != 1
-        || cd[0] * cd[1] * cd[2] == 0
-        || conv_native::direct(&geo, forward).is_some()
-    {
+    // As `native_kernel_grad` makes it, and as `conv_native::kernel_grad` chooses.
+    let geo = conv_native::kernel_grad_geometry(xd, cd, dw.dims())?;
+    if cd[0] * cd[1] * cd[2] == 0 || conv_native::direct(&geo, forward).is_some() {
         return None;
     }
-    conv_native::winograd(&geo, forward).filter(|t| t.gradient_pays())
+    conv_native::winograd_gradient(&geo, forward)
 }
 
 /// The forward parameters of a convolution whose kernel gradient `vjp` expresses as the
@@ -362,13 +351,7 @@ pub(crate) fn native_kernel_grad(
     ctx: &mut KernelCtx,
 ) -> Result<()> {
     let (xd, cd, od) = (x.ty.dims(), ct.ty.dims(), out_ty.dims());
-    let n = xd.len() - 2;
-    if cd.len() != n + 2
-        || od.len() != n + 2
-        || cd[0] != xd[0]
-        || od[n] != xd[n + 1]
-        || od[n + 1] != cd[n + 1]
-    {
+    let Some(geo) = conv_native::kernel_grad_geometry(xd, cd, od) else {
         return Err(Error::Backend {
             backend: "native",
             message: format!(
@@ -376,16 +359,7 @@ pub(crate) fn native_kernel_grad(
                 x.ty, ct.ty
             ),
         });
-    }
-    // The forward's geometry: the gradient's spatial dims are the kernel's.
-    let geo = conv_native::Geometry::new(
-        xd[0],
-        &xd[1..=n],
-        &od[..n],
-        &cd[1..=n],
-        (xd[n + 1], xd[n + 1], cd[n + 1]),
-        1,
-    );
+    };
     match (x.data, ct.data, out) {
         (Data::F32(x), Data::F32(c), DataMut::F32(o)) => {
             conv_native::kernel_grad(x, c, &geo, p, o, &mut ctx.scratch_f32[0])

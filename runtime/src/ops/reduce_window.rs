@@ -672,15 +672,25 @@ pub(crate) fn pooled_kernel_grad_fusable(
 /// gradient of the convolution whose output `y` is) from the pooled cotangent: an `f32`
 /// convolution Winograd's scatter form computes, each window inside one of its tiles.
 pub(crate) fn pooled_input_grad_fusable(
-    (y, w, pooled): (&TensorType, &Window, &TensorType),
+    pooling: (&TensorType, &Window, &TensorType),
     kernel: &TensorType,
     params: &crate::ir::ConvParams,
     out: &TensorType,
 ) -> bool {
-    let t = winograd_scatter(y, kernel, params, out);
-    band_pool(y, pooled, w)
-        .zip(t)
-        .is_some_and(|(p, t)| p.tiles_input_grad_fit(&t))
+    pooled_input_grad_way(pooling, kernel, params, out).is_some()
+}
+
+/// The pooling and the tiles by which the fused kernel computes the convolution of
+/// `pooled_input_grad_fusable`.
+fn pooled_input_grad_way(
+    (y, w, pooled): (&TensorType, &Window, &TensorType),
+    kernel: &TensorType,
+    params: &crate::ir::ConvParams,
+    out: &TensorType,
+) -> Option<(Pool2d, Tiles)> {
+    let p = band_pool(y, pooled, w)?;
+    let t = winograd_scatter(y, kernel, params, out).filter(|t| p.tiles_input_grad_fit(t))?;
+    Some((p, t))
 }
 
 /// The kernel gradient (of type `out_ty`) of the convolution `forward` of `image` whose
@@ -737,11 +747,8 @@ pub(crate) fn native_pooled_input_grad(
     let sized = index.len() == source.ty.numel()
         && kernel.ty.numel() == kernel.data.len()
         && out_ty.numel() == out.as_data().len();
-    let p = band_pool(operand, source.ty, w);
-    let t = winograd_scatter(operand, kernel.ty, params, out_ty);
-    let (p, t) = p
-        .zip(t)
-        .filter(|(p, t)| sized && p.tiles_input_grad_fit(t))
+    let (p, t) = pooled_input_grad_way((operand, w, source.ty), kernel.ty, params, out_ty)
+        .filter(|_| sized)
         .ok_or_else(|| Error::shape(op, "not a pooled convolution's input gradient"))?;
     let bad = || Error::shape(op, "constants out of the type's range");
     match (kernel.data, source.data, out) {

@@ -226,32 +226,7 @@ fn a_convnet_trains_the_same_with_bias_and_relu_fused_into_its_poolings() {
     assert_eq!(dense.pooled_grads, 0, "{dense:#?}");
     assert_eq!(fused.steps + banded, dense.steps, "{fused:#?} {dense:#?}");
 
-    let train = |m: &mut Model<Sequential>| {
-        use crate::loss::SparseCategoricalCrossentropy;
-        use crate::metrics::Accuracy;
-        use crate::train::Fit;
-        let x = crate::random::normal(&[96, 12, 12, 1], 0.0, 1.0, 5).unwrap();
-        let y = crate::random::uniform_int(&[96], 0, 10, 6).unwrap();
-        m.compile(
-            crate::optim::Adam::default(),
-            SparseCategoricalCrossentropy::default(),
-            [Accuracy],
-        )
-        .unwrap();
-        m.fit(&x, &y, Fit::epochs(2).batch_size(32).verbose(0))
-            .unwrap();
-        let bits = |t: &crate::Tensor| -> Vec<u32> {
-            t.to_vec::<f32>()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect()
-        };
-        let p = m.predict(&x).unwrap();
-        let mut all: Vec<Vec<u32>> = m.weights().iter().map(|(_, t)| bits(t)).collect();
-        all.push(bits(&p));
-        all
-    };
+    let train = |m: &mut Model<Sequential>| trained_bits(m, &[96, 12, 12, 1]);
     let (mut a, mut b) = (model(), model());
     let fused_run = without_conv_pool_grad(|| train(&mut a));
     let plain_run = without_bias_relu_pool(|| train(&mut b));
@@ -275,6 +250,94 @@ fn a_convnet_trains_the_same_with_bias_and_relu_fused_into_its_poolings() {
             assert!(
                 (p - q).abs() <= 1e-4 * (1.0 + q.abs()),
                 "weight {k}: {p} against {q} after training with the gradients from the pooled cotangent"
+            );
+        }
+    }
+}
+
+/// `m` fitted for two epochs at batch 32 on `rows` (the batch first) of random images and
+/// labels: its weights and its predictions, as bits.
+fn trained_bits<A: crate::nn::Architecture>(m: &mut Model<A>, rows: &[usize]) -> Vec<Vec<u32>> {
+    use crate::loss::SparseCategoricalCrossentropy;
+    use crate::metrics::Accuracy;
+    use crate::train::Fit;
+    let x = crate::random::normal(rows, 0.0, 1.0, 5).unwrap();
+    let y = crate::random::uniform_int(&rows[..1], 0, 10, 6).unwrap();
+    m.compile(
+        crate::optim::Adam::default(),
+        SparseCategoricalCrossentropy::default(),
+        [Accuracy],
+    )
+    .unwrap();
+    m.fit(&x, &y, Fit::epochs(2).batch_size(32).verbose(0))
+        .unwrap();
+    let bits = |t: &crate::Tensor| -> Vec<u32> {
+        t.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    let p = m.predict(&x).unwrap();
+    let mut all: Vec<Vec<u32>> = m.weights().iter().map(|(_, t)| bits(t)).collect();
+    all.push(bits(&p));
+    all
+}
+
+/// The `cnn` workload's own layers, whose second convolution runs on Winograd's tiles:
+/// its pooling is computed inside the forward's tiles (`native::conv_pool`) and its kernel,
+/// input and bias gradients come from the pooled cotangent (`native::conv_pool_grad`), as
+/// the first layer's do on the direct kernel. Training with the fused forward is training
+/// without it, bit for bit; with the gradients from the pooled cotangent (the bias
+/// gradients sum in another order), within rounding.
+#[test]
+fn the_cnn_layers_train_the_same_with_their_poolings_inside_the_convolutions() {
+    use crate::backend::native::testing::{without_conv_pool, without_conv_pool_grad};
+    use crate::nn::{Activation, Conv2D, Dense, Flatten, MaxPooling2D, Sequential};
+    let model = || {
+        Model::new(Sequential::new(
+            Some(vec![28, 28, 1]),
+            vec![
+                Box::new(Conv2D::new("conv", 32, [3, 3], Activation::Relu)),
+                Box::new(MaxPooling2D::new("pool", [2, 2])),
+                Box::new(Conv2D::new("conv_1", 64, [3, 3], Activation::Relu)),
+                Box::new(MaxPooling2D::new("pool_1", [2, 2])),
+                Box::new(Flatten::new("flat")),
+                Box::new(Dense::new("out", 10, Activation::Softmax)),
+            ],
+        ))
+    };
+    let banded = usize::from(crate::kernel::conv_direct::thin(1, 9));
+    let fused = train_step_plan(model(), &[28, 28, 1]);
+    let stored = without_conv_pool(|| train_step_plan(model(), &[28, 28, 1]));
+    let dense = without_conv_pool_grad(|| train_step_plan(model(), &[28, 28, 1]));
+    // Both convolutions inside their poolings; the second layer's kernel, input and bias
+    // gradients (and the first's kernel and bias gradients, on the direct kernel) from
+    // the pooled cotangents, neither convolution output's cotangent computed.
+    assert_eq!(fused.conv_pools, 1 + banded, "{fused:#?}");
+    assert_eq!(fused.pooled_grads, 3 + 2 * banded, "{fused:#?}");
+    assert_eq!(
+        fused.steps + 1 + banded,
+        stored.steps,
+        "{fused:#?} {stored:#?}"
+    );
+    assert_eq!(
+        fused.steps + 1 + banded,
+        dense.steps,
+        "{fused:#?} {dense:#?}"
+    );
+    let rows = [40, 28, 28, 1];
+    let (mut a, mut b, mut c) = (model(), model(), model());
+    let forward_fused = without_conv_pool_grad(|| trained_bits(&mut a, &rows));
+    let plain = without_conv_pool(|| without_conv_pool_grad(|| trained_bits(&mut b, &rows)));
+    assert!(forward_fused == plain, "the fused forward trains otherwise");
+    let all_fused = trained_bits(&mut c, &rows);
+    for (k, (x, y)) in all_fused.iter().zip(&plain).enumerate() {
+        for (&p, &q) in x.iter().zip(y) {
+            let (p, q) = (f32::from_bits(p), f32::from_bits(q));
+            assert!(
+                (p - q).abs() <= 1e-4 * (1.0 + q.abs()),
+                "weight {k}: {p} against {q} with the gradients from the pooled cotangents"
             );
         }
     }

@@ -34,11 +34,37 @@ impl Pool2d {
     /// Whether [`Pool2d::tiles_reduce_index_bias_relu`] computes this pooling of `g`'s
     /// output.
     pub(in crate::ops) fn tiles_fit(&self, g: &Tiles) -> bool {
+        self.output_tiles_fit(g, emitting_edge(g))
+    }
+
+    /// Whether this pooling pools the output of the convolution `g` by tiles of `edge`
+    /// (none: the convolution takes no tiles), each window inside one tile.
+    pub(super) fn output_tiles_fit(&self, g: &Tiles, edge: Option<usize>) -> bool {
         g.batch == self.n
             && g.output == [self.h, self.w]
             && g.cout == self.c
             && self.bias_relu_indexable()
-            && emitting_edge(g).is_some_and(|edge| self.tiles_hold_windows(edge))
+            && edge.is_some_and(|edge| self.tiles_hold_windows(edge))
+    }
+
+    /// The windows of the tile of edge `edge` at `(b, y, x)` (image, first row and column)
+    /// where [`Pool2d::tiles_hold_windows`]: per window, the offset of its first element
+    /// in the tile's pixels (row-major, `c` each) and of its outputs in the pooled array.
+    /// The windows whose first row and column lie in the tile lie in it whole.
+    pub(super) fn tile_windows(
+        &self,
+        edge: usize,
+        (b, y, x): (usize, usize, usize),
+    ) -> impl Iterator<Item = (usize, usize)> {
+        let p = *self;
+        let rows = y / p.kh..((y + edge) / p.kh).min(p.oh);
+        let cols = x / p.kw..((x + edge) / p.kw).min(p.ow);
+        rows.flat_map(move |a| {
+            cols.clone().map(move |q| {
+                let first = ((a * p.kh - y) * edge + (q * p.kw - x)) * p.c;
+                (first, ((b * p.oh + a) * p.ow + q) * p.c)
+            })
+        })
     }
 
     /// [`Pool2d::reduce_index_bias_relu`] of the convolution `g` (Winograd's tiles, as
@@ -78,34 +104,25 @@ impl Pool2d {
             index.as_mut_ptr() as usize,
             out.len(),
         );
-        let emit = |tile: &[f32], (b, oy, ox): (usize, usize, usize)| {
-            // The windows whose first row and column lie in the tile lie in it whole
-            // (`tiles_hold_windows`).
-            let rows = oy / p.kh..((oy + edge) / p.kh).min(p.oh);
-            let cols = ox / p.kw..((ox + edge) / p.kw).min(p.ow);
+        let emit = |tile: &[f32], origin: (usize, usize, usize)| {
             if tile.len() != edge * edge * p.c {
                 return false;
             }
-            for a in rows {
-                for q in cols.clone() {
-                    let first = ((a * p.kh - oy) * edge + (q * p.kw - ox)) * p.c;
-                    let at = ((b * p.oh + a) * p.ow + q) * p.c;
-                    if at + p.c > len {
-                        return false;
-                    }
-                    // SAFETY: in bounds (checked just above). Window `(a, q)` of image `b`
-                    // lies in this tile alone and each tile is emitted once, so its `c`
-                    // outputs are this call's alone; `out` and `index` stay borrowed until
-                    // `conv2d_emitting` returns.
-                    let (acc, ix) = unsafe {
-                        (
-                            std::slice::from_raw_parts_mut((ob as *mut f32).add(at), p.c),
-                            std::slice::from_raw_parts_mut((ib as *mut u8).add(at), p.c),
-                        )
-                    };
-                    // SAFETY: `simd` is what the CPU supports (detected above).
-                    unsafe { bias_relu_window(simd, (&tile[first..], offs, bias, act), acc, ix) };
+            for (first, at) in p.tile_windows(edge, origin) {
+                if at + p.c > len {
+                    return false;
                 }
+                // SAFETY: in bounds (checked just above). The window lies in this tile
+                // alone and each tile is emitted once, so its `c` outputs are this call's
+                // alone; `out` and `index` stay borrowed until `conv2d_emitting` returns.
+                let (acc, ix) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut((ob as *mut f32).add(at), p.c),
+                        std::slice::from_raw_parts_mut((ib as *mut u8).add(at), p.c),
+                    )
+                };
+                // SAFETY: `simd` is what the CPU supports (detected above).
+                unsafe { bias_relu_window(simd, (&tile[first..], offs, bias, act), acc, ix) };
             }
             true
         };

@@ -25,11 +25,7 @@ impl Pool2d {
     /// Whether [`Pool2d::tiles_kernel_grad`] computes the kernel gradient of `g`'s
     /// convolution, whose output this pooling pooled.
     pub(in crate::ops) fn tiles_kernel_grad_fit(&self, g: &Tiles) -> bool {
-        g.batch == self.n
-            && g.output == [self.h, self.w]
-            && g.cout == self.c
-            && self.bias_relu_indexable()
-            && gradient_edge(g).is_some_and(|edge| self.tiles_hold_windows(edge))
+        self.output_tiles_fit(g, gradient_edge(g))
     }
 
     /// Whether [`Pool2d::tiles_input_grad`] computes the convolution `g` of this pooling's
@@ -109,27 +105,20 @@ impl Pool2d {
                 elements[i * p.kw + j] = ((i * edge + j) * p.c, (i * p.kw + j) as u8);
             }
         }
-        move |tile: &mut [f32], (b, y0, x0): (usize, usize, usize)| {
+        move |tile: &mut [f32], origin: (usize, usize, usize)| {
             if !fits || tile.len() != edge * edge * p.c {
                 return false;
             }
             tile.fill(0.0);
-            // The windows whose first row and column lie in the tile lie in it whole.
-            let rows = y0 / p.kh..((y0 + edge) / p.kh).min(p.oh);
-            let cols = x0 / p.kw..((x0 + edge) / p.kw).min(p.ow);
             let mut targets = elements;
-            for a in rows {
-                for q in cols.clone() {
-                    let first = ((a * p.kh - y0) * edge + (q * p.kw - x0)) * p.c;
-                    for (t, e) in targets.iter_mut().zip(&elements).take(cells) {
-                        t.0 = first + e.0;
-                    }
-                    let so = ((b * p.oh + a) * p.ow + q) * p.c;
-                    let Some(window) = src.get(so..so + p.c).zip(index.get(so..so + p.c)) else {
-                        return false;
-                    };
-                    write_selected(simd, tile, &targets[..cells], window, POS, Some(gate));
+            for (first, so) in p.tile_windows(edge, origin) {
+                for (t, e) in targets.iter_mut().zip(&elements).take(cells) {
+                    t.0 = first + e.0;
                 }
+                let Some(window) = src.get(so..so + p.c).zip(index.get(so..so + p.c)) else {
+                    return false;
+                };
+                write_selected(simd, tile, &targets[..cells], window, POS, Some(gate));
             }
             true
         }
