@@ -29,6 +29,12 @@ pub(crate) fn level() -> Level {
     cpu()
 }
 
+/// `simd`, but no wider than [`level`]: a safe function that takes its level from its
+/// caller clamps it so, and runs no instruction the CPU lacks whatever it was given.
+pub(crate) fn at_most(simd: Level) -> Level {
+    simd.min(level())
+}
+
 fn cpu() -> Level {
     #[cfg(target_arch = "x86_64")]
     {
@@ -60,4 +66,17 @@ pub(crate) fn for_each_level(mut f: impl FnMut(Level)) {
         }
     }
     CAP.set(Level::Avx512);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_level_from_a_caller_is_clamped_to_what_this_thread_may_use() {
+        for_each_level(|l| {
+            assert_eq!(at_most(Level::Avx512), l);
+            assert_eq!(at_most(Level::Baseline), Level::Baseline);
+        });
+    }
 }

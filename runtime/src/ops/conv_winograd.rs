@@ -1328,11 +1328,13 @@ fn rows_fit<T>(dst: &[T], positions: usize, stride: usize, at: usize, features: 
 
 /// The features `0..n` that the vector paths transform, by width: `(..n16, ..n8)`, 16 at a
 /// time with AVX-512 up to `n16`, then 8 at a time with AVX2 up to `n8`, the rest one at a
-/// time. None for a type other than f32.
+/// time. None for a type other than f32. No wider than the CPU allows, whatever `simd`
+/// says: the transforms are safe functions that take their level from their callers.
 fn vector_features<T: 'static>(simd: Level, features: usize) -> (usize, usize) {
     if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
         return (0, 0);
     }
+    let simd = crate::kernel::simd::at_most(simd);
     let n16 = if simd >= Level::Avx512 {
         features / 16 * 16
     } else {

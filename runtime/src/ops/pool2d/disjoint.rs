@@ -144,8 +144,8 @@ pub(super) fn write_selected<T: num_traits::Float + 'static>(
         mask,
         gate,
     };
-    // SAFETY: `simd` is what the CPU supports.
-    unsafe { window(simd, out, sel) };
+    // SAFETY: clamped to what the CPU supports, whatever the caller passed.
+    unsafe { window(crate::kernel::simd::at_most(simd), out, sel) };
 }
 
 /// The value of each channel's selected element of one window, `gate.apply(0 + s, bits)`
