@@ -15,7 +15,7 @@ pub enum Device {
     Native,
     /// XLA on the CPU through a PJRT plugin. `devices` is the number of CPU devices the
     /// client exposes (`xla-cpu:N`, for multi-device programs without accelerators);
-    /// `None` leaves the plugin's default.
+    /// `None` (plain `xla-cpu`) is one device, as JAX's CPU client.
     XlaCpu { devices: Option<usize> },
     /// An NVIDIA GPU through the CUDA PJRT plugin.
     Cuda,

@@ -122,7 +122,8 @@ pub struct MirroredStrategy;
 
 impl MirroredStrategy {
     /// Mirrored over every device of `device`: all GPUs or TPU cores, the CPU plugin's
-    /// devices (`xla-cpu:N` makes N), or for the native backend one thread per core.
+    /// devices (`xla-cpu:N` makes N; plain `xla-cpu` is one), or for the native backend
+    /// one thread per core.
     #[allow(clippy::new_ret_no_self)]
     pub fn new(device: Device) -> Result<Strategy> {
         Strategy::mirrored(device, None)

@@ -85,14 +85,18 @@ impl PjrtBackend {
         let path = plugin::find_plugin(kind, options.plugin.as_deref())?;
         let api = Api::load(&path)?;
         let mut create = Vec::new();
-        if let Device::XlaCpu { devices: Some(n) } = device {
-            // Validated by Device's parser and here again: a wrong option type or value can
-            // abort older plugins.
-            let n = i64::try_from(*n)
+        if let Device::XlaCpu { devices } = device {
+            // Plain `xla-cpu` is one device, as JAX's CPU client. The plugin's own default,
+            // four devices, also gives its compute pool at least four workers, more than
+            // a small machine has cores, and a single-device program then runs slower.
+            // Validated by Device's parser and here again: a wrong option type or value
+            // can abort older plugins.
+            let count = devices.unwrap_or(1);
+            let n = i64::try_from(count)
                 .ok()
                 .filter(|&n| (1..=super::device::MAX_CPU_DEVICES as i64).contains(&n))
                 .ok_or_else(|| {
-                    Error::invalid("xla-cpu device count", format!("{n} is out of range"))
+                    Error::invalid("xla-cpu device count", format!("{count} is out of range"))
                 })?;
             create.push(("cpu_device_count".to_string(), OptionValue::Int(n)));
         }
