@@ -89,8 +89,8 @@ fn one_step_lstm_trains_the_same_on_native_and_xla() {
         m.compile(Adam::new(0.01), MeanSquaredError, ()).unwrap();
         let h = m
             .fit(
-                &seqs(10, 1, 3, 2),
-                &targets(10, 1, 3),
+                seqs(10, 1, 3, 2),
+                targets(10, 1, 3),
                 Fit::epochs(3).batch_size(4).shuffle(false).verbose(0),
             )
             .unwrap();
@@ -392,7 +392,10 @@ model! {
     }
 }
 
-fn two_heads(k: usize, device: Device) -> (Vec<f64>, Vec<Vec<f32>>, Vec<(String, Tensor)>) {
+/// Losses per epoch, each output's predictions, the weights.
+type Heads = (Vec<f64>, Vec<Vec<f32>>, Vec<(String, Tensor)>);
+
+fn two_heads(k: usize, device: Device) -> Heads {
     let mut m = TwoHeads::model();
     m.set_device(device).unwrap();
     m.compile(Adam::new(0.01), MeanSquaredError, ()).unwrap();

@@ -194,7 +194,7 @@ fn recurrent_weights_of_the_wrong_shape_are_typed_errors() {
         match r {
             Ok(Err(_)) => {}
             Ok(Ok(())) => {
-                let p = m2.predict(&seqs(&[2, 3, 4], 3));
+                let p = m2.predict(seqs(&[2, 3, 4], 3));
                 assert!(p.is_err(), "{name}: wrong shape accepted");
             }
             Err(_) => panic!("{name}: set_weights panicked"),
