@@ -58,7 +58,9 @@ fn sequence(x: &Shape) -> Result<(Option<usize>, Option<usize>), ShapeError> {
 fn params(k: usize, names: [&'static str; 3], a: &Args, x: &Shape) -> Vec<Param> {
     let features = sequence(x).ok().and_then(|(_, f)| f);
     let units = a.count("units");
-    let width = Some(k * units);
+    // Unknown where `k · units` overflows (the arguments' check refuses such units; the
+    // rule must not fail before that check reports it).
+    let width = k.checked_mul(units);
     let mut p = vec![
         param(
             names[0],
@@ -117,9 +119,20 @@ fn not_yet(errors: &mut Vec<ArgError>, arg: &'static str, why: &str) {
     });
 }
 
-/// What the layers take in Keras but not here yet.
-pub(crate) fn recurrent_checks(a: &Args) -> Vec<ArgError> {
+/// What the layers take in Keras but not here yet, and units whose `GATES · units`
+/// weight columns do not fit a size (no compiler checks a runtime struct's `units`).
+pub(crate) fn recurrent_checks<const GATES: usize>(a: &Args) -> Vec<ArgError> {
     let mut errors = Vec::new();
+    let units = a.count("units");
+    if GATES.checked_mul(units).is_none() {
+        errors.push(ArgError {
+            arg: "units",
+            message: format!(
+                "`units` {units} is too large: the weights have {GATES} · units columns, \
+                 more than a size can count"
+            ),
+        });
+    }
     // Keras starts the forget gate's bias at one and the rest from `bias_initializer`;
     // here the rest starts at zero (or, with `ones`, at one throughout).
     if a.flag("unit_forget_bias") && !matches!(a.choice("bias_initializer"), "zeros" | "ones" | "")

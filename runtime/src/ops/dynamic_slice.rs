@@ -221,6 +221,7 @@ fn write_window<T: Elem>(
 
 // ---- StableHLO lowering
 
+use crate::hlo::i64_array;
 use crate::ops::Emitter;
 
 pub(crate) fn lower_slice(
@@ -236,11 +237,12 @@ pub(crate) fn lower_slice(
         names.push(e.name(s));
         types.push(e.ty(s).mlir());
     }
-    let sizes: Vec<String> = sizes.iter().map(|s| s.to_string()).collect();
+    // Through the shared printer: a rank-0 operand has no sizes, and MLIR spells the empty
+    // array `array<i64>` (`array<i64: >` does not parse).
     e.emit(format!(
-        "\"stablehlo.dynamic_slice\"({}) {{slice_sizes = array<i64: {}>}} : ({}) -> {}",
+        "\"stablehlo.dynamic_slice\"({}) {{slice_sizes = {}}} : ({}) -> {}",
         names.join(", "),
-        sizes.join(", "),
+        i64_array(sizes),
         types.join(", "),
         ty.mlir()
     ))

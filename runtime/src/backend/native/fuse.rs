@@ -649,6 +649,12 @@ fn run_generic<T: Real>(
                 match *inst {
                     Inst::Load { .. } if is_scalar_load(k, inst) => {}
                     Inst::Load { input: i } => match alias[i] {
+                        // A bool updated in place (a flag a loop carries) is stored as
+                        // bools, not as `T`: it converts as any bool input's load does.
+                        Some(o) if outs[o].dtype() == DType::Bool => {
+                            let d = outs[o].as_data();
+                            load(d, Pattern::full(d.len()), start - base, out)?
+                        }
                         // An aliased input is read in full: the range's own slice.
                         Some(_) => {
                             out.copy_from_slice(in_slice(inputs, alias, outs, i, start, len, base))

@@ -1,0 +1,496 @@
+//! Adversarial probes of the loop primitives (issue 15): `dynamic_slice` /
+//! `dynamic_update_slice` with starts out of range, of every integer type, over scalars
+//! and empty windows, on native and XLA CPU; reverse mode through `Graph::scan` in shapes
+//! the existing table does not cover (aliased operands, swapped carries, rows that are
+//! scalars, weights read at the end, stacked weights).
+
+mod backends;
+
+use backends::backends;
+use strata_runtime::autodiff::{self, gradcheck::GradCheck};
+use strata_runtime::ir::{BinaryOp, DType, Graph, TensorType, UnaryOp, Value};
+use strata_runtime::random::Rng;
+use strata_runtime::{Result, Tensor};
+
+fn ty(dtype: DType, dims: &[usize]) -> TensorType {
+    TensorType::new(dtype, dims.to_vec())
+}
+
+fn f64_ty(dims: &[usize]) -> TensorType {
+    ty(DType::F64, dims)
+}
+
+fn rand(dims: &[usize], seed: u64) -> Tensor {
+    let mut r = Rng::new(seed);
+    let n: usize = dims.iter().product();
+    let v: Vec<f64> = (0..n).map(|_| r.next_f64() - 0.5).collect();
+    Tensor::from_vec(dims, v).unwrap()
+}
+
+/// Runs `g` on both backends and checks the outputs are identical.
+fn same_on_both(g: &Graph, inputs: &[Tensor]) -> Vec<Tensor> {
+    let mut results = Vec::new();
+    for (name, b) in backends() {
+        let out = b.run(g, inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
+        results.push((name, out));
+    }
+    let (_, a) = &results[0];
+    let (_, b) = &results[1];
+    assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert_eq!(x.dims(), y.dims(), "output {i}");
+        assert_eq!(format!("{x:?}"), format!("{y:?}"), "output {i}");
+    }
+    results.remove(0).1
+}
+
+#[test]
+fn dynamic_slice_clamps_starts_of_both_integer_types_alike() {
+    let data: Vec<f32> = (0..20).map(|v| v as f32).collect();
+    let x = Tensor::from_vec(&[4, 5], data).unwrap();
+    for (r, c) in [
+        (-3i64, -100i64),
+        (2, 3),
+        (3, 4),
+        (100, 100),
+        (i64::MAX, i64::MIN),
+        (i32::MIN as i64, i32::MAX as i64),
+    ] {
+        for dtype in [DType::I32, DType::I64] {
+            let mut g = Graph::new("ds");
+            let xv = g.parameter(ty(DType::F32, &[4, 5]));
+            let rs = g.parameter(TensorType::scalar(dtype));
+            let cs = g.parameter(TensorType::scalar(dtype));
+            let s = g.dynamic_slice(xv, &[rs, cs], &[2, 3]).unwrap();
+            let u = g.constant(Tensor::from_vec(&[1, 2], vec![-1.0f32, -2.0]).unwrap());
+            let w = g.dynamic_update_slice(xv, u, &[rs, cs]).unwrap();
+            g.set_outputs(vec![s, w]).unwrap();
+            let (rt, ct) = if dtype == DType::I32 {
+                (
+                    Tensor::scalar(r.clamp(i32::MIN as i64, i32::MAX as i64) as i32),
+                    Tensor::scalar(c.clamp(i32::MIN as i64, i32::MAX as i64) as i32),
+                )
+            } else {
+                (Tensor::scalar(r), Tensor::scalar(c))
+            };
+            let out = same_on_both(&g, &[x.clone(), rt, ct]);
+            // The window clamped into range: rows r..r+2 of 0..=2, columns of 0..=2.
+            let (r0, c0) = (r.clamp(0, 2) as usize, c.clamp(0, 2) as usize);
+            let want: Vec<f32> = (0..2)
+                .flat_map(|i| (0..3).map(move |j| ((r0 + i) * 5 + c0 + j) as f32))
+                .collect();
+            assert_eq!(out[0].to_vec::<f32>().unwrap(), want, "{r} {c} {dtype:?}");
+        }
+    }
+}
+
+#[test]
+fn dynamic_slice_of_scalars_empty_windows_and_other_dtypes() {
+    // A rank-0 operand: no starts, the window is the whole value.
+    let mut g = Graph::new("scalar");
+    let x = g.parameter(TensorType::scalar(DType::F32));
+    let s = g.dynamic_slice(x, &[], &[]).unwrap();
+    let v = g.constant(Tensor::scalar(7.0f32));
+    let u = g.dynamic_update_slice(x, v, &[]).unwrap();
+    g.set_outputs(vec![s, u]).unwrap();
+    let out = same_on_both(&g, &[Tensor::scalar(3.0f32)]);
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), [3.0]);
+    assert_eq!(out[1].to_vec::<f32>().unwrap(), [7.0]);
+
+    // A zero-size window, and a zero-size operand.
+    let mut g = Graph::new("empty");
+    let x = g.parameter(ty(DType::F32, &[3, 0]));
+    let y = g.parameter(ty(DType::F32, &[3, 4]));
+    let i = g.parameter(TensorType::scalar(DType::I32));
+    let z = g.constant(Tensor::scalar(0i32));
+    let a = g.dynamic_slice(x, &[i, z], &[2, 0]).unwrap();
+    let b = g.dynamic_slice(y, &[i, i], &[0, 2]).unwrap();
+    let e = g.constant(Tensor::from_vec(&[2, 0], Vec::<f32>::new()).unwrap());
+    let c = g.dynamic_update_slice(y, e, &[i, i]).unwrap();
+    g.set_outputs(vec![a, b, c]).unwrap();
+    let yv = Tensor::from_vec(&[3, 4], (0..12).map(|v| v as f32).collect::<Vec<_>>()).unwrap();
+    let out = same_on_both(
+        &g,
+        &[
+            Tensor::from_vec(&[3, 0], Vec::<f32>::new()).unwrap(),
+            yv.clone(),
+            Tensor::scalar(1i32),
+        ],
+    );
+    assert_eq!(out[0].dims(), [2, 0]);
+    assert_eq!(out[1].dims(), [0, 2]);
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), yv.to_vec::<f32>().unwrap());
+
+    // Integer, bool and bf16 operands.
+    for dtype in [DType::I32, DType::I64, DType::Bool, DType::BF16, DType::F64] {
+        let mut g = Graph::new("dtypes");
+        let x = g.parameter(ty(DType::F32, &[4]));
+        let xc = g.convert(x, dtype).unwrap();
+        let i = g.parameter(TensorType::scalar(DType::I32));
+        let s = g.dynamic_slice(xc, &[i], &[2]).unwrap();
+        let z = z_of(&mut g);
+        let w = g.dynamic_update_slice(xc, s, &[z]).unwrap();
+        let sf = g.convert(s, DType::F32).unwrap();
+        let wf = g.convert(w, DType::F32).unwrap();
+        g.set_outputs(vec![sf, wf]).unwrap();
+        let out = same_on_both(
+            &g,
+            &[
+                Tensor::from_vec(&[4], vec![0.0f32, 1.0, 2.0, 3.0]).unwrap(),
+                Tensor::scalar(2i32),
+            ],
+        );
+        let want: &[f32] = if dtype == DType::Bool {
+            &[1.0, 1.0]
+        } else {
+            &[2.0, 3.0]
+        };
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), want, "{dtype:?}");
+    }
+}
+
+fn z_of(g: &mut Graph) -> Value {
+    g.constant(Tensor::scalar(0i32))
+}
+
+#[test]
+fn dynamic_slice_shape_errors_are_typed() {
+    let mut g = Graph::new("bad");
+    let x = g.parameter(ty(DType::F32, &[4, 5]));
+    let i = g.parameter(TensorType::scalar(DType::I32));
+    let l = g.parameter(TensorType::scalar(DType::I64));
+    let f = g.parameter(TensorType::scalar(DType::F32));
+    let v = g.parameter(ty(DType::I32, &[1]));
+    assert!(g.dynamic_slice(x, &[i], &[1, 1]).is_err());
+    assert!(g.dynamic_slice(x, &[i, l], &[1, 1]).is_err());
+    assert!(g.dynamic_slice(x, &[i, f], &[1, 1]).is_err());
+    assert!(g.dynamic_slice(x, &[i, v], &[1, 1]).is_err());
+    assert!(g.dynamic_slice(x, &[i, i], &[5, 1]).is_err());
+    assert!(g.dynamic_slice(x, &[i, i], &[1]).is_err());
+    let u = g.parameter(ty(DType::F32, &[5, 1]));
+    assert!(g.dynamic_update_slice(x, u, &[i, i]).is_err());
+    let u64 = g.parameter(ty(DType::F64, &[1, 1]));
+    assert!(g.dynamic_update_slice(x, u64, &[i, i]).is_err());
+    let u1 = g.parameter(ty(DType::F32, &[1]));
+    assert!(g.dynamic_update_slice(x, u1, &[i, i]).is_err());
+}
+
+/// The slice's and update's gradients at clamped positions agree with central
+/// differences (the cotangent goes back to the clamped window).
+#[test]
+fn dynamic_slice_gradients_at_clamped_starts() {
+    for start in [-4i32, 0, 2, 9] {
+        let r = GradCheck::default().run(
+            &[rand(&[5, 3], 1), rand(&[2, 2], 2), Tensor::scalar(start)],
+            &[0, 1],
+            |g, p| {
+                let s = g.dynamic_slice(p[0], &[p[2], p[2]], &[3, 2])?;
+                let s2 = g.mul(s, s)?;
+                let u = g.dynamic_update_slice(p[0], p[1], &[p[2], p[2]])?;
+                let t = g.tanh(u)?;
+                let a = g.sum_all(s2)?;
+                let b = g.sum_all(t)?;
+                g.add(a, b)
+            },
+        );
+        r.unwrap_or_else(|e| panic!("start {start}: {e}"));
+    }
+}
+
+// ---- reverse mode through scan, shapes outside the existing table
+
+type Build = Box<dyn Fn(&mut Graph, &[Value]) -> Result<Value>>;
+
+struct Case {
+    name: &'static str,
+    inputs: Vec<Tensor>,
+    wrt: Vec<usize>,
+    build: Build,
+}
+
+fn sq_sum(g: &mut Graph, vs: &[Value]) -> Result<Value> {
+    let mut total = None;
+    for &v in vs {
+        let sq = g.mul(v, v)?;
+        let s = g.sum_all(sq)?;
+        total = Some(match total {
+            Some(t) => g.add(t, s)?,
+            None => s,
+        });
+    }
+    Ok(total.unwrap())
+}
+
+fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+
+    // Carries swapped each step: (a, b) -> (tanh(b + x), a * w), w carried.
+    let mut step = Graph::new("swap");
+    let a = step.parameter(f64_ty(&[3]));
+    let b = step.parameter(f64_ty(&[3]));
+    let w = step.parameter(f64_ty(&[3]));
+    let x = step.parameter(f64_ty(&[3]));
+    let bx = step.add(b, x).unwrap();
+    let a2 = step.tanh(bx).unwrap();
+    let b2 = step.mul(a, w).unwrap();
+    step.set_outputs(vec![a2, b2, w, b2]).unwrap();
+    let s = step.clone();
+    cases.push(Case {
+        name: "swapped carries, weight read at the end",
+        inputs: vec![
+            rand(&[3], 1),
+            rand(&[3], 2),
+            rand(&[3], 3),
+            rand(&[4, 3], 4),
+        ],
+        wrt: vec![0, 1, 2, 3],
+        build: Box::new(move |g, p| {
+            let (c, ys) = g.scan(&[p[0], p[1], p[2]], &[p[3]], &s)?;
+            // The passed-through weight's final value is read too.
+            sq_sum(g, &[c[0], c[1], c[2], ys[0]])
+        }),
+    });
+
+    // The same value as two carries and two stacked inputs.
+    let mut step = Graph::new("alias");
+    let a = step.parameter(f64_ty(&[2]));
+    let b = step.parameter(f64_ty(&[2]));
+    let x = step.parameter(f64_ty(&[2]));
+    let y = step.parameter(f64_ty(&[2]));
+    let ab = step.mul(a, b).unwrap();
+    let xy = step.mul(x, y).unwrap();
+    let a2 = step.add(ab, xy).unwrap();
+    let a2 = step.tanh(a2).unwrap();
+    let b2 = step.unary(UnaryOp::Logistic, b).unwrap();
+    step.set_outputs(vec![a2, b2, a2, a2]).unwrap();
+    let s = step.clone();
+    cases.push(Case {
+        name: "aliased carries and inputs, duplicate outputs",
+        inputs: vec![rand(&[2], 5), rand(&[3, 2], 6)],
+        wrt: vec![0, 1],
+        build: Box::new(move |g, p| {
+            let (c, ys) = g.scan(&[p[0], p[0]], &[p[1], p[1]], &s)?;
+            sq_sum(g, &[c[0], c[1], ys[0], ys[1]])
+        }),
+    });
+
+    // Rows that are scalars (a rank-1 stacked input), reversed, one step.
+    let mut step = Graph::new("scalar_rows");
+    let c = step.parameter(f64_ty(&[]));
+    let x = step.parameter(f64_ty(&[]));
+    let cx = step.mul(c, x).unwrap();
+    let n = step.add(cx, x).unwrap();
+    let n = step.tanh(n).unwrap();
+    step.set_outputs(vec![n, cx]).unwrap();
+    for t in [1usize, 4] {
+        let s = step.clone();
+        cases.push(Case {
+            name: if t == 1 {
+                "scalar rows, reversed, T=1"
+            } else {
+                "scalar rows, reversed, T=4"
+            },
+            inputs: vec![rand(&[], 7), rand(&[t], 8)],
+            wrt: vec![0, 1],
+            build: Box::new(move |g, p| {
+                let (c, ys) = g.scan_reverse(&[p[0]], &[p[1]], &s)?;
+                sq_sum(g, &[c[0], ys[0]])
+            }),
+        });
+    }
+
+    // A weight stacked as an output at every step, and the step's output that is a row.
+    let mut step = Graph::new("stack_weight");
+    let h = step.parameter(f64_ty(&[2, 2]));
+    let w = step.parameter(f64_ty(&[2, 2]));
+    let x = step.parameter(f64_ty(&[2, 2]));
+    let hw = step.matmul(h, w).unwrap();
+    let hx = step.add(hw, x).unwrap();
+    let h2 = step.tanh(hx).unwrap();
+    step.set_outputs(vec![h2, w, w, x, hw]).unwrap();
+    let s = step.clone();
+    cases.push(Case {
+        name: "weight and row as stacked outputs, product read",
+        inputs: vec![rand(&[2, 2], 9), rand(&[2, 2], 10), rand(&[3, 2, 2], 11)],
+        wrt: vec![0, 1, 2],
+        build: Box::new(move |g, p| {
+            let (c, ys) = g.scan(&[p[0], p[1]], &[p[2]], &s)?;
+            sq_sum(g, &[c[0], ys[0], ys[1], ys[2]])
+        }),
+    });
+
+    // A reverse scan inside a forward scan, the inner reading a carried weight.
+    let mut inner = Graph::new("inner");
+    let c = inner.parameter(f64_ty(&[2]));
+    let w = inner.parameter(f64_ty(&[2]));
+    let x = inner.parameter(f64_ty(&[2]));
+    let cw = inner.mul(c, w).unwrap();
+    let n = inner.add(cw, x).unwrap();
+    let n = inner.unary(UnaryOp::Logistic, n).unwrap();
+    inner.set_outputs(vec![n, w, n]).unwrap();
+    let mut outer = Graph::new("outer");
+    let c = outer.parameter(f64_ty(&[2]));
+    let w = outer.parameter(f64_ty(&[2]));
+    let seq = outer.parameter(f64_ty(&[3, 2]));
+    let (fin, ys) = outer.scan_reverse(&[c, w], &[seq], &inner).unwrap();
+    let y = outer.sum_all(ys[0]).unwrap();
+    outer.set_outputs(vec![fin[0], w, y]).unwrap();
+    cases.push(Case {
+        name: "reverse scan in a scan, weight carried through both",
+        inputs: vec![rand(&[2], 12), rand(&[2], 13), rand(&[2, 3, 2], 14)],
+        wrt: vec![0, 1, 2],
+        build: Box::new(move |g, p| {
+            let (c, ys) = g.scan(&[p[0], p[1]], &[p[2]], &outer)?;
+            sq_sum(g, &[c[0], c[1], ys[0]])
+        }),
+    });
+
+    // No carries at all: a map over rows.
+    let mut step = Graph::new("map");
+    let x = step.parameter(f64_ty(&[2]));
+    let y = step.tanh(x).unwrap();
+    step.set_outputs(vec![y]).unwrap();
+    cases.push(Case {
+        name: "a map (no carries)",
+        inputs: vec![rand(&[3, 2], 15)],
+        wrt: vec![0],
+        build: Box::new(move |g, p| {
+            let (_, ys) = g.scan(&[], &[p[0]], &step)?;
+            sq_sum(g, &[ys[0]])
+        }),
+    });
+    cases
+}
+
+#[test]
+fn probe_scan_gradients_match_central_differences() {
+    let mut failures = Vec::new();
+    for c in cases() {
+        if let Err(e) = GradCheck::default().run(&c.inputs, &c.wrt, &c.build) {
+            failures.push(format!("{}: {e}", c.name));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn probe_scan_gradients_agree_on_native_and_xla() {
+    for c in cases() {
+        let mut g = Graph::new("loss");
+        let params: Vec<Value> = c.inputs.iter().map(|t| g.parameter(t.ty())).collect();
+        let y = (c.build)(&mut g, &params).unwrap();
+        g.set_outputs(vec![y]).unwrap();
+        let wrt: Vec<Value> = c.wrt.iter().map(|&i| params[i]).collect();
+        let grad = autodiff::grad(&g, y, &wrt).unwrap();
+        let bs = backends();
+        let a = bs[0].1.run(&grad, &c.inputs).unwrap();
+        let b = bs[1]
+            .1
+            .run(&grad, &c.inputs)
+            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        for (k, (a, b)) in a.iter().zip(&b).enumerate() {
+            let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
+            for (x, y) in a.iter().zip(&b) {
+                assert!(
+                    (x - y).abs() <= 1e-12 + 1e-9 * x.abs().max(y.abs()),
+                    "{}: output {k}: {a:?} vs {b:?}",
+                    c.name
+                );
+            }
+        }
+    }
+}
+
+/// A scan of bool and bf16 rows (carried and stacked), no gradient asked.
+#[test]
+fn scan_over_bool_and_bf16_rows() {
+    let mut step = Graph::new("mixed");
+    let c = step.parameter(ty(DType::BF16, &[2]));
+    let any = step.parameter(ty(DType::Bool, &[2]));
+    let x = step.parameter(ty(DType::BF16, &[2]));
+    let m = step.parameter(ty(DType::Bool, &[2]));
+    // bf16 is a storage type (no arithmetic): the carry becomes the row, the row is stacked.
+    let _ = c;
+    let o = step.binary(BinaryOp::Or, any, m).unwrap();
+    step.set_outputs(vec![x, o, o, x]).unwrap();
+    let mut g = Graph::new("g");
+    let c0 = g.parameter(ty(DType::F32, &[2]));
+    let xs = g.parameter(ty(DType::F32, &[3, 2]));
+    let c0b = g.convert(c0, DType::BF16).unwrap();
+    let xsb = g.convert(xs, DType::BF16).unwrap();
+    let zero = g.constant(Tensor::scalar(0.5f32));
+    let zero = g.broadcast_in_dim(zero, vec![3, 2], &[]).unwrap();
+    let ms = g
+        .compare(strata_runtime::ir::Comparison::Gt, xs, zero)
+        .unwrap();
+    let f = g.constant(Tensor::from_vec(&[2], vec![false, false]).unwrap());
+    let (c, ys) = g.scan(&[c0b, f], &[xsb, ms], &step).unwrap();
+    let cf = g.convert(c[0], DType::F32).unwrap();
+    let yf = g.convert(ys[0], DType::F32).unwrap();
+    let xf = g.convert(ys[1], DType::F32).unwrap();
+    g.set_outputs(vec![cf, yf, xf]).unwrap();
+    let out = same_on_both(
+        &g,
+        &[
+            Tensor::from_vec(&[2], vec![1.0f32, 2.0]).unwrap(),
+            Tensor::from_vec(&[3, 2], vec![0.0f32, 1.0, 1.0, 0.0, 0.0, 0.0]).unwrap(),
+        ],
+    );
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), [0.0, 0.0]);
+    assert_eq!(
+        out[2].to_vec::<f32>().unwrap(),
+        [0.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    );
+    assert_eq!(
+        out[1].to_vec::<f32>().unwrap(),
+        [0.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    );
+}
+
+/// A bool a plain `while` carries, updated in place by a fused elementwise kernel (the
+/// native planner aliases the carried flag's slot with the kernel's output): small, and
+/// large enough to be split across the crew.
+#[test]
+fn a_while_loop_carrying_a_bool_flag_updates_it_in_place() {
+    for n in [3usize, 40_000] {
+        let count = TensorType::scalar(DType::I32);
+        let flags = ty(DType::Bool, &[n]);
+        let vals = ty(DType::F32, &[n]);
+        let mut cond = Graph::new("cond");
+        let i = cond.parameter(count.clone());
+        let _ = cond.parameter(flags.clone());
+        let _ = cond.parameter(vals.clone());
+        let three = cond.constant(Tensor::scalar(3i32));
+        let more = cond
+            .compare(strata_runtime::ir::Comparison::Lt, i, three)
+            .unwrap();
+        cond.set_outputs(vec![more]).unwrap();
+        let mut body = Graph::new("body");
+        let i = body.parameter(count.clone());
+        let f = body.parameter(flags.clone());
+        let v = body.parameter(vals.clone());
+        let one = body.constant(Tensor::scalar(1i32));
+        let i2 = body.add(i, one).unwrap();
+        // flag' = flag or (v > i), v' = v - 1
+        let fi = body.convert(i, DType::F32).unwrap();
+        let fi = body.broadcast_in_dim(fi, vec![n], &[]).unwrap();
+        let gt = body
+            .compare(strata_runtime::ir::Comparison::Gt, v, fi)
+            .unwrap();
+        let f2 = body.binary(BinaryOp::Or, f, gt).unwrap();
+        let v2 = body.add_scalar(v, -1.0).unwrap();
+        body.set_outputs(vec![i2, f2, v2]).unwrap();
+        let mut g = Graph::new("flags");
+        let v0 = g.parameter(vals.clone());
+        let zero = g.constant(Tensor::scalar(0i32));
+        let f0 = g.constant(Tensor::from_vec(&[n], vec![false; n]).unwrap());
+        let out = g.while_loop(&[zero, f0, v0], cond, body).unwrap();
+        let ff = g.convert(out[1], DType::F32).unwrap();
+        g.set_outputs(vec![ff]).unwrap();
+        // v = k mod 7: flagged when some step i in 0..3 has v - i > i, i.e. v > 0 (i = 0).
+        let v: Vec<f32> = (0..n).map(|k| (k % 7) as f32).collect();
+        let want: Vec<f32> = v.iter().map(|&x| if x > 0.0 { 1.0 } else { 0.0 }).collect();
+        let out = same_on_both(&g, &[Tensor::from_vec(&[n], v).unwrap()]);
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), want, "n = {n}");
+    }
+}
