@@ -1,4 +1,4 @@
-//! Adversarial probes of the loop primitives (issue 15): `dynamic_slice` /
+//! Edge cases of the loop primitives: `dynamic_slice` /
 //! `dynamic_update_slice` with starts out of range, of every integer type, over scalars
 //! and empty windows, on native and XLA CPU; reverse mode through `Graph::scan` in shapes
 //! the existing table does not cover (aliased operands, swapped carries, rows that are
@@ -363,7 +363,7 @@ fn cases() -> Vec<Case> {
 }
 
 #[test]
-fn probe_scan_gradients_match_central_differences() {
+fn scan_gradients_of_odd_shapes_match_central_differences() {
     let mut failures = Vec::new();
     for c in cases() {
         if let Err(e) = GradCheck::default().run(&c.inputs, &c.wrt, &c.build) {
@@ -374,7 +374,7 @@ fn probe_scan_gradients_match_central_differences() {
 }
 
 #[test]
-fn probe_scan_gradients_agree_on_native_and_xla() {
+fn scan_gradients_of_odd_shapes_agree_on_native_and_xla() {
     for c in cases() {
         let mut g = Graph::new("loss");
         let params: Vec<Value> = c.inputs.iter().map(|t| g.parameter(t.ty())).collect();

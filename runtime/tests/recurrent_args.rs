@@ -1,4 +1,4 @@
-//! Adversarial probes of the recurrent layers built at run time (issue 15): arguments no
+//! Recurrent layers built at run time: arguments no
 //! compiler checked (sizes that overflow, rates out of range, a wrapped layer that already
 //! reads backwards), weights of the wrong shape, and `TimeDistributed` of a recurrent
 //! layer. Each must be a typed error or the right answer, never a panic.

@@ -1,5 +1,5 @@
-//! Adversarial probes of the loop features (issue 15) through `model!`: recurrent layers'
-//! edge cases, `steps_per_execution` against one step per call, gradient accumulation
+//! Edge cases of the loop features through `model!`: recurrent layers at their smallest
+//! sizes, `steps_per_execution` against one step per call, gradient accumulation
 //! inside the loop, and native against XLA CPU.
 
 use std::sync::{Arc, Mutex};
