@@ -3,8 +3,6 @@
 //! reads backwards), weights of the wrong shape, and `TimeDistributed` of a recurrent
 //! layer. Each must be a typed error or the right answer, never a panic.
 
-mod backends;
-
 use strata_runtime::backend::Device;
 use strata_runtime::loss::MeanSquaredError;
 use strata_runtime::nn::*;
@@ -41,39 +39,78 @@ fn refused(mut m: Model<Sequential>, x: &Tensor, what: &str) -> String {
     e
 }
 
+/// `refused`, and its message names what was refused and why.
+#[track_caller]
+fn refused_saying(m: Model<Sequential>, x: &Tensor, what: &str, parts: &[&str]) {
+    let e = refused(m, x, what);
+    for part in parts {
+        assert!(e.contains(part), "{what}: `{part}` missing from: {e}");
+    }
+}
+
 #[test]
 fn units_whose_weights_overflow_are_typed_errors() {
     let x = seqs(&[2, 3, 4], 1);
     let huge = usize::MAX / 2;
-    let e = refused(
+    // Several gates: the weights' columns (gates · units) overflow; the layer's own check
+    // says so before any shape is computed.
+    let columns = |gates: &str| {
+        [
+            "`units` 9223372036854775807 is too large",
+            &format!("{gates} · units columns"),
+        ]
+        .map(str::to_string)
+    };
+    let lstm = columns("4");
+    let lstm: Vec<&str> = lstm.iter().map(String::as_str).collect();
+    let gru = columns("3");
+    let gru: Vec<&str> = gru.iter().map(String::as_str).collect();
+    refused_saying(
         one(vec![3, 4], Box::new(LSTM::new("lstm", huge))),
         &x,
         "LSTM(usize::MAX / 2)",
+        &lstm,
     );
-    eprintln!("LSTM: {e}");
-    let e = refused(
+    refused_saying(
         one(vec![3, 4], Box::new(GRU::new("gru", huge))),
         &x,
         "GRU(usize::MAX / 2)",
+        &gru,
     );
-    eprintln!("GRU: {e}");
-    let e = refused(
+    refused_saying(
         one(
             vec![3, 4],
             Box::new(Bidirectional::new("bidirectional", LSTM::new("lstm", huge))),
         ),
         &x,
         "Bidirectional(LSTM(usize::MAX / 2))",
+        &lstm,
     );
-    eprintln!("Bidirectional: {e}");
-    // One gate: the columns fit, the element counts do not.
-    let e = refused(
+    refused_saying(
+        one(
+            vec![3, 4],
+            Box::new(TimeDistributed::new(
+                "time_distributed",
+                GRU::new("gru", huge),
+            )),
+        ),
+        &x,
+        "TimeDistributed(GRU(usize::MAX / 2))",
+        &gru,
+    );
+    // One gate: the columns fit, the weights' element counts do not; the first weight's
+    // size is the error, before anything is allocated.
+    let overflow = "needs more than 2^64 bytes";
+    refused_saying(
         one(vec![3, 4], Box::new(SimpleRNN::new("simple_rnn", huge))),
         &x,
         "SimpleRNN(usize::MAX / 2)",
+        &[
+            "simple_rnn_cell/kernel` f32[4, 9223372036854775807]",
+            overflow,
+        ],
     );
-    eprintln!("SimpleRNN: {e}");
-    let e = refused(
+    refused_saying(
         one(
             vec![3, 4],
             Box::new(TimeDistributed::new(
@@ -83,26 +120,35 @@ fn units_whose_weights_overflow_are_typed_errors() {
         ),
         &x,
         "TimeDistributed(Dense(usize::MAX / 2))",
+        &["dense/kernel` f32[4, 9223372036854775807]", overflow],
     );
-    eprintln!("TimeDistributed: {e}");
 }
 
 #[test]
-fn units_too_large_to_allocate_are_typed_errors() {
+fn weights_too_large_to_allocate_are_refused_before_any_is_sampled() {
     let x = seqs(&[2, 3, 4], 1);
-    // 4 · 2^40 columns: the weights alone are exabytes.
-    let e = refused(
-        one(vec![3, 4], Box::new(LSTM::new("lstm", 1 << 40))),
-        &x,
-        "LSTM(2^40)",
-    );
-    eprintln!("LSTM(2^40): {e}");
-    let e = refused(
+    // The kernel alone (4 × 2^33 f32, 128 GiB) could be reserved on a large machine or
+    // under overcommit; the recurrent kernel (2^66 elements) cannot exist. Every size is
+    // checked before the kernel is sampled, so this fails at once on any machine.
+    refused_saying(
         one(vec![3, 4], Box::new(SimpleRNN::new("simple_rnn", 1 << 33))),
         &x,
         "SimpleRNN(2^33)",
+        &[
+            "simple_rnn_cell/recurrent_kernel` f32[8589934592, 8589934592]",
+            "2^64 bytes",
+        ],
     );
-    eprintln!("SimpleRNN(2^33): {e}");
+    // Each weight alone fits an address space (the kernel (2^31 - 1) × 2^30 f32 is
+    // 2^63 - 2^32 bytes, the recurrent kernel 2^62), their sum does not: the parameters
+    // as a whole are refused, before either is sampled.
+    let features = (1usize << 31) - 1;
+    let mut m = one(
+        vec![3, features],
+        Box::new(SimpleRNN::new("simple_rnn", 1 << 30)),
+    );
+    let e = m.build(&[3, features]).unwrap_err().to_string();
+    assert!(e.contains("its parameters"), "{e}");
 }
 
 #[test]

@@ -291,8 +291,23 @@ impl<A: Architecture> Model<A> {
                 )));
             }
         }
-        let mut rng = Rng::new(self.seed);
         let name = self.arch.name();
+        // Every weight's size, and their sum, is checked before any is sampled: weights
+        // too large to exist fail at once, not after the ones before them were allocated
+        // and filled (which a machine with enough memory, or overcommit, would do).
+        let mut bytes: u64 = 0;
+        for p in &params {
+            let ty = p.ty();
+            let what = || format!("model `{name}`: parameter `{}` {ty}", p.name);
+            let n = crate::memory::element_count(what, &ty)?;
+            let sum = (n as u64)
+                .checked_mul(ty.dtype.size_bytes() as u64)
+                .and_then(|b| b.checked_add(bytes));
+            bytes = sum.filter(|&b| b <= isize::MAX as u64).ok_or_else(|| {
+                crate::memory::out_of_memory(|| format!("model `{name}`: its parameters"), sum)
+            })?;
+        }
+        let mut rng = Rng::new(self.seed);
         let weights = HostWeights::new(
             params
                 .iter()
