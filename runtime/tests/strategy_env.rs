@@ -63,6 +63,12 @@ fn the_environment_forces_strategies_and_auto_explains_its_choice() {
     }
     assert!(start.elapsed() < Duration::from_secs(5));
 
+    // Without a count, mirrored over `xla-cpu` is over its one device.
+    set(STRATEGY_ENV, Some("mirrored:xla-cpu"));
+    let s = Strategy::auto().unwrap();
+    assert_eq!(s.num_replicas_in_sync(), 1);
+    assert_eq!(s.spec().to_string(), "mirrored:xla-cpu:1");
+
     // STRATA_DEVICE limits auto to one device kind; STRATA_STRATEGY wins over it.
     set(STRATEGY_ENV, None);
     set(DEVICE_ENV, Some("xla-cpu:2"));

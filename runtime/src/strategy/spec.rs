@@ -21,7 +21,8 @@ pub enum StrategySpec {
     Tpu,
     /// One device, no replication.
     One(Device),
-    /// `replicas` replicas over devices of `device`'s kind (all of them when `None`).
+    /// `replicas` replicas over devices of `device`'s kind (all of them when `None`;
+    /// `xla-cpu` without a count has one device, `xla-cpu:N` has N).
     Mirrored {
         device: Device,
         replicas: Option<usize>,

@@ -652,8 +652,8 @@ fn run_generic<T: Real>(
                         // A bool updated in place (a flag a loop carries) is stored as
                         // bools, not as `T`: it converts as any bool input's load does.
                         Some(o) if outs[o].dtype() == DType::Bool => {
-                            let d = outs[o].as_data();
-                            load(d, Pattern::full(d.len()), start - base, out)?
+                            let flags = outs[o].as_data();
+                            load(flags, Pattern::full(flags.len()), start - base, out)?
                         }
                         // An aliased input is read in full: the range's own slice.
                         Some(_) => {
