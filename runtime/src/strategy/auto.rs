@@ -10,9 +10,9 @@ use crate::{Error, Result};
 use std::path::Path;
 
 /// TPU, else GPUs, else the native backend. XLA on the CPU is never the probe's pick: on
-/// the tutorial's workload the native backend's steady epoch took 0.5–0.7 of XLA's at
-/// batch 32 and about the same at batch 1024 (see the README's performance tables),
-/// and it starts without a second-long compile; `STRATA_DEVICE=xla-cpu` or
+/// the tutorial's workload the native backend's steady epoch is shorter than XLA's at
+/// both batch sizes (the README's performance tables say by how much), and it starts
+/// without a second-long compile; `STRATA_DEVICE=xla-cpu` or
 /// `STRATA_STRATEGY=one:xla-cpu` asks for XLA.
 pub(super) fn probe() -> Result<Strategy> {
     let mut skipped = Vec::new();
@@ -65,10 +65,9 @@ fn short(e: &Error) -> String {
 }
 
 /// The best strategy on one kind of device. Accelerators: every device, mirrored. The
-/// CPU: one device. Measured on the tutorial's workload (2 cores, busy machine, best
-/// epoch, ms/step at batch 32 / 1024): native one device 0.31-0.44 / 4.4-6.4, mirrored
-/// over 2 threads 0.58-0.85 / 4.7-7.2; XLA one device 0.70 / 6.0, mirrored over 2 virtual
-/// devices 0.73 / 6.3, over 4: 1.58 / 7.6. One native device already spreads its large
+/// CPU: one device, which was the fastest on the tutorial's workload at batch 32 and 1024
+/// on both CPU backends (the README's "Distribution strategies" gives the measurements
+/// and the example that repeats them). One native device already spreads its large
 /// kernels over the cores, virtual XLA CPU devices share the same cores, and every
 /// replica repeats the whole optimizer update, so on a CPU splitting the batch does not
 /// pay; mirroring stays one `STRATA_STRATEGY=mirrored:native:N` away. (One device also
