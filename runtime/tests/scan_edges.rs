@@ -1,23 +1,18 @@
-//! Edge cases of the loop primitives: `dynamic_slice` /
-//! `dynamic_update_slice` with starts out of range, of every integer type, over scalars
-//! and empty windows, on native and XLA CPU; reverse mode through `Graph::scan` in shapes
-//! the existing table does not cover (aliased operands, swapped carries, rows that are
-//! scalars, weights read at the end, stacked weights).
+//! Edge cases of the loop primitives: `dynamic_slice` / `dynamic_update_slice` with
+//! starts out of range, of every integer type, over scalars and empty windows, on native
+//! and XLA CPU; a scan over bool and bf16 rows; a while loop carrying a bool flag.
+//! (Reverse mode through scan in odd shapes is in `scan.rs`.)
 
 mod backends;
 
 use backends::backends;
-use strata_runtime::autodiff::{self, gradcheck::GradCheck};
-use strata_runtime::ir::{BinaryOp, DType, Graph, TensorType, UnaryOp, Value};
+use strata_runtime::autodiff::gradcheck::GradCheck;
+use strata_runtime::ir::{BinaryOp, DType, Graph, TensorType, Value};
 use strata_runtime::random::Rng;
-use strata_runtime::{Result, Tensor};
+use strata_runtime::Tensor;
 
 fn ty(dtype: DType, dims: &[usize]) -> TensorType {
     TensorType::new(dtype, dims.to_vec())
-}
-
-fn f64_ty(dims: &[usize]) -> TensorType {
-    ty(DType::F64, dims)
 }
 
 fn rand(dims: &[usize], seed: u64) -> Tensor {
@@ -194,210 +189,6 @@ fn dynamic_slice_gradients_at_clamped_starts() {
             },
         );
         r.unwrap_or_else(|e| panic!("start {start}: {e}"));
-    }
-}
-
-// ---- reverse mode through scan, shapes outside the existing table
-
-type Build = Box<dyn Fn(&mut Graph, &[Value]) -> Result<Value>>;
-
-struct Case {
-    name: &'static str,
-    inputs: Vec<Tensor>,
-    wrt: Vec<usize>,
-    build: Build,
-}
-
-fn sq_sum(g: &mut Graph, vs: &[Value]) -> Result<Value> {
-    let mut total = None;
-    for &v in vs {
-        let sq = g.mul(v, v)?;
-        let s = g.sum_all(sq)?;
-        total = Some(match total {
-            Some(t) => g.add(t, s)?,
-            None => s,
-        });
-    }
-    Ok(total.unwrap())
-}
-
-fn cases() -> Vec<Case> {
-    let mut cases = Vec::new();
-
-    // Carries swapped each step: (a, b) -> (tanh(b + x), a * w), w carried.
-    let mut step = Graph::new("swap");
-    let a = step.parameter(f64_ty(&[3]));
-    let b = step.parameter(f64_ty(&[3]));
-    let w = step.parameter(f64_ty(&[3]));
-    let x = step.parameter(f64_ty(&[3]));
-    let bx = step.add(b, x).unwrap();
-    let a2 = step.tanh(bx).unwrap();
-    let b2 = step.mul(a, w).unwrap();
-    step.set_outputs(vec![a2, b2, w, b2]).unwrap();
-    let s = step.clone();
-    cases.push(Case {
-        name: "swapped carries, weight read at the end",
-        inputs: vec![
-            rand(&[3], 1),
-            rand(&[3], 2),
-            rand(&[3], 3),
-            rand(&[4, 3], 4),
-        ],
-        wrt: vec![0, 1, 2, 3],
-        build: Box::new(move |g, p| {
-            let (c, ys) = g.scan(&[p[0], p[1], p[2]], &[p[3]], &s)?;
-            // The passed-through weight's final value is read too.
-            sq_sum(g, &[c[0], c[1], c[2], ys[0]])
-        }),
-    });
-
-    // The same value as two carries and two stacked inputs.
-    let mut step = Graph::new("alias");
-    let a = step.parameter(f64_ty(&[2]));
-    let b = step.parameter(f64_ty(&[2]));
-    let x = step.parameter(f64_ty(&[2]));
-    let y = step.parameter(f64_ty(&[2]));
-    let ab = step.mul(a, b).unwrap();
-    let xy = step.mul(x, y).unwrap();
-    let a2 = step.add(ab, xy).unwrap();
-    let a2 = step.tanh(a2).unwrap();
-    let b2 = step.unary(UnaryOp::Logistic, b).unwrap();
-    step.set_outputs(vec![a2, b2, a2, a2]).unwrap();
-    let s = step.clone();
-    cases.push(Case {
-        name: "aliased carries and inputs, duplicate outputs",
-        inputs: vec![rand(&[2], 5), rand(&[3, 2], 6)],
-        wrt: vec![0, 1],
-        build: Box::new(move |g, p| {
-            let (c, ys) = g.scan(&[p[0], p[0]], &[p[1], p[1]], &s)?;
-            sq_sum(g, &[c[0], c[1], ys[0], ys[1]])
-        }),
-    });
-
-    // Rows that are scalars (a rank-1 stacked input), reversed, one step.
-    let mut step = Graph::new("scalar_rows");
-    let c = step.parameter(f64_ty(&[]));
-    let x = step.parameter(f64_ty(&[]));
-    let cx = step.mul(c, x).unwrap();
-    let n = step.add(cx, x).unwrap();
-    let n = step.tanh(n).unwrap();
-    step.set_outputs(vec![n, cx]).unwrap();
-    for t in [1usize, 4] {
-        let s = step.clone();
-        cases.push(Case {
-            name: if t == 1 {
-                "scalar rows, reversed, T=1"
-            } else {
-                "scalar rows, reversed, T=4"
-            },
-            inputs: vec![rand(&[], 7), rand(&[t], 8)],
-            wrt: vec![0, 1],
-            build: Box::new(move |g, p| {
-                let (c, ys) = g.scan_reverse(&[p[0]], &[p[1]], &s)?;
-                sq_sum(g, &[c[0], ys[0]])
-            }),
-        });
-    }
-
-    // A weight stacked as an output at every step, and the step's output that is a row.
-    let mut step = Graph::new("stack_weight");
-    let h = step.parameter(f64_ty(&[2, 2]));
-    let w = step.parameter(f64_ty(&[2, 2]));
-    let x = step.parameter(f64_ty(&[2, 2]));
-    let hw = step.matmul(h, w).unwrap();
-    let hx = step.add(hw, x).unwrap();
-    let h2 = step.tanh(hx).unwrap();
-    step.set_outputs(vec![h2, w, w, x, hw]).unwrap();
-    let s = step.clone();
-    cases.push(Case {
-        name: "weight and row as stacked outputs, product read",
-        inputs: vec![rand(&[2, 2], 9), rand(&[2, 2], 10), rand(&[3, 2, 2], 11)],
-        wrt: vec![0, 1, 2],
-        build: Box::new(move |g, p| {
-            let (c, ys) = g.scan(&[p[0], p[1]], &[p[2]], &s)?;
-            sq_sum(g, &[c[0], ys[0], ys[1], ys[2]])
-        }),
-    });
-
-    // A reverse scan inside a forward scan, the inner reading a carried weight.
-    let mut inner = Graph::new("inner");
-    let c = inner.parameter(f64_ty(&[2]));
-    let w = inner.parameter(f64_ty(&[2]));
-    let x = inner.parameter(f64_ty(&[2]));
-    let cw = inner.mul(c, w).unwrap();
-    let n = inner.add(cw, x).unwrap();
-    let n = inner.unary(UnaryOp::Logistic, n).unwrap();
-    inner.set_outputs(vec![n, w, n]).unwrap();
-    let mut outer = Graph::new("outer");
-    let c = outer.parameter(f64_ty(&[2]));
-    let w = outer.parameter(f64_ty(&[2]));
-    let seq = outer.parameter(f64_ty(&[3, 2]));
-    let (fin, ys) = outer.scan_reverse(&[c, w], &[seq], &inner).unwrap();
-    let y = outer.sum_all(ys[0]).unwrap();
-    outer.set_outputs(vec![fin[0], w, y]).unwrap();
-    cases.push(Case {
-        name: "reverse scan in a scan, weight carried through both",
-        inputs: vec![rand(&[2], 12), rand(&[2], 13), rand(&[2, 3, 2], 14)],
-        wrt: vec![0, 1, 2],
-        build: Box::new(move |g, p| {
-            let (c, ys) = g.scan(&[p[0], p[1]], &[p[2]], &outer)?;
-            sq_sum(g, &[c[0], c[1], ys[0]])
-        }),
-    });
-
-    // No carries at all: a map over rows.
-    let mut step = Graph::new("map");
-    let x = step.parameter(f64_ty(&[2]));
-    let y = step.tanh(x).unwrap();
-    step.set_outputs(vec![y]).unwrap();
-    cases.push(Case {
-        name: "a map (no carries)",
-        inputs: vec![rand(&[3, 2], 15)],
-        wrt: vec![0],
-        build: Box::new(move |g, p| {
-            let (_, ys) = g.scan(&[], &[p[0]], &step)?;
-            sq_sum(g, &[ys[0]])
-        }),
-    });
-    cases
-}
-
-#[test]
-fn scan_gradients_of_odd_shapes_match_central_differences() {
-    let mut failures = Vec::new();
-    for c in cases() {
-        if let Err(e) = GradCheck::default().run(&c.inputs, &c.wrt, &c.build) {
-            failures.push(format!("{}: {e}", c.name));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-#[test]
-fn scan_gradients_of_odd_shapes_agree_on_native_and_xla() {
-    for c in cases() {
-        let mut g = Graph::new("loss");
-        let params: Vec<Value> = c.inputs.iter().map(|t| g.parameter(t.ty())).collect();
-        let y = (c.build)(&mut g, &params).unwrap();
-        g.set_outputs(vec![y]).unwrap();
-        let wrt: Vec<Value> = c.wrt.iter().map(|&i| params[i]).collect();
-        let grad = autodiff::grad(&g, y, &wrt).unwrap();
-        let bs = backends();
-        let a = bs[0].1.run(&grad, &c.inputs).unwrap();
-        let b = bs[1]
-            .1
-            .run(&grad, &c.inputs)
-            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
-        for (k, (a, b)) in a.iter().zip(&b).enumerate() {
-            let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
-            for (x, y) in a.iter().zip(&b) {
-                assert!(
-                    (x - y).abs() <= 1e-12 + 1e-9 * x.abs().max(y.abs()),
-                    "{}: output {k}: {a:?} vs {b:?}",
-                    c.name
-                );
-            }
-        }
     }
 }
 
