@@ -1,9 +1,11 @@
 //! Edge cases of the loop primitives: `dynamic_slice` / `dynamic_update_slice` with
-//! starts out of range, of every integer type, over scalars and empty windows, on native
-//! and XLA CPU; a scan over bool and bf16 rows; a while loop carrying a bool flag.
-//! (Reverse mode through scan in odd shapes is in `scan.rs`.)
+//! starts out of range, of every integer type, over empty windows and other dtypes, on
+//! native and XLA CPU; a scan over bool and bf16 rows; a while loop carrying a large bool
+//! flag. (Their rank-0 and small-flag cases are in the shared op table,
+//! `common::cases()`; reverse mode through scan in odd shapes is in `scan.rs`.)
 
 mod backends;
+mod common;
 
 use backends::backends;
 use strata_runtime::autodiff::gradcheck::GradCheck;
@@ -79,19 +81,9 @@ fn dynamic_slice_clamps_starts_of_both_integer_types_alike() {
     }
 }
 
+/// (A rank-0 operand is a case of the shared op table.)
 #[test]
-fn dynamic_slice_of_scalars_empty_windows_and_other_dtypes() {
-    // A rank-0 operand: no starts, the window is the whole value.
-    let mut g = Graph::new("scalar");
-    let x = g.parameter(TensorType::scalar(DType::F32));
-    let s = g.dynamic_slice(x, &[], &[]).unwrap();
-    let v = g.constant(Tensor::scalar(7.0f32));
-    let u = g.dynamic_update_slice(x, v, &[]).unwrap();
-    g.set_outputs(vec![s, u]).unwrap();
-    let out = same_on_both(&g, &[Tensor::scalar(3.0f32)]);
-    assert_eq!(out[0].to_vec::<f32>().unwrap(), [3.0]);
-    assert_eq!(out[1].to_vec::<f32>().unwrap(), [7.0]);
-
+fn dynamic_slice_of_empty_windows_and_other_dtypes() {
     // A zero-size window, and a zero-size operand.
     let mut g = Graph::new("empty");
     let x = g.parameter(ty(DType::F32, &[3, 0]));
@@ -238,50 +230,13 @@ fn scan_over_bool_and_bf16_rows() {
     );
 }
 
-/// A bool a plain `while` carries, updated in place by a fused elementwise kernel (the
-/// native planner aliases the carried flag's slot with the kernel's output): small, and
-/// large enough to be split across the crew.
+/// The shared table's bool flag that a plain `while` carries and updates in place, at a
+/// size the native backend splits across its crew, on both backends.
 #[test]
-fn a_while_loop_carrying_a_bool_flag_updates_it_in_place() {
-    for n in [3usize, 40_000] {
-        let count = TensorType::scalar(DType::I32);
-        let flags = ty(DType::Bool, &[n]);
-        let vals = ty(DType::F32, &[n]);
-        let mut cond = Graph::new("cond");
-        let i = cond.parameter(count.clone());
-        let _ = cond.parameter(flags.clone());
-        let _ = cond.parameter(vals.clone());
-        let three = cond.constant(Tensor::scalar(3i32));
-        let more = cond
-            .compare(strata_runtime::ir::Comparison::Lt, i, three)
-            .unwrap();
-        cond.set_outputs(vec![more]).unwrap();
-        let mut body = Graph::new("body");
-        let i = body.parameter(count.clone());
-        let f = body.parameter(flags.clone());
-        let v = body.parameter(vals.clone());
-        let one = body.constant(Tensor::scalar(1i32));
-        let i2 = body.add(i, one).unwrap();
-        // flag' = flag or (v > i), v' = v - 1
-        let fi = body.convert(i, DType::F32).unwrap();
-        let fi = body.broadcast_in_dim(fi, vec![n], &[]).unwrap();
-        let gt = body
-            .compare(strata_runtime::ir::Comparison::Gt, v, fi)
-            .unwrap();
-        let f2 = body.binary(BinaryOp::Or, f, gt).unwrap();
-        let v2 = body.add_scalar(v, -1.0).unwrap();
-        body.set_outputs(vec![i2, f2, v2]).unwrap();
-        let mut g = Graph::new("flags");
-        let v0 = g.parameter(vals.clone());
-        let zero = g.constant(Tensor::scalar(0i32));
-        let f0 = g.constant(Tensor::from_vec(&[n], vec![false; n]).unwrap());
-        let out = g.while_loop(&[zero, f0, v0], cond, body).unwrap();
-        let ff = g.convert(out[1], DType::F32).unwrap();
-        g.set_outputs(vec![ff]).unwrap();
-        // v = k mod 7: flagged when some step i in 0..3 has v - i > i, i.e. v > 0 (i = 0).
-        let v: Vec<f32> = (0..n).map(|k| (k % 7) as f32).collect();
-        let want: Vec<f32> = v.iter().map(|&x| if x > 0.0 { 1.0 } else { 0.0 }).collect();
-        let out = same_on_both(&g, &[Tensor::from_vec(&[n], v).unwrap()]);
-        assert_eq!(out[0].to_vec::<f32>().unwrap(), want, "n = {n}");
+fn a_while_loop_carrying_a_large_bool_flag_updates_it_in_place() {
+    let case = common::bool_flag_while_case(40_000);
+    for (name, b) in backends() {
+        let failures = common::run_all(&*b, std::slice::from_ref(&case));
+        assert!(failures.is_empty(), "{name}: {}", failures.join("\n"));
     }
 }
