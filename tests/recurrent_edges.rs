@@ -10,7 +10,7 @@ use strata::model;
 use strata::nn::Architecture;
 use strata::optim::{Adam, OptimizerExt, SGD};
 use strata::train::{Callback, Control, Fit, Logs};
-use strata::{Model, Result, Tensor};
+use strata::{Error, Model, Result, Tensor};
 
 fn values(t: &Tensor) -> Vec<f32> {
     t.to_vec::<f32>().unwrap()
@@ -350,8 +350,21 @@ fn empty_and_misshapen_inputs_are_typed_errors() {
     assert!(m.fit(&empty, &ey, Fit::epochs(1).verbose(0)).is_err());
     // Wrong number of timesteps, wrong rank.
     let wrong = seqs(2, 5, 3, 1);
-    let e = m.predict(&wrong).unwrap_err().to_string();
-    assert!(e.contains('5') || e.contains("(4, 3)"), "{e}");
+    let e = m.predict(&wrong).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::InputShape { what, expected, got }
+                if what == "predict"
+                    && expected[..] == [None, Some(4), Some(3)]
+                    && got[..] == [2, 5, 3]
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "predict: the model takes inputs of shape [batch, 4, 3], got [2, 5, 3]"
+    );
     let flat = Tensor::from(strata::random::normal(&[2, 12], 0.0, 1.0, 1).unwrap());
     assert!(m.predict(&flat).is_err());
     // Zero timesteps declared by data.
@@ -360,22 +373,66 @@ fn empty_and_misshapen_inputs_are_typed_errors() {
     assert!(m.set_steps_per_execution(0).is_err());
 }
 
+/// Without `Input`, `predict` does not fix the shape (a typed "not built" error: `fit` or
+/// `build` does). Built from samples of zero timesteps, a recurrent layer returns its
+/// initial state, zeros, so `Dense` gives its bias; Keras 3.15 raises instead (its rnn reads
+/// the last step of an empty sequence: "index is out of bounds for axis 1 with size 0").
+/// Built from zero features, the kernel has no rows and the recurrence runs on the
+/// recurrent kernel alone: from a zero state with the initial zero bias a GRU stays at
+/// zero, as Keras' GRU does (kernel (0, 6), recurrent kernel (2, 6), bias (2, 6) in both).
+/// Rank-2 data is refused by the layer.
 #[test]
 fn deferred_input_recurrent_model_with_odd_data_is_typed() {
-    // No Input: the first data fixes the shape. Timesteps 0 and rank 2 data must not panic.
-    let m = model![LSTM(2), Dense(1)];
+    let not_built = |e: Error, shape: &str| match e {
+        Error::InvalidArgument { what, message } => {
+            assert_eq!(what, "predict");
+            assert!(
+                message.starts_with("model `sequential` is not built")
+                    && message.contains(&format!("call build(&{shape})")),
+                "{message}"
+            );
+        }
+        e => panic!("{e:?}"),
+    };
+
+    // Zero timesteps.
     let zero_t = Tensor::from_vec(&[2, 0, 3], Vec::<f32>::new()).unwrap();
-    let r = m.predict(&zero_t);
-    assert!(r.is_err() || r.unwrap().dims() == [2, 1]);
-    let m = model![LSTM(2), Dense(1)];
+    let mut m = model![LSTM(2), Dense(1)];
+    not_built(m.predict(&zero_t).unwrap_err(), "[0, 3]");
+    m.build(&[0, 3]).unwrap();
+    let mut w = m.weights();
+    let bias = w.iter_mut().find(|(n, _)| n == "dense/bias").unwrap();
+    bias.1 = Tensor::from_vec(&[1], vec![0.25f32]).unwrap();
+    m.set_weights(&w).unwrap();
+    let p = m.predict(&zero_t).unwrap();
+    assert_eq!(p.dims(), [2, 1]);
+    assert_eq!(values(&p), [0.25, 0.25]);
+
+    // Rank-2 data.
     let flat = Tensor::from(strata::random::normal(&[2, 12], 0.0, 1.0, 1).unwrap());
-    assert!(m.predict(&flat).is_err());
-    let m = model![GRU(2)];
-    let zero_f = Tensor::from_vec(&[2, 3, 0], Vec::<f32>::new()).unwrap();
-    let r = m.predict(&zero_f);
-    if let Ok(t) = r {
-        assert_eq!(t.dims(), [2, 2]);
+    let mut m = model![LSTM(2), Dense(1)];
+    not_built(m.predict(&flat).unwrap_err(), "[12]");
+    match m.build(&[12]).unwrap_err() {
+        Error::InvalidArgument { what, message } => {
+            assert_eq!(what, "lstm (LSTM)");
+            assert_eq!(
+                message,
+                "expected input of shape (steps, channels) (rank 2), got [12]"
+            );
+        }
+        e => panic!("{e:?}"),
     }
+
+    // Zero features.
+    let zero_f = Tensor::from_vec(&[2, 3, 0], Vec::<f32>::new()).unwrap();
+    let mut m = model![GRU(2)];
+    not_built(m.predict(&zero_f).unwrap_err(), "[3, 0]");
+    m.build(&[3, 0]).unwrap();
+    let shapes: Vec<Vec<usize>> = m.weights().iter().map(|(_, w)| w.dims().to_vec()).collect();
+    assert_eq!(shapes, [vec![0, 6], vec![2, 6], vec![2, 6]]);
+    let p = m.predict(&zero_f).unwrap();
+    assert_eq!(p.dims(), [2, 2]);
+    assert_eq!(values(&p), [0.0; 4]);
 }
 
 // ---- a graph model with states as outputs: predict_outputs and fit with K > 1
