@@ -169,7 +169,7 @@ fn scan_errors_are_typed() {
 // ---- reverse mode through scan: central differences on native, native ≡ XLA CPU
 
 use strata_runtime::autodiff::{self, gradcheck::GradCheck};
-use strata_runtime::ir::Value;
+use strata_runtime::ir::{UnaryOp, Value};
 use strata_runtime::random::Rng;
 use strata_runtime::{Error, Result};
 
@@ -393,6 +393,145 @@ fn cases() -> Vec<Case> {
             g.add(a, b)
         }),
     });
+    cases.extend(odd_shape_cases());
+    cases
+}
+
+/// Shapes of scan the cases above do not reach: carries swapped each step, the same value
+/// as two carries and two stacked inputs, rows that are scalars, a weight stacked as an
+/// output, a reverse scan in a scan, and a map with no carries.
+fn odd_shape_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+
+    // Carries swapped each step: (a, b) -> (tanh(b + x), a * w), w carried.
+    let mut step = Graph::new("swap");
+    let a = step.parameter(f64_ty(&[3]));
+    let b = step.parameter(f64_ty(&[3]));
+    let w = step.parameter(f64_ty(&[3]));
+    let x = step.parameter(f64_ty(&[3]));
+    let bx = step.add(b, x).unwrap();
+    let a2 = step.tanh(bx).unwrap();
+    let b2 = step.mul(a, w).unwrap();
+    step.set_outputs(vec![a2, b2, w, b2]).unwrap();
+    cases.push(Case {
+        name: "swapped carries, weight read at the end, T=4".into(),
+        inputs: vec![
+            rand(&[3], 31),
+            rand(&[3], 32),
+            rand(&[3], 33),
+            rand(&[4, 3], 34),
+        ],
+        wrt: vec![0, 1, 2, 3],
+        build: Box::new(move |g, p| {
+            let (c, ys) = g.scan(&[p[0], p[1], p[2]], &[p[3]], &step)?;
+            // The passed-through weight's final value is read too.
+            loss_of(g, Read::Both, &c, &ys)
+        }),
+    });
+
+    // The same value as two carries and two stacked inputs, an output returned twice.
+    let mut step = Graph::new("alias");
+    let a = step.parameter(f64_ty(&[2]));
+    let b = step.parameter(f64_ty(&[2]));
+    let x = step.parameter(f64_ty(&[2]));
+    let y = step.parameter(f64_ty(&[2]));
+    let ab = step.mul(a, b).unwrap();
+    let xy = step.mul(x, y).unwrap();
+    let a2 = step.add(ab, xy).unwrap();
+    let a2 = step.tanh(a2).unwrap();
+    let b2 = step.unary(UnaryOp::Logistic, b).unwrap();
+    step.set_outputs(vec![a2, b2, a2, a2]).unwrap();
+    cases.push(Case {
+        name: "aliased carries and inputs, duplicate outputs, T=3".into(),
+        inputs: vec![rand(&[2], 35), rand(&[3, 2], 36)],
+        wrt: vec![0, 1],
+        build: Box::new(move |g, p| {
+            let (c, ys) = g.scan(&[p[0], p[0]], &[p[1], p[1]], &step)?;
+            loss_of(g, Read::Both, &c, &ys)
+        }),
+    });
+
+    // Rows that are scalars (a rank-1 stacked input), reversed; one step and four.
+    let mut step = Graph::new("scalar_rows");
+    let c = step.parameter(f64_ty(&[]));
+    let x = step.parameter(f64_ty(&[]));
+    let cx = step.mul(c, x).unwrap();
+    let n = step.add(cx, x).unwrap();
+    let n = step.tanh(n).unwrap();
+    step.set_outputs(vec![n, cx]).unwrap();
+    for t in [1usize, 4] {
+        let s = step.clone();
+        cases.push(Case {
+            name: format!("scalar rows, reversed, T={t}"),
+            inputs: vec![rand(&[], 37), rand(&[t], 38)],
+            wrt: vec![0, 1],
+            build: Box::new(move |g, p| {
+                let (c, ys) = g.scan_reverse(&[p[0]], &[p[1]], &s)?;
+                loss_of(g, Read::Both, &c, &ys)
+            }),
+        });
+    }
+
+    // A weight stacked as an output at every step, the row stacked back, a product read.
+    let mut step = Graph::new("stack_weight");
+    let h = step.parameter(f64_ty(&[2, 2]));
+    let w = step.parameter(f64_ty(&[2, 2]));
+    let x = step.parameter(f64_ty(&[2, 2]));
+    let hw = step.matmul(h, w).unwrap();
+    let hx = step.add(hw, x).unwrap();
+    let h2 = step.tanh(hx).unwrap();
+    step.set_outputs(vec![h2, w, w, x, hw]).unwrap();
+    cases.push(Case {
+        name: "weight and row as stacked outputs, product read, T=3".into(),
+        inputs: vec![rand(&[2, 2], 39), rand(&[2, 2], 40), rand(&[3, 2, 2], 41)],
+        wrt: vec![0, 1, 2],
+        build: Box::new(move |g, p| {
+            let (c, ys) = g.scan(&[p[0], p[1]], &[p[2]], &step)?;
+            // The carried weight's final value is not read; every stacked output is.
+            loss_of(g, Read::Both, &c[..1], &ys)
+        }),
+    });
+
+    // A reverse scan inside a forward scan, the inner reading a carried weight.
+    let mut inner = Graph::new("inner");
+    let c = inner.parameter(f64_ty(&[2]));
+    let w = inner.parameter(f64_ty(&[2]));
+    let x = inner.parameter(f64_ty(&[2]));
+    let cw = inner.mul(c, w).unwrap();
+    let n = inner.add(cw, x).unwrap();
+    let n = inner.unary(UnaryOp::Logistic, n).unwrap();
+    inner.set_outputs(vec![n, w, n]).unwrap();
+    let mut outer = Graph::new("outer");
+    let c = outer.parameter(f64_ty(&[2]));
+    let w = outer.parameter(f64_ty(&[2]));
+    let seq = outer.parameter(f64_ty(&[3, 2]));
+    let (fin, ys) = outer.scan_reverse(&[c, w], &[seq], &inner).unwrap();
+    let y = outer.sum_all(ys[0]).unwrap();
+    outer.set_outputs(vec![fin[0], w, y]).unwrap();
+    cases.push(Case {
+        name: "reverse scan in a scan, weight carried through both, T=2 of T=3".into(),
+        inputs: vec![rand(&[2], 42), rand(&[2], 43), rand(&[2, 3, 2], 44)],
+        wrt: vec![0, 1, 2],
+        build: Box::new(move |g, p| {
+            let (c, ys) = g.scan(&[p[0], p[1]], &[p[2]], &outer)?;
+            loss_of(g, Read::Both, &c, &ys)
+        }),
+    });
+
+    // No carries at all: a map over rows.
+    let mut step = Graph::new("map");
+    let x = step.parameter(f64_ty(&[2]));
+    let y = step.tanh(x).unwrap();
+    step.set_outputs(vec![y]).unwrap();
+    cases.push(Case {
+        name: "a map (no carries), T=3".into(),
+        inputs: vec![rand(&[3, 2], 45)],
+        wrt: vec![0],
+        build: Box::new(move |g, p| {
+            let (_, ys) = g.scan(&[], &[p[0]], &step)?;
+            loss_of(g, Read::Ys, &[], &ys)
+        }),
+    });
     cases
 }
 
@@ -422,7 +561,8 @@ fn gradients_through_scan_agree_on_native_and_xla_cpu() {
         let grad = autodiff::grad(&g, loss, &wrt).unwrap();
         let a = native.run(&grad, &c.inputs).unwrap();
         let b = xla.run(&grad, &c.inputs).unwrap();
-        assert_eq!(a.len(), 1 + wrt.len(), "{}", c.name);
+        assert_eq!(a.len(), 1 + wrt.len(), "{}: native outputs", c.name);
+        assert_eq!(b.len(), a.len(), "{}: xla outputs", c.name);
         for (k, (a, b)) in a.iter().zip(&b).enumerate() {
             let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
             assert_eq!(a.len(), b.len(), "{}: output {k}", c.name);

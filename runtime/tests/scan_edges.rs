@@ -1,23 +1,20 @@
-//! Edge cases of the loop primitives: `dynamic_slice` /
-//! `dynamic_update_slice` with starts out of range, of every integer type, over scalars
-//! and empty windows, on native and XLA CPU; reverse mode through `Graph::scan` in shapes
-//! the existing table does not cover (aliased operands, swapped carries, rows that are
-//! scalars, weights read at the end, stacked weights).
+//! Edge cases of the loop primitives: `dynamic_slice` / `dynamic_update_slice` with
+//! starts out of range, of every integer type, over empty windows and other dtypes, on
+//! native and XLA CPU; a scan over bool and bf16 rows; a while loop carrying a large bool
+//! flag. (Their rank-0 and small-flag cases are in the shared op table,
+//! `common::cases()`; reverse mode through scan in odd shapes is in `scan.rs`.)
 
 mod backends;
+mod common;
 
 use backends::backends;
-use strata_runtime::autodiff::{self, gradcheck::GradCheck};
-use strata_runtime::ir::{BinaryOp, DType, Graph, TensorType, UnaryOp, Value};
+use strata_runtime::autodiff::gradcheck::GradCheck;
+use strata_runtime::ir::{BinaryOp, DType, Graph, TensorType, Value};
 use strata_runtime::random::Rng;
-use strata_runtime::{Result, Tensor};
+use strata_runtime::Tensor;
 
 fn ty(dtype: DType, dims: &[usize]) -> TensorType {
     TensorType::new(dtype, dims.to_vec())
-}
-
-fn f64_ty(dims: &[usize]) -> TensorType {
-    ty(DType::F64, dims)
 }
 
 fn rand(dims: &[usize], seed: u64) -> Tensor {
@@ -27,7 +24,34 @@ fn rand(dims: &[usize], seed: u64) -> Tensor {
     Tensor::from_vec(dims, v).unwrap()
 }
 
-/// Runs `g` on both backends and checks the outputs are identical.
+/// The first element at which two tensors of one type differ, for a failure's message
+/// (a tensor's `Debug` elides all but a few elements of a large array).
+fn first_difference(x: &Tensor, y: &Tensor) -> String {
+    fn find<'a, T: PartialEq + std::fmt::Debug + 'a>(
+        a: impl Iterator<Item = &'a T>,
+        b: impl Iterator<Item = &'a T>,
+    ) -> String {
+        match a.zip(b).enumerate().find(|(_, (p, q))| p != q) {
+            Some((i, (p, q))) => format!("first difference at element {i}: {p:?} vs {q:?}"),
+            None => "no element differs".into(),
+        }
+    }
+    match (x, y) {
+        (Tensor::F32(a), Tensor::F32(b)) => find(a.iter(), b.iter()),
+        (Tensor::F64(a), Tensor::F64(b)) => find(a.iter(), b.iter()),
+        (Tensor::BF16(a), Tensor::BF16(b)) => find(a.iter(), b.iter()),
+        (Tensor::I32(a), Tensor::I32(b)) => find(a.iter(), b.iter()),
+        (Tensor::I64(a), Tensor::I64(b)) => find(a.iter(), b.iter()),
+        (Tensor::Bool(a), Tensor::Bool(b)) => find(a.iter(), b.iter()),
+        _ => format!("types {} and {}", x.ty(), y.ty()),
+    }
+}
+
+/// Runs `g` on both backends and checks that the outputs are equal, every element of
+/// every output. Exact on purpose: every graph given here moves data (slices, updates,
+/// converts of small integers, selects of rows), computes bools, or does float arithmetic
+/// on small integers, which both backends compute without rounding; a graph that rounds
+/// would need a tolerance instead.
 fn same_on_both(g: &Graph, inputs: &[Tensor]) -> Vec<Tensor> {
     let mut results = Vec::new();
     for (name, b) in backends() {
@@ -36,10 +60,10 @@ fn same_on_both(g: &Graph, inputs: &[Tensor]) -> Vec<Tensor> {
     }
     let (_, a) = &results[0];
     let (_, b) = &results[1];
-    assert_eq!(a.len(), b.len());
+    assert_eq!(a.len(), b.len(), "number of outputs");
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert_eq!(x.dims(), y.dims(), "output {i}");
-        assert_eq!(format!("{x:?}"), format!("{y:?}"), "output {i}");
+        assert_eq!(x.ty(), y.ty(), "output {i}");
+        assert!(x == y, "output {i}: {}", first_difference(x, y));
     }
     results.remove(0).1
 }
@@ -84,19 +108,9 @@ fn dynamic_slice_clamps_starts_of_both_integer_types_alike() {
     }
 }
 
+/// (A rank-0 operand is a case of the shared op table.)
 #[test]
-fn dynamic_slice_of_scalars_empty_windows_and_other_dtypes() {
-    // A rank-0 operand: no starts, the window is the whole value.
-    let mut g = Graph::new("scalar");
-    let x = g.parameter(TensorType::scalar(DType::F32));
-    let s = g.dynamic_slice(x, &[], &[]).unwrap();
-    let v = g.constant(Tensor::scalar(7.0f32));
-    let u = g.dynamic_update_slice(x, v, &[]).unwrap();
-    g.set_outputs(vec![s, u]).unwrap();
-    let out = same_on_both(&g, &[Tensor::scalar(3.0f32)]);
-    assert_eq!(out[0].to_vec::<f32>().unwrap(), [3.0]);
-    assert_eq!(out[1].to_vec::<f32>().unwrap(), [7.0]);
-
+fn dynamic_slice_of_empty_windows_and_other_dtypes() {
     // A zero-size window, and a zero-size operand.
     let mut g = Graph::new("empty");
     let x = g.parameter(ty(DType::F32, &[3, 0]));
@@ -197,210 +211,6 @@ fn dynamic_slice_gradients_at_clamped_starts() {
     }
 }
 
-// ---- reverse mode through scan, shapes outside the existing table
-
-type Build = Box<dyn Fn(&mut Graph, &[Value]) -> Result<Value>>;
-
-struct Case {
-    name: &'static str,
-    inputs: Vec<Tensor>,
-    wrt: Vec<usize>,
-    build: Build,
-}
-
-fn sq_sum(g: &mut Graph, vs: &[Value]) -> Result<Value> {
-    let mut total = None;
-    for &v in vs {
-        let sq = g.mul(v, v)?;
-        let s = g.sum_all(sq)?;
-        total = Some(match total {
-            Some(t) => g.add(t, s)?,
-            None => s,
-        });
-    }
-    Ok(total.unwrap())
-}
-
-fn cases() -> Vec<Case> {
-    let mut cases = Vec::new();
-
-    // Carries swapped each step: (a, b) -> (tanh(b + x), a * w), w carried.
-    let mut step = Graph::new("swap");
-    let a = step.parameter(f64_ty(&[3]));
-    let b = step.parameter(f64_ty(&[3]));
-    let w = step.parameter(f64_ty(&[3]));
-    let x = step.parameter(f64_ty(&[3]));
-    let bx = step.add(b, x).unwrap();
-    let a2 = step.tanh(bx).unwrap();
-    let b2 = step.mul(a, w).unwrap();
-    step.set_outputs(vec![a2, b2, w, b2]).unwrap();
-    let s = step.clone();
-    cases.push(Case {
-        name: "swapped carries, weight read at the end",
-        inputs: vec![
-            rand(&[3], 1),
-            rand(&[3], 2),
-            rand(&[3], 3),
-            rand(&[4, 3], 4),
-        ],
-        wrt: vec![0, 1, 2, 3],
-        build: Box::new(move |g, p| {
-            let (c, ys) = g.scan(&[p[0], p[1], p[2]], &[p[3]], &s)?;
-            // The passed-through weight's final value is read too.
-            sq_sum(g, &[c[0], c[1], c[2], ys[0]])
-        }),
-    });
-
-    // The same value as two carries and two stacked inputs.
-    let mut step = Graph::new("alias");
-    let a = step.parameter(f64_ty(&[2]));
-    let b = step.parameter(f64_ty(&[2]));
-    let x = step.parameter(f64_ty(&[2]));
-    let y = step.parameter(f64_ty(&[2]));
-    let ab = step.mul(a, b).unwrap();
-    let xy = step.mul(x, y).unwrap();
-    let a2 = step.add(ab, xy).unwrap();
-    let a2 = step.tanh(a2).unwrap();
-    let b2 = step.unary(UnaryOp::Logistic, b).unwrap();
-    step.set_outputs(vec![a2, b2, a2, a2]).unwrap();
-    let s = step.clone();
-    cases.push(Case {
-        name: "aliased carries and inputs, duplicate outputs",
-        inputs: vec![rand(&[2], 5), rand(&[3, 2], 6)],
-        wrt: vec![0, 1],
-        build: Box::new(move |g, p| {
-            let (c, ys) = g.scan(&[p[0], p[0]], &[p[1], p[1]], &s)?;
-            sq_sum(g, &[c[0], c[1], ys[0], ys[1]])
-        }),
-    });
-
-    // Rows that are scalars (a rank-1 stacked input), reversed, one step.
-    let mut step = Graph::new("scalar_rows");
-    let c = step.parameter(f64_ty(&[]));
-    let x = step.parameter(f64_ty(&[]));
-    let cx = step.mul(c, x).unwrap();
-    let n = step.add(cx, x).unwrap();
-    let n = step.tanh(n).unwrap();
-    step.set_outputs(vec![n, cx]).unwrap();
-    for t in [1usize, 4] {
-        let s = step.clone();
-        cases.push(Case {
-            name: if t == 1 {
-                "scalar rows, reversed, T=1"
-            } else {
-                "scalar rows, reversed, T=4"
-            },
-            inputs: vec![rand(&[], 7), rand(&[t], 8)],
-            wrt: vec![0, 1],
-            build: Box::new(move |g, p| {
-                let (c, ys) = g.scan_reverse(&[p[0]], &[p[1]], &s)?;
-                sq_sum(g, &[c[0], ys[0]])
-            }),
-        });
-    }
-
-    // A weight stacked as an output at every step, and the step's output that is a row.
-    let mut step = Graph::new("stack_weight");
-    let h = step.parameter(f64_ty(&[2, 2]));
-    let w = step.parameter(f64_ty(&[2, 2]));
-    let x = step.parameter(f64_ty(&[2, 2]));
-    let hw = step.matmul(h, w).unwrap();
-    let hx = step.add(hw, x).unwrap();
-    let h2 = step.tanh(hx).unwrap();
-    step.set_outputs(vec![h2, w, w, x, hw]).unwrap();
-    let s = step.clone();
-    cases.push(Case {
-        name: "weight and row as stacked outputs, product read",
-        inputs: vec![rand(&[2, 2], 9), rand(&[2, 2], 10), rand(&[3, 2, 2], 11)],
-        wrt: vec![0, 1, 2],
-        build: Box::new(move |g, p| {
-            let (c, ys) = g.scan(&[p[0], p[1]], &[p[2]], &s)?;
-            sq_sum(g, &[c[0], ys[0], ys[1], ys[2]])
-        }),
-    });
-
-    // A reverse scan inside a forward scan, the inner reading a carried weight.
-    let mut inner = Graph::new("inner");
-    let c = inner.parameter(f64_ty(&[2]));
-    let w = inner.parameter(f64_ty(&[2]));
-    let x = inner.parameter(f64_ty(&[2]));
-    let cw = inner.mul(c, w).unwrap();
-    let n = inner.add(cw, x).unwrap();
-    let n = inner.unary(UnaryOp::Logistic, n).unwrap();
-    inner.set_outputs(vec![n, w, n]).unwrap();
-    let mut outer = Graph::new("outer");
-    let c = outer.parameter(f64_ty(&[2]));
-    let w = outer.parameter(f64_ty(&[2]));
-    let seq = outer.parameter(f64_ty(&[3, 2]));
-    let (fin, ys) = outer.scan_reverse(&[c, w], &[seq], &inner).unwrap();
-    let y = outer.sum_all(ys[0]).unwrap();
-    outer.set_outputs(vec![fin[0], w, y]).unwrap();
-    cases.push(Case {
-        name: "reverse scan in a scan, weight carried through both",
-        inputs: vec![rand(&[2], 12), rand(&[2], 13), rand(&[2, 3, 2], 14)],
-        wrt: vec![0, 1, 2],
-        build: Box::new(move |g, p| {
-            let (c, ys) = g.scan(&[p[0], p[1]], &[p[2]], &outer)?;
-            sq_sum(g, &[c[0], c[1], ys[0]])
-        }),
-    });
-
-    // No carries at all: a map over rows.
-    let mut step = Graph::new("map");
-    let x = step.parameter(f64_ty(&[2]));
-    let y = step.tanh(x).unwrap();
-    step.set_outputs(vec![y]).unwrap();
-    cases.push(Case {
-        name: "a map (no carries)",
-        inputs: vec![rand(&[3, 2], 15)],
-        wrt: vec![0],
-        build: Box::new(move |g, p| {
-            let (_, ys) = g.scan(&[], &[p[0]], &step)?;
-            sq_sum(g, &[ys[0]])
-        }),
-    });
-    cases
-}
-
-#[test]
-fn scan_gradients_of_odd_shapes_match_central_differences() {
-    let mut failures = Vec::new();
-    for c in cases() {
-        if let Err(e) = GradCheck::default().run(&c.inputs, &c.wrt, &c.build) {
-            failures.push(format!("{}: {e}", c.name));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-#[test]
-fn scan_gradients_of_odd_shapes_agree_on_native_and_xla() {
-    for c in cases() {
-        let mut g = Graph::new("loss");
-        let params: Vec<Value> = c.inputs.iter().map(|t| g.parameter(t.ty())).collect();
-        let y = (c.build)(&mut g, &params).unwrap();
-        g.set_outputs(vec![y]).unwrap();
-        let wrt: Vec<Value> = c.wrt.iter().map(|&i| params[i]).collect();
-        let grad = autodiff::grad(&g, y, &wrt).unwrap();
-        let bs = backends();
-        let a = bs[0].1.run(&grad, &c.inputs).unwrap();
-        let b = bs[1]
-            .1
-            .run(&grad, &c.inputs)
-            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
-        for (k, (a, b)) in a.iter().zip(&b).enumerate() {
-            let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
-            for (x, y) in a.iter().zip(&b) {
-                assert!(
-                    (x - y).abs() <= 1e-12 + 1e-9 * x.abs().max(y.abs()),
-                    "{}: output {k}: {a:?} vs {b:?}",
-                    c.name
-                );
-            }
-        }
-    }
-}
-
 /// A scan of bool and bf16 rows (carried and stacked), no gradient asked.
 #[test]
 fn scan_over_bool_and_bf16_rows() {
@@ -447,50 +257,13 @@ fn scan_over_bool_and_bf16_rows() {
     );
 }
 
-/// A bool a plain `while` carries, updated in place by a fused elementwise kernel (the
-/// native planner aliases the carried flag's slot with the kernel's output): small, and
-/// large enough to be split across the crew.
+/// The shared table's bool flag that a plain `while` carries and updates in place, at a
+/// size the native backend splits across its crew, on both backends.
 #[test]
-fn a_while_loop_carrying_a_bool_flag_updates_it_in_place() {
-    for n in [3usize, 40_000] {
-        let count = TensorType::scalar(DType::I32);
-        let flags = ty(DType::Bool, &[n]);
-        let vals = ty(DType::F32, &[n]);
-        let mut cond = Graph::new("cond");
-        let i = cond.parameter(count.clone());
-        let _ = cond.parameter(flags.clone());
-        let _ = cond.parameter(vals.clone());
-        let three = cond.constant(Tensor::scalar(3i32));
-        let more = cond
-            .compare(strata_runtime::ir::Comparison::Lt, i, three)
-            .unwrap();
-        cond.set_outputs(vec![more]).unwrap();
-        let mut body = Graph::new("body");
-        let i = body.parameter(count.clone());
-        let f = body.parameter(flags.clone());
-        let v = body.parameter(vals.clone());
-        let one = body.constant(Tensor::scalar(1i32));
-        let i2 = body.add(i, one).unwrap();
-        // flag' = flag or (v > i), v' = v - 1
-        let fi = body.convert(i, DType::F32).unwrap();
-        let fi = body.broadcast_in_dim(fi, vec![n], &[]).unwrap();
-        let gt = body
-            .compare(strata_runtime::ir::Comparison::Gt, v, fi)
-            .unwrap();
-        let f2 = body.binary(BinaryOp::Or, f, gt).unwrap();
-        let v2 = body.add_scalar(v, -1.0).unwrap();
-        body.set_outputs(vec![i2, f2, v2]).unwrap();
-        let mut g = Graph::new("flags");
-        let v0 = g.parameter(vals.clone());
-        let zero = g.constant(Tensor::scalar(0i32));
-        let f0 = g.constant(Tensor::from_vec(&[n], vec![false; n]).unwrap());
-        let out = g.while_loop(&[zero, f0, v0], cond, body).unwrap();
-        let ff = g.convert(out[1], DType::F32).unwrap();
-        g.set_outputs(vec![ff]).unwrap();
-        // v = k mod 7: flagged when some step i in 0..3 has v - i > i, i.e. v > 0 (i = 0).
-        let v: Vec<f32> = (0..n).map(|k| (k % 7) as f32).collect();
-        let want: Vec<f32> = v.iter().map(|&x| if x > 0.0 { 1.0 } else { 0.0 }).collect();
-        let out = same_on_both(&g, &[Tensor::from_vec(&[n], v).unwrap()]);
-        assert_eq!(out[0].to_vec::<f32>().unwrap(), want, "n = {n}");
+fn a_while_loop_carrying_a_large_bool_flag_updates_it_in_place() {
+    let case = common::bool_flag_while_case(40_000);
+    for (name, b) in backends() {
+        let failures = common::run_all(&*b, std::slice::from_ref(&case));
+        assert!(failures.is_empty(), "{name}: {}", failures.join("\n"));
     }
 }

@@ -505,6 +505,21 @@ pub fn cases() -> Vec<Case> {
             ])
         },
     ));
+    // A rank-0 operand takes no starts: the window is the whole value, and an update
+    // replaces it (the StableHLO printer once spelled the empty slice_sizes so that XLA
+    // refused the module).
+    c.push(case(
+        "dynamic_slice and dynamic_update_slice of a rank-0 operand",
+        vec![f32t(&[], &[3.0]), f32t(&[], &[7.0]), i32t(&[], &[-4])],
+        vec![f32t(&[], &[3.0]), f32t(&[], &[7.0]), i32t(&[], &[-4])],
+        |g, p| {
+            Ok(vec![
+                g.dynamic_slice(p[0], &[], &[])?,
+                g.dynamic_update_slice(p[0], p[1], &[])?,
+                g.dynamic_slice(p[2], &[], &[])?,
+            ])
+        },
+    ));
     c.push(case(
         "dynamic_update_slice (starts clamped into range)",
         vec![
@@ -1037,7 +1052,8 @@ fn types_of(g: &Graph, vs: &[Value]) -> Vec<TensorType> {
 
 /// The while loop's cases: a counted loop, one that never runs its body, one carrying a
 /// matrix through a matrix product, the scan pattern (row `i` read with dynamic_slice,
-/// written with dynamic_update_slice) and a loop inside a loop's body.
+/// written with dynamic_update_slice), a bool flag carried and updated in place, and a loop
+/// inside a loop's body.
 pub fn while_cases() -> Vec<Case> {
     let i0 = || i32t(&[], &[0]);
     vec![
@@ -1162,6 +1178,7 @@ pub fn while_cases() -> Vec<Case> {
                 g.while_loop(p, cond, body)
             },
         ),
+        bool_flag_while_case(3),
         // for i in 0..3 { for j in 0..4 { acc += 1 } }, the body's results swapped around
         // a parameter returned as it came (acc passes through the inner loop).
         case(
@@ -1186,6 +1203,39 @@ pub fn while_cases() -> Vec<Case> {
             },
         ),
     ]
+}
+
+/// A bool flag a plain while loop carries, updated in place by a fused elementwise kernel
+/// (the native planner aliases the carried flag's slot with the kernel's output), over `n`
+/// elements: for i in 0..3 { flag |= v > i; v -= 1 }. From `v = k mod 7` the flag ends
+/// `v > 0` (step 0 decides it) and `v` ends 3 less. At 40,000 elements the native kernel
+/// is split across the worker crew.
+pub fn bool_flag_while_case(n: usize) -> Case {
+    let v: Vec<f32> = (0..n).map(|k| (k % 7) as f32).collect();
+    let flags: Vec<bool> = v.iter().map(|&x| x > 0.0).collect();
+    let v3: Vec<f32> = v.iter().map(|&x| x - 3.0).collect();
+    case(
+        format!("while carrying a bool flag updated in place, n={n}"),
+        vec![
+            i32t(&[], &[0]),
+            boolt(&[n], &vec![false; n]),
+            f32t(&[n], &v),
+        ],
+        vec![i32t(&[], &[3]), boolt(&[n], &flags), f32t(&[n], &v3)],
+        move |g, p| {
+            let ts = types_of(g, p);
+            let body = region("body", &ts, |b, q| {
+                let fi = b.convert(q[0], DType::F32)?;
+                let fi = b.broadcast_in_dim(fi, [n], &[])?;
+                let gt = b.compare(Comparison::Gt, q[2], fi)?;
+                let flag = b.binary(BinaryOp::Or, q[1], gt)?;
+                let v = b.add_scalar(q[2], -1.0)?;
+                let one = b.scalar(1.0, DType::I32);
+                Ok(vec![b.add(q[0], one)?, flag, v])
+            })?;
+            g.while_loop(p, count_below(&ts, 3)?, body)
+        },
+    )
 }
 
 /// The primitives a case's graph uses.
