@@ -86,9 +86,9 @@ impl PjrtBackend {
         let api = Api::load(&path)?;
         let mut create = Vec::new();
         if let Device::XlaCpu { devices } = device {
-            // Plain `xla-cpu` is one device, as JAX's CPU client. The plugin's own default,
-            // four devices, also gives its compute pool at least four workers, more than
-            // a small machine has cores, and a single-device program then runs slower.
+            // Plain `xla-cpu` is one device, as JAX's CPU client. The plugin's own default is
+            // four devices; on the 2-core machine measured that also gave its compute pool
+            // four workers (two with one device), and a single-device program ran slower.
             // Validated by Device's parser and here again: a wrong option type or value
             // can abort older plugins.
             let count = devices.unwrap_or(1);
